@@ -1,0 +1,1 @@
+"""gputop.advice layer (see DESIGN.md)."""

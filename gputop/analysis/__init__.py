@@ -1,0 +1,1 @@
+"""gputop.analysis layer (see DESIGN.md)."""

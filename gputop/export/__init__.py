@@ -1,0 +1,1 @@
+"""gputop.export layer (see DESIGN.md)."""

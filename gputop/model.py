@@ -1,0 +1,247 @@
+"""Frozen dataclasses shared by every layer: one Frame is everything a tick knows.
+
+Units follow psutil: bytes, seconds, percent (0..100 per core for processes).
+`None` always means "not measured / not available", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+GpuSourceKind = Literal["nvml", "simulated", "none"]
+Role = Literal["trainer", "worker", "launcher", "other"]
+Verdict = Literal["data-bound", "compute-bound", "unknown"]
+Band = Literal["highly", "moderately", "not", "unknown"]
+Severity = Literal["info", "warn", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One compute process NVML reports on a device."""
+
+    pid: int
+    memory_used_bytes: int | None
+    sm_util_percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One device at one tick; fields NVML could not give are None."""
+
+    index: int
+    name: str
+    uuid: str
+    util_percent: float | None
+    memory_util_percent: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: int | None
+    memory_clock_mhz: int | None
+    pcie_rx_bytes_per_s: float | None
+    pcie_tx_bytes_per_s: float | None
+    sm_occupancy_percent: float | None = None
+    tensor_active_percent: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReport:
+    """All devices from one source; `note` explains a missing driver or a simulation."""
+
+    source: GpuSourceKind
+    gpus: tuple[GpuSample, ...] = ()
+    note: str | None = None
+    driver_version: str | None = None
+    scenario: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """Host-wide CPU and memory at one tick."""
+
+    hostname: str
+    cpu_count: int
+    cpu_percent: float | None
+    per_cpu_percent: tuple[float, ...]
+    memory_total_bytes: int
+    memory_available_bytes: int
+    swap_total_bytes: int
+    swap_used_bytes: int
+    load_average: tuple[float, float, float]
+    uptime_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """One process; `in_proc` is False for an NVML PID with no /proc entry (other namespace)."""
+
+    pid: int
+    ppid: int | None
+    name: str
+    cmdline: tuple[str, ...]
+    username: str | None
+    state: str
+    num_threads: int | None
+    cpu_percent: float | None
+    rss_bytes: int | None
+    cpu_time_s: float | None
+    start_ticks: int
+    gpu_memory_bytes: int | None = None
+    gpu_indices: tuple[int, ...] = ()
+    role: Role = "other"
+    trainer_pid: int | None = None
+    has_probe: bool = False
+    in_proc: bool = True
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Identity across ticks: a PID is reused, a PID with its start time is not."""
+        return (self.pid, self.start_ticks)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainerGroup:
+    """A trainer and the DataLoader workers grouped beneath it."""
+
+    pid: int
+    worker_pids: tuple[int, ...]
+    workers_cpu_percent: float
+    num_threads_total: int
+    pin_memory_thread: bool
+    launcher_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBandwidthSample:
+    """Host memory-bandwidth pressure, always labelled with where it came from."""
+
+    source: str
+    confidence: str
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+    peak_bytes_per_s: float | None = None
+    pressure: float | None = None
+    psi_some_avg10: float | None = None
+    psi_full_avg10: float | None = None
+    swap_in_per_s: float | None = None
+    major_faults_per_s: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TrainerConfig:
+    """Facts the probe recorded about the trainer (annotate() and the patched loader)."""
+
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    batch_size: int | None = None
+    prefetch_factor: int | None = None
+    persistent_workers: bool | None = None
+    num_threads: int | None = None
+    device: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One training step; a phase the probe did not see is None, not zero."""
+
+    step: int
+    duration_ns: int
+    data_ns: int | None
+    h2d_ns: int | None = None
+    forward_ns: int | None = None
+    backward_ns: int | None = None
+    optimizer_ns: int | None = None
+    gpu_ns: int | None = None
+    gpu_gap_ns: int | None = None
+    batch_size: int | None = None
+    epoch: int = 0
+    warmup: bool = False
+    verdict: Verdict = "unknown"
+
+    @property
+    def input_ns(self) -> int | None:
+        """Time the step spent getting its input (data wait + host-to-device copy)."""
+        if self.data_ns is None:
+            return None
+        return self.data_ns + (self.h2d_ns or 0)
+
+    @property
+    def other_ns(self) -> int:
+        """Step time no measured phase accounts for."""
+        seen = sum(
+            v or 0
+            for v in (self.data_ns, self.h2d_ns, self.forward_ns, self.backward_ns,
+                      self.optimizer_ns)
+        )
+        return max(0, self.duration_ns - seen)
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    """A rolling window of non-warm-up steps, reduced to what decides a verdict."""
+
+    steps: int
+    input_bound_percent: float | None
+    band: Band
+    verdict: Verdict
+    median_step_ns: int | None
+    p95_step_ns: int | None
+    samples_per_s: float | None
+    waited_percent: float | None = None
+    p95_data_ns: int | None = None
+    median_phase_ns: tuple[tuple[str, int | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttachState:
+    """What the ring of one attached trainer says right now."""
+
+    pid: int
+    config: TrainerConfig
+    dropped_records: int
+    steps: tuple[StepRecord, ...]
+    summary: StepSummary
+    alive: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """One piece of advice with the measured numbers it rests on."""
+
+    id: str
+    severity: Severity
+    title: str
+    evidence: str
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Everything one tick measured; immutable and complete, so rendering never samples."""
+
+    time: float
+    interval_s: float
+    host: HostSample
+    gpu: GpuReport
+    processes: tuple[ProcessSample, ...]
+    trainers: tuple[TrainerGroup, ...]
+    memory_bandwidth: MemoryBandwidthSample | None = None
+    attached: tuple[AttachState, ...] = ()
+    advice: tuple[Advice, ...] = ()
+    sample_cost_s: float = field(default=0.0, compare=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        """True when any GPU data in this frame is simulated."""
+        return self.gpu.source == "simulated"

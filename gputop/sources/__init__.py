@@ -1,0 +1,1 @@
+"""gputop.sources layer (see DESIGN.md)."""

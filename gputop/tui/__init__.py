@@ -1,0 +1,1 @@
+"""gputop.tui layer (see DESIGN.md)."""
