@@ -85,6 +85,10 @@ class Sampler:
         """Take a first, throw-away sample so the next one already has meaningful rates."""
         self.sample()
 
+    def wait(self, seconds: float) -> None:
+        """Sleep for `seconds` unless the sampler is stopped first."""
+        self._stop.wait(seconds)
+
     def first_frame(self) -> Frame:
         """Two samples close together: CPU-sorted rows within a fraction of a second."""
         self.prime()

@@ -1,0 +1,173 @@
+"""Command line: argument parsing, exit codes and wiring; nothing else.
+
+Exit codes: 0 ok, 2 bad input (one line on stderr), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from gputop import __version__
+from gputop.wiring import BadInput
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+DEFAULT_SCENARIO = "data-starved"
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see gputop --help)")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0.1 or value > 3600:
+        raise argparse.ArgumentTypeError(f"interval must be between 0.1 and 3600 s, got {text}")
+    return value
+
+
+def _pid(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return value
+
+
+def _gpu_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a GPU count: {text!r}") from None
+    if not 1 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"simulated GPU count must be 1..16, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The main command's options (the `run` subcommand is parsed separately)."""
+    parser = _Parser(
+        prog="gputop",
+        description="nvidia-smi + top for people who train models. "
+        "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it.",
+    )
+    parser.add_argument("--version", action="version", version=f"gputop {__version__}")
+    parser.add_argument("--once", action="store_true", help="sample one interval, print, exit")
+    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                        help="refresh period (default 1.0)")
+    parser.add_argument("--attach", type=_pid, metavar="PID",
+                        help="show the step pane for a trainer running under the probe")
+    parser.add_argument("--demo", nargs="?", const=DEFAULT_SCENARIO, metavar="SCENARIO",
+                        help="simulated GPUs + a built-in demo trainer "
+                        f"(scenario default {DEFAULT_SCENARIO})")
+    parser.add_argument("--gpus", type=_gpu_count, default=None, metavar="N",
+                        help="number of simulated GPUs with --demo (1..16)")
+    parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto",
+                        help="host memory-bandwidth source (default auto)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gputop` console script."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] == "run":
+            return _run(args_list[1:])
+        return _main(build_parser().parse_args(args_list))
+    except (UsageError, BadInput) as exc:
+        print(f"gputop: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the one place internal errors become one line
+        if os.environ.get("GPUTOP_DEBUG"):
+            raise
+        print(f"gputop: internal error: {type(exc).__name__}: {exc} "
+              "(set GPUTOP_DEBUG=1 for a traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.json and not args.once:
+        raise UsageError("--json goes with --once (see gputop --help)")
+    if args.gpus is not None and args.demo is None:
+        raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
+    from gputop.wiring import build_sampler, check_attach, check_scenario
+
+    if args.demo is not None:
+        check_scenario(args.demo)
+    if args.attach is not None:
+        check_attach(args.attach)
+    if args.once:
+        return _once(args)
+    from gputop.wiring import run_live
+
+    return run_live(
+        interval_s=args.interval,
+        demo=args.demo,
+        gpus=args.gpus,
+        membw=args.membw,
+        attach_pid=args.attach,
+        build_sampler=build_sampler,
+    )
+
+
+def _once(args: argparse.Namespace) -> int:
+    from gputop.wiring import build_sampler
+
+    sampler = build_sampler(
+        demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval
+    )
+    try:
+        if args.attach is not None:
+            sampler.attach(args.attach)
+        sampler.prime()
+        sampler.wait(args.interval)
+        frame = sampler.sample()
+    finally:
+        sampler.close()
+    if args.json:
+        from gputop.export.snapshot import dumps
+
+        sys.stdout.write(dumps(frame) + "\n")
+    else:
+        from gputop.export.text import render
+
+        sys.stdout.write(render(frame))
+    return EXIT_OK
+
+
+def _run(argv: list[str]) -> int:
+    parser = _Parser(prog="gputop run", description="run CMD with the step probe, TUI attached")
+    parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
+    parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("run needs a command: gputop run -- python train.py")
+    from gputop.wiring import build_sampler, start_probed
+
+    child = start_probed(command)
+    from gputop.wiring import run_attached_child
+
+    return run_attached_child(
+        child, interval_s=args.interval, membw=args.membw, build_sampler=build_sampler
+    )

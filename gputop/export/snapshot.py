@@ -1,0 +1,240 @@
+"""The `gputop.snapshot/1` JSON document: the contract scripts rely on (DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gputop.model import (
+    Advice,
+    AttachState,
+    Frame,
+    GpuSample,
+    HostSample,
+    MemoryBandwidthSample,
+    ProcessSample,
+    StepRecord,
+    StepSummary,
+    TrainerConfig,
+    TrainerGroup,
+)
+
+SCHEMA = "gputop.snapshot/1"
+
+
+def snapshot(frame: Frame) -> dict[str, Any]:
+    """The whole frame as plain JSON-ready data, keys and units as the contract fixes them."""
+    return {
+        "schema": SCHEMA,
+        "time": frame.time,
+        "interval_s": frame.interval_s,
+        "hostname": frame.host.hostname,
+        "gpu_source": frame.gpu.source,
+        "simulated": frame.simulated,
+        "gpu_scenario": frame.gpu.scenario,
+        "gpu_note": frame.gpu.note,
+        "driver_version": frame.gpu.driver_version,
+        "gpus": [gpu_json(g) for g in frame.gpu.gpus],
+        "host": host_json(frame.host),
+        "processes": [process_json(p) for p in frame.processes],
+        "trainers": [trainer_json(t) for t in frame.trainers],
+        "memory_bandwidth": membw_json(frame.memory_bandwidth),
+        "attach": attach_json(frame.attached[0]) if frame.attached else None,
+        "attach_ranks": [attach_json(a) for a in frame.attached[1:]],
+        "advice": [advice_json(a) for a in frame.advice],
+        "notes": list(frame.notes),
+        "sample_cost_s": frame.sample_cost_s,
+    }
+
+
+def dumps(frame: Frame) -> str:
+    """The snapshot as one JSON text."""
+    return json.dumps(_finite(snapshot(frame)), indent=2, allow_nan=False)
+
+
+def gpu_json(gpu: GpuSample) -> dict[str, Any]:
+    """One device; None where NVML (or the simulation) had no value."""
+    return {
+        "index": gpu.index,
+        "name": gpu.name,
+        "uuid": gpu.uuid,
+        "util_percent": gpu.util_percent,
+        "memory_util_percent": gpu.memory_util_percent,
+        "memory_used_bytes": gpu.memory_used_bytes,
+        "memory_total_bytes": gpu.memory_total_bytes,
+        "temperature_c": gpu.temperature_c,
+        "power_w": gpu.power_w,
+        "power_limit_w": gpu.power_limit_w,
+        "sm_clock_mhz": gpu.sm_clock_mhz,
+        "memory_clock_mhz": gpu.memory_clock_mhz,
+        "pcie_rx_bytes_per_s": gpu.pcie_rx_bytes_per_s,
+        "pcie_tx_bytes_per_s": gpu.pcie_tx_bytes_per_s,
+        "sm_occupancy_percent": gpu.sm_occupancy_percent,
+        "tensor_active_percent": gpu.tensor_active_percent,
+        "lost": gpu.lost,
+        "processes": [
+            {
+                "pid": p.pid,
+                "memory_used_bytes": p.memory_used_bytes,
+                "sm_util_percent": p.sm_util_percent,
+            }
+            for p in gpu.processes
+        ],
+    }
+
+
+def host_json(host: HostSample) -> dict[str, Any]:
+    """Host CPU and memory."""
+    return {
+        "cpu_count": host.cpu_count,
+        "cpu_percent": host.cpu_percent,
+        "per_cpu_percent": list(host.per_cpu_percent),
+        "memory_total_bytes": host.memory_total_bytes,
+        "memory_available_bytes": host.memory_available_bytes,
+        "swap_total_bytes": host.swap_total_bytes,
+        "swap_used_bytes": host.swap_used_bytes,
+        "load_average": list(host.load_average),
+        "uptime_s": host.uptime_s,
+    }
+
+
+def process_json(p: ProcessSample) -> dict[str, Any]:
+    """One process row."""
+    return {
+        "pid": p.pid,
+        "ppid": p.ppid,
+        "name": p.name,
+        "cmdline": list(p.cmdline),
+        "username": p.username,
+        "state": p.state,
+        "num_threads": p.num_threads,
+        "cpu_percent": p.cpu_percent,
+        "rss_bytes": p.rss_bytes,
+        "cpu_time_s": p.cpu_time_s,
+        "gpu_memory_bytes": p.gpu_memory_bytes,
+        "gpu_indices": list(p.gpu_indices),
+        "role": p.role,
+        "trainer_pid": p.trainer_pid,
+        "has_probe": p.has_probe,
+        "in_proc": p.in_proc,
+    }
+
+
+def trainer_json(t: TrainerGroup) -> dict[str, Any]:
+    """A trainer with its DataLoader workers."""
+    return {
+        "pid": t.pid,
+        "worker_pids": list(t.worker_pids),
+        "workers_cpu_percent": t.workers_cpu_percent,
+        "num_threads_total": t.num_threads_total,
+        "pin_memory_thread": t.pin_memory_thread,
+        "launcher_pid": t.launcher_pid,
+    }
+
+
+def membw_json(m: MemoryBandwidthSample | None) -> dict[str, Any] | None:
+    """Memory-bandwidth pressure with its source, or None when the pane is off."""
+    if m is None:
+        return None
+    return {
+        "source": m.source,
+        "confidence": m.confidence,
+        "read_bytes_per_s": m.read_bytes_per_s,
+        "write_bytes_per_s": m.write_bytes_per_s,
+        "peak_bytes_per_s": m.peak_bytes_per_s,
+        "pressure": m.pressure,
+        "psi_some_avg10": m.psi_some_avg10,
+        "psi_full_avg10": m.psi_full_avg10,
+        "swap_in_per_s": m.swap_in_per_s,
+        "major_faults_per_s": m.major_faults_per_s,
+        "note": m.note,
+    }
+
+
+def config_json(c: TrainerConfig) -> dict[str, Any]:
+    """The trainer's settings as the probe recorded them."""
+    out: dict[str, Any] = {
+        "num_workers": c.num_workers,
+        "pin_memory": c.pin_memory,
+        "batch_size": c.batch_size,
+        "prefetch_factor": c.prefetch_factor,
+        "persistent_workers": c.persistent_workers,
+        "num_threads": c.num_threads,
+        "device": c.device,
+        "rank": c.rank,
+        "world_size": c.world_size,
+    }
+    out["extra"] = dict(c.extra)
+    return out
+
+
+def step_json(s: StepRecord) -> dict[str, Any]:
+    """One step; unmeasured phases stay null."""
+    return {
+        "step": s.step,
+        "duration_ns": s.duration_ns,
+        "data_ns": s.data_ns,
+        "h2d_ns": s.h2d_ns,
+        "forward_ns": s.forward_ns,
+        "backward_ns": s.backward_ns,
+        "optimizer_ns": s.optimizer_ns,
+        "other_ns": s.other_ns,
+        "gpu_ns": s.gpu_ns,
+        "gpu_gap_ns": s.gpu_gap_ns,
+        "batch_size": s.batch_size,
+        "epoch": s.epoch,
+        "warmup": s.warmup,
+        "verdict": s.verdict,
+    }
+
+
+def summary_json(s: StepSummary) -> dict[str, Any]:
+    """The rolling window's verdict and the numbers behind it."""
+    return {
+        "steps": s.steps,
+        "input_bound_percent": s.input_bound_percent,
+        "band": s.band,
+        "verdict": s.verdict,
+        "median_step_ns": s.median_step_ns,
+        "p95_step_ns": s.p95_step_ns,
+        "samples_per_s": s.samples_per_s,
+        "waited_percent": s.waited_percent,
+        "p95_data_ns": s.p95_data_ns,
+        "median_phase_ns": dict(s.median_phase_ns),
+    }
+
+
+def attach_json(a: AttachState) -> dict[str, Any]:
+    """The attached trainer: settings, steps (newest last), dropped records, summary."""
+    return {
+        "pid": a.pid,
+        "alive": a.alive,
+        "error": a.error,
+        "config": config_json(a.config),
+        "dropped_records": a.dropped_records,
+        "steps": [step_json(s) for s in a.steps],
+        "summary": summary_json(a.summary),
+    }
+
+
+def advice_json(a: Advice) -> dict[str, Any]:
+    """One piece of advice."""
+    return {
+        "id": a.id,
+        "severity": a.severity,
+        "title": a.title,
+        "evidence": a.evidence,
+        "action": a.action,
+    }
+
+
+def _finite(value: Any) -> Any:
+    """The same data with NaN and infinities as null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,154 @@
+"""The readable `--once` snapshot: nvidia-smi and top in one printout."""
+
+from __future__ import annotations
+
+import time
+
+from gputop import fmt
+from gputop.model import AttachState, Frame, GpuSample, ProcessSample
+
+TOP_PROCESSES = 15
+
+
+def render(frame: Frame, width: int = 100) -> str:
+    """The whole frame as plain text lines."""
+    lines = [*_header(frame), "", *_gpus(frame), ""]
+    if frame.trainers:
+        lines += [*_trainers(frame), ""]
+    lines += [*_processes(frame, width), ""]
+    if frame.memory_bandwidth is not None:
+        lines += [_membw(frame), ""]
+    for state in frame.attached:
+        lines += [*_attached(state), ""]
+    if frame.advice:
+        lines += [*_advice(frame), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header(frame: Frame) -> list[str]:
+    host = frame.host
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.time))
+    mem_used = host.memory_total_bytes - host.memory_available_bytes
+    lines = [
+        f"gputop — {host.hostname} — {stamp} — sampled over {frame.interval_s:.2f} s",
+        f"CPU {fmt.percent(host.cpu_percent, 1)} of {host.cpu_count} cores   "
+        f"load {host.load_average[0]:.2f} {host.load_average[1]:.2f} {host.load_average[2]:.2f}"
+        f"   MEM {fmt.size(mem_used)} / {fmt.size(host.memory_total_bytes)}"
+        f"   SWAP {fmt.size(host.swap_used_bytes)} / {fmt.size(host.swap_total_bytes)}"
+        f"   up {fmt.uptime(host.uptime_s)}",
+    ]
+    if frame.gpu.source == "none":
+        lines.insert(1, f"CPU-only mode: {frame.gpu.note or 'no NVIDIA GPU available'}")
+    elif frame.simulated:
+        lines.insert(1, f"SIMULATED GPUs (scenario {frame.gpu.scenario}): not real hardware")
+    return lines
+
+
+def _gpus(frame: Frame) -> list[str]:
+    if not frame.gpu.gpus:
+        return ["GPUs: none"]
+    lines = [f"{'GPU':>3}  {'NAME':<24} {'UTIL':>5}  {'MEMORY':<24} {'TEMP':>5}  "
+             f"{'POWER':<13} PCIe RX / TX"]
+    lines += [_gpu_line(g) for g in frame.gpu.gpus]
+    return lines
+
+
+def _gpu_line(g: GpuSample) -> str:
+    if g.lost:
+        return f"{g.index:>3}  {g.name[:24]:<24} LOST: the GPU fell off the bus; no longer polled"
+    memory = f"{fmt.size(g.memory_used_bytes)} / {fmt.size(g.memory_total_bytes)}"
+    if g.memory_used_bytes is not None and g.memory_total_bytes:
+        memory += f" ({100 * g.memory_used_bytes / g.memory_total_bytes:.0f}%)"
+    temp = fmt.NA if g.temperature_c is None else f"{g.temperature_c:.0f}C"
+    power = f"{_num(g.power_w)} / {_num(g.power_limit_w)} W"
+    pcie = f"{fmt.rate(g.pcie_rx_bytes_per_s)} / {fmt.rate(g.pcie_tx_bytes_per_s)}"
+    return (f"{g.index:>3}  {g.name[:24]:<24} {fmt.percent(g.util_percent):>5}  {memory:<24} "
+            f"{temp:>5}  {power:<13} {pcie}")
+
+
+def _trainers(frame: Frame) -> list[str]:
+    by_pid = {p.pid: p for p in frame.processes}
+    lines = ["TRAINERS"]
+    for t in frame.trainers:
+        trainer = by_pid.get(t.pid)
+        command = _command(trainer) if trainer else "?"
+        pin = "on" if t.pin_memory_thread else "off"
+        lines.append(
+            f"  {t.pid:>7}  {command[:50]}  workers {len(t.worker_pids)}"
+            f"  workers %CPU {t.workers_cpu_percent:.0f}  threads {t.num_threads_total}"
+            f"  pin-memory {pin}"
+        )
+        if t.worker_pids:
+            lines.append(f"           worker PIDs: {' '.join(map(str, t.worker_pids))}")
+    return lines
+
+
+def _processes(frame: Frame, width: int) -> list[str]:
+    rows = sorted(frame.processes, key=lambda p: (p.cpu_percent or 0.0), reverse=True)
+    rows = rows[:TOP_PROCESSES]
+    lines = [f"PROCESSES (top {len(rows)} of {len(frame.processes)} by %CPU)",
+             f"{'PID':>7} {'USER':<9} {'ROLE':<8} {'%CPU':>6} {'THR':>4} {'RSS':>10} "
+             f"{'GPU MEM':>10}  COMMAND"]
+    for p in rows:
+        cpu = fmt.NA if p.cpu_percent is None else f"{p.cpu_percent:.1f}"
+        thr = fmt.NA if p.num_threads is None else str(p.num_threads)
+        gpu_mem = "" if p.gpu_memory_bytes is None else fmt.size(p.gpu_memory_bytes)
+        role = p.role + ("*" if p.has_probe else "")
+        line = (f"{p.pid:>7} {(p.username or '—')[:9]:<9} {role:<8} {cpu:>6} {thr:>4} "
+                f"{fmt.size(p.rss_bytes):>10} {gpu_mem:>10}  {_command(p)}")
+        lines.append(line[:width])
+    return lines
+
+
+def _membw(frame: Frame) -> str:
+    m = frame.memory_bandwidth
+    assert m is not None
+    parts = [f"MEMORY BANDWIDTH ({m.source}, {m.confidence})"]
+    if m.read_bytes_per_s is not None or m.write_bytes_per_s is not None:
+        parts.append(f"read {fmt.rate(m.read_bytes_per_s)} write {fmt.rate(m.write_bytes_per_s)}")
+    if m.pressure is not None:
+        parts.append(f"pressure {m.pressure:.2f}")
+    parts.append(f"peak {fmt.rate(m.peak_bytes_per_s)}")
+    parts.append(f"PSI some {_num(m.psi_some_avg10, 1)}%")
+    parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s major faults {_num(m.major_faults_per_s, 1)}/s")
+    line = "  ".join(parts)
+    return line + (f"\n  {m.note}" if m.note else "")
+
+
+def _attached(state: AttachState) -> list[str]:
+    s = state.summary
+    c = state.config
+    head = f"ATTACHED {state.pid}" + ("" if state.alive else " (exited)")
+    lines = [
+        head + f": {s.steps} steps, verdict {s.verdict}, input-bound "
+        f"{fmt.percent(s.input_bound_percent, 1)} ({s.band}), median step "
+        f"{fmt.duration_ns(s.median_step_ns)}, p95 {fmt.duration_ns(s.p95_step_ns)}, "
+        f"{_num(s.samples_per_s, 1)} samples/s, dropped {state.dropped_records}",
+        f"  settings: num_workers={_opt(c.num_workers)} pin_memory={_opt(c.pin_memory)} "
+        f"batch_size={_opt(c.batch_size)} threads={_opt(c.num_threads)} device={_opt(c.device)}",
+    ]
+    if state.error:
+        lines.append(f"  {state.error}")
+    return lines
+
+
+def _advice(frame: Frame) -> list[str]:
+    lines = ["ADVICE"]
+    for a in frame.advice:
+        lines += [f"  [{a.severity}] {a.title}", f"      evidence: {a.evidence}",
+                  f"      try: {a.action}"]
+    return lines
+
+
+def _command(p: ProcessSample) -> str:
+    if not p.in_proc:
+        return f"(pid {p.pid} not visible in this PID namespace)"
+    return " ".join(p.cmdline) if p.cmdline else f"[{p.name}]"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return fmt.NA if value is None else f"{value:.{digits}f}"
+
+
+def _opt(value: object) -> str:
+    return fmt.NA if value is None else str(value)

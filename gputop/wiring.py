@@ -1,0 +1,67 @@
+"""Builds the sampler users get from the command-line choices; the one place sources are chosen."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from gputop.sampler import Sampler
+
+
+class BadInput(Exception):
+    """A choice the user made that cannot be honoured; the CLI prints it and exits 2."""
+
+
+def check_scenario(name: str) -> None:
+    """Refuse an unknown simulated-GPU scenario with the list of known ones."""
+    from gputop.sources.gpu import SCENARIOS
+
+    if name not in SCENARIOS:
+        raise BadInput(f"unknown demo scenario {name!r}; choose one of: {', '.join(SCENARIOS)}")
+
+
+def check_attach(pid: int) -> None:
+    """Refuse `--attach PID` when PID is gone, has no probe, or belongs to someone else."""
+    from gputop.sources.attach import check_attachable
+
+    reason = check_attachable(pid)
+    if reason is not None:
+        raise BadInput(reason)
+
+
+def build_sampler(
+    *,
+    demo: str | None = None,
+    gpus: int | None = None,
+    membw: str = "auto",
+    interval_s: float = 1.0,
+) -> Sampler:
+    """The sampler for real hardware, or simulated GPUs when `demo` names a scenario."""
+    from gputop.advice import advise
+    from gputop.sources.attach import RingAttachSource
+    from gputop.sources.gpu import open_gpu_source
+    from gputop.sources.host import ProcHostSource
+    from gputop.sources.membw import open_membw_source
+    from gputop.sources.processes import ProcProcessSource
+
+    return Sampler(
+        gpu=open_gpu_source(simulate=demo, count=gpus),
+        host=ProcHostSource(),
+        processes=ProcProcessSource(),
+        membw=open_membw_source(membw),
+        attach=RingAttachSource(),
+        advisor=advise,
+        interval_s=interval_s,
+    )
+
+
+def start_probed(command: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start `command` with the step probe installed; a missing program is bad input."""
+    from gputop.sources.launch import start_under_probe
+
+    try:
+        return start_under_probe(list(command))
+    except FileNotFoundError:
+        raise BadInput(f"command not found: {command[0]}") from None
+    except PermissionError:
+        raise BadInput(f"command not executable: {command[0]}") from None
