@@ -1,1 +1,72 @@
-"""gputop.advice layer (see DESIGN.md)."""
+"""Pure advice rules over a Frame, with hysteresis so advice neither flickers nor lingers."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from gputop.advice import gpu_rules, host_rules, loader_rules
+from gputop.advice.context import Context
+from gputop.model import Advice, AttachState, Frame
+
+FrameRule = Callable[[Context], list[Advice]]
+TrainerRule = Callable[[Context, AttachState], list[Advice]]
+
+FRAME_RULES: tuple[FrameRule, ...] = (
+    gpu_rules.gpu_starved,
+    gpu_rules.gpu_shared,
+    host_rules.host_memory_bandwidth,
+    host_rules.swap,
+)
+TRAINER_RULES: tuple[TrainerRule, ...] = (
+    loader_rules.num_workers_zero,
+    loader_rules.raise_num_workers,
+    loader_rules.too_many_workers,
+    loader_rules.io_bound_loading,
+    loader_rules.pin_memory_off,
+    loader_rules.raise_batch_size,
+    host_rules.cpu_threads,
+)
+SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
+HISTORY = 30
+
+
+def evaluate(ctx: Context) -> list[Advice]:
+    """Every rule once over one context, most severe first."""
+    found = [a for rule in FRAME_RULES for a in rule(ctx)]
+    for state in ctx.frame.attached:
+        if state.alive or state.steps:
+            found += [a for rule in TRAINER_RULES for a in rule(ctx, state)]
+    return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
+
+
+class Advisor:
+    """Keeps the GPU history and shows advice after `on_after` ticks, hides it after `off_after`."""
+
+    def __init__(self, on_after: int = 2, off_after: int = 5) -> None:
+        self.on_after = on_after
+        self.off_after = off_after
+        self._util: dict[int, deque[float]] = {}
+        self._seen: dict[str, int] = {}
+        self._missing: dict[str, int] = {}
+        self._latest: dict[str, Advice] = {}
+
+    def __call__(self, frame: Frame) -> tuple[Advice, ...]:
+        """The advice to show for this frame."""
+        for gpu in frame.gpu.gpus:
+            if gpu.util_percent is not None:
+                self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_percent)
+        ctx = Context(frame, {i: tuple(h) for i, h in self._util.items()})
+        current = {a.id: a for a in reversed(evaluate(ctx))}
+        for key in set(self._seen) | set(current):
+            if key in current:
+                self._seen[key] = self._seen.get(key, 0) + 1
+                self._missing[key] = 0
+                self._latest[key] = current[key]
+            else:
+                self._missing[key] = self._missing.get(key, 0) + 1
+                if self._missing[key] >= self.off_after:
+                    for table in (self._seen, self._missing, self._latest):
+                        table.pop(key, None)
+        shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
+        return tuple(sorted(shown, key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))

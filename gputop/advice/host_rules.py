@@ -1,0 +1,101 @@
+"""Rules about the host: memory bandwidth, swap, CPU threads."""
+
+from __future__ import annotations
+
+from gputop.advice.context import Context, input_evidence, is_data_bound, num_workers
+from gputop.model import Advice, AttachState
+
+HIGH_PRESSURE = 0.6
+LOW_PEAK_SHARE = 0.5
+SWAP_IN_PER_S = 1.0
+MAJOR_FAULTS_PER_S = 50.0
+
+
+def host_memory_bandwidth(ctx: Context) -> list[Advice]:
+    """Bandwidth pressure high while steps wait for data, or a peak far under the hardware's."""
+    m = ctx.frame.memory_bandwidth
+    if m is None:
+        return []
+    out = []
+    expected = m.expected_peak_bytes_per_s
+    if expected and m.peak_bytes_per_s and m.peak_bytes_per_s < LOW_PEAK_SHARE * expected:
+        out.append(Advice(
+            id="host-memory-bandwidth",
+            severity="warn",
+            title="Host memory is much slower than the installed modules should be",
+            evidence=f"measured peak {m.peak_bytes_per_s / 1e9:.1f} GB/s is "
+            f"{m.peak_bytes_per_s / expected:.0%} of the {expected / 1e9:.1f} GB/s the memory "
+            f"layout should give" + (f" ({m.layout})" if m.layout else ""),
+            action="Check that the memory modules sit in the slots the board manual names for "
+            "dual-channel use (one module in the wrong slot halves bandwidth or worse).",
+        ))
+    starved = [a for a in ctx.frame.attached if is_data_bound(a)]
+    if m.pressure is not None and m.pressure >= HIGH_PRESSURE and starved:
+        out.append(Advice(
+            id="host-memory-bandwidth",
+            severity="warn",
+            title="Host memory bandwidth is saturated while steps wait for data",
+            evidence=f"bandwidth pressure {m.pressure:.2f} ({m.source}, {m.confidence}); "
+            f"{input_evidence(starved[0])}",
+            action="Reduce copies in the input pipeline (decode once, avoid per-sample "
+            "numpy↔tensor round-trips, use uint8 until the GPU), or fewer workers fighting "
+            "for bandwidth.",
+        ))
+    return out[:1]
+
+
+def swap(ctx: Context) -> list[Advice]:
+    """Swapping or major faults while something trains: the pipeline waits on disk."""
+    m = ctx.frame.memory_bandwidth
+    training = bool(ctx.frame.trainers or ctx.frame.attached)
+    if m is None or not training:
+        return []
+    swap_in = m.swap_in_per_s or 0.0
+    faults = m.major_faults_per_s or 0.0
+    if swap_in < SWAP_IN_PER_S and faults < MAJOR_FAULTS_PER_S:
+        return []
+    host = ctx.frame.host
+    used = host.swap_used_bytes / 1024**3
+    return [Advice(
+        id="swap",
+        severity="critical" if swap_in >= SWAP_IN_PER_S else "warn",
+        title="The host is swapping while training" if swap_in >= SWAP_IN_PER_S
+        else "Training memory is being paged in from disk",
+        evidence=f"swap-in {swap_in:.0f} pages/s, major faults {faults:.0f}/s, "
+        f"swap used {used:.1f} GiB, {host.memory_available_bytes / 1024**3:.1f} GiB available",
+        action="Lower host memory use (fewer workers or a smaller prefetch_factor, no full "
+        "dataset copies per worker) or add RAM.",
+    )]
+
+
+def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
+    """CPU-only training whose intra-op threads don't fit the cores left by the workers."""
+    config = state.config
+    if config.device not in (None, "cpu") or config.num_threads is None:
+        return []
+    if config.device is None and ctx.gpus_of(state.pid):
+        return []
+    cores = ctx.frame.host.cpu_count
+    workers = num_workers(ctx, state) or 0
+    free = max(1, cores - workers)
+    out = []
+    if config.num_threads > free or config.num_threads < free // 2:
+        out.append(Advice(
+            id="cpu-threads",
+            severity="warn" if config.num_threads > free else "info",
+            title="Intra-op threads don't match the free cores",
+            evidence=f"torch.get_num_threads()={config.num_threads} on {cores} cores with "
+            f"{workers} DataLoader workers ({free} cores left for compute)",
+            action=f"Call torch.set_num_threads({free}) when training flat out "
+            "(fewer if the machine must serve other work).",
+        ))
+    if dict(config.extra).get("onednn") == "False":
+        out.append(Advice(
+            id="cpu-threads",
+            severity="info",
+            title="This torch build has no oneDNN (MKL-DNN)",
+            evidence="torch.backends.mkldnn.is_available() is False",
+            action="Install a torch build with oneDNN: CPU training ran about 1.5x faster with it.",
+        ))
+    return out[:1]
+
