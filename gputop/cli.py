@@ -133,7 +133,8 @@ def _once(args: argparse.Namespace) -> int:
     from gputop.wiring import build_sampler
 
     sampler = build_sampler(
-        demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval
+        demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval,
+        advice_after=1,
     )
     try:
         if args.attach is not None:

@@ -35,9 +35,10 @@ def build_sampler(
     gpus: int | None = None,
     membw: str = "auto",
     interval_s: float = 1.0,
+    advice_after: int = 2,
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario."""
-    from gputop.advice import advise
+    from gputop.advice import Advisor
     from gputop.sources.attach import RingAttachSource
     from gputop.sources.gpu import open_gpu_source
     from gputop.sources.host import ProcHostSource
@@ -50,7 +51,7 @@ def build_sampler(
         processes=ProcProcessSource(),
         membw=open_membw_source(membw),
         attach=RingAttachSource(),
-        advisor=advise,
+        advisor=Advisor(on_after=advice_after),
         interval_s=interval_s,
     )
 

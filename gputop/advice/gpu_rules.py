@@ -12,6 +12,7 @@ HIGH_MEMORY = 0.80
 IDLE_UTIL = 10.0
 SPIKE_UTIL = 60.0
 SAWTOOTH_IDLE_SHARE = 0.3
+MIN_RISES = 2
 SHARED_MIN_BYTES = 256 * 1024**2
 GIB = 1024**3
 
@@ -26,7 +27,7 @@ def gpu_starved(ctx: Context) -> list[Advice]:
             continue
         idle_share = sum(u <= IDLE_UTIL for u in history) / len(history)
         flat_idle = fraction >= HIGH_MEMORY and max(history) <= IDLE_UTIL
-        sawtooth = max(history) >= SPIKE_UTIL and idle_share >= SAWTOOTH_IDLE_SHARE
+        sawtooth = _rises(history) >= MIN_RISES and idle_share >= SAWTOOTH_IDLE_SHARE
         if flat_idle or sawtooth:
             shape = "near zero throughout" if flat_idle else (
                 f"spiking to {max(history):.0f}% then idle in {idle_share:.0%} of samples")
@@ -45,6 +46,17 @@ def gpu_starved(ctx: Context) -> list[Advice]:
         action="Attach to the trainer (gputop --attach PID, or start it with gputop run) to time "
         "its steps; the usual cause is the DataLoader: raise num_workers, set pin_memory=True.",
     )]
+
+
+def _rises(history: tuple[float, ...]) -> int:
+    """How often util climbed from idle to a spike: one ramp-up is not a sawtooth."""
+    rises, was_idle = 0, False
+    for util in history:
+        if util <= IDLE_UTIL:
+            was_idle = True
+        elif util >= SPIKE_UTIL and was_idle:
+            rises, was_idle = rises + 1, False
+    return rises
 
 
 def gpu_shared(ctx: Context) -> list[Advice]:
