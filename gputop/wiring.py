@@ -45,8 +45,9 @@ def build_sampler(
     from gputop.sources.membw import open_membw_source
     from gputop.sources.processes import ProcProcessSource
 
+    gpu = open_gpu_source(simulate=demo) if gpus is None else open_gpu_source(demo, count=gpus)
     return Sampler(
-        gpu=open_gpu_source(simulate=demo, count=gpus),
+        gpu=gpu,
         host=ProcHostSource(),
         processes=ProcProcessSource(),
         membw=open_membw_source(membw),

@@ -169,3 +169,21 @@ def test_advisor_orders_most_severe_first() -> None:
     advisor = Advisor(on_after=1)
     out = advisor(f)
     assert out[0].severity == "critical"
+
+
+@pytest.mark.parametrize(("scenario", "fires"), [("data-starved", True),
+                                                 ("memory-full-util-zero", True),
+                                                 ("compute-bound", False), ("idle", False)])
+def test_gpu_starved_on_simulated_scenarios(scenario: str, fires: bool) -> None:
+    from gputop.sources.simulated import SimulatedGpuSource
+
+    source = SimulatedGpuSource(scenario, count=2, seed=3)
+    advisor = Advisor()
+    base = frame()
+    shown: tuple[Advice, ...] = ()
+    for _ in range(30):
+        shown = advisor(replace(base, gpu=source.sample()))
+    ids = {a.id for a in shown}
+    assert ("gpu-starved" in ids) is fires, shown
+    if fires:
+        assert "GPU 0: memory" in next(a for a in shown if a.id == "gpu-starved").evidence
