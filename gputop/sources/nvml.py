@@ -1,0 +1,386 @@
+"""GPUs over NVML: the one module that imports pynvml, and the one place its errors become None."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from gputop.model import GpuProcess, GpuReport, GpuSample
+from gputop.sources.base import GpuSource
+
+LOST_AFTER_UNKNOWN_TICKS = 3
+SLOW_REFRESH_TICKS = 30
+PCIE_KB = 1024
+NOT_AVAILABLE_ULL = (1 << 64) - 1
+
+# Errors that will not go away by asking again: remember them per device and field.
+_PERMANENT = (
+    "NVML_ERROR_NOT_SUPPORTED",
+    "NVML_ERROR_NO_PERMISSION",
+    "NVML_ERROR_FUNCTION_NOT_FOUND",
+    "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+)
+_LOST = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_RESET_REQUIRED")
+_INIT_NOTES = {
+    "NVML_ERROR_LIBRARY_NOT_FOUND": "NVIDIA driver library (libnvidia-ml) not found",
+    "NVML_ERROR_DRIVER_NOT_LOADED": "NVIDIA driver not loaded",
+    "NVML_ERROR_NO_PERMISSION": "no permission to use NVML",
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "NVML library and kernel driver versions differ",
+}
+
+
+class NoGpuSource:
+    """No usable NVML: every report says why, in one line, and the rest runs CPU-only."""
+
+    def __init__(self, note: str) -> None:
+        self.note = note
+
+    def sample(self) -> GpuReport:
+        """The same empty report every tick."""
+        return GpuReport(source="none", note=self.note)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class _Gpm:
+    """Two GPM sample buffers used in turn; metrics come from the previous and current tick."""
+
+    buffers: list[Any]
+    current: int = 0
+    have_previous: bool = False
+
+
+@dataclass
+class _Device:
+    """What we keep about one device between ticks."""
+
+    index: int
+    handle: Any
+    name: str = "n/a"
+    uuid: str = "n/a"
+    memory_total: int | None = None
+    power_limit_w: float | None = None
+    unsupported: set[str] = field(default_factory=set)
+    lost: bool = False
+    unknown_ticks: int = 0
+    unknown_now: bool = False
+    process_util_seen: int = 0
+    gpm: _Gpm | None = None
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def open_nvml(module: ModuleType | None = None) -> GpuSource:
+    """Start NVML and return a source over its devices, or a NoGpuSource that says why not."""
+    try:
+        nv = module if module is not None else _import_pynvml()
+    except ImportError:
+        return NoGpuSource("no GPU data: nvidia-ml-py (module pynvml) is not installed")
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as err:
+        return NoGpuSource(f"no GPU data: {_init_note(nv, err)}")
+    except Exception as err:  # the binding failing in its own way must not become a traceback
+        return NoGpuSource(_one_line(f"no GPU data: NVML failed to start ({err!r})"))
+    try:
+        count = int(nv.nvmlDeviceGetCount())
+        driver = _text(nv.nvmlSystemGetDriverVersion())
+    except Exception as err:
+        _shutdown(nv)
+        return NoGpuSource(_one_line(f"no GPU data: NVML could not list devices ({err})"))
+    if count == 0:
+        _shutdown(nv)
+        return NoGpuSource(f"no GPU data: NVML (driver {driver}) found no GPUs")
+    return NvmlSource(nv, count, driver)
+
+
+def _import_pynvml() -> ModuleType:
+    import pynvml
+
+    return pynvml
+
+
+def _init_note(nv: ModuleType, err: Any) -> str:
+    for name, note in _INIT_NOTES.items():
+        if getattr(err, "value", None) == getattr(nv, name, None):
+            return note
+    return _one_line(f"NVML failed to start ({err})")
+
+
+def _shutdown(nv: ModuleType) -> None:
+    with contextlib.suppress(Exception):
+        nv.nvmlShutdown()
+
+
+class NvmlSource:
+    """Samples every NVML device once per call; fields NVML cannot give are None."""
+
+    def __init__(self, nv: ModuleType, count: int, driver_version: str) -> None:
+        self._nv = nv
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ticks = 0
+        self.driver_version = driver_version
+        self._codes = {name: getattr(nv, name, None) for name in (*_PERMANENT, *_LOST)}
+        self._unknown = getattr(nv, "NVML_ERROR_UNKNOWN", None)
+        self._memory_v2 = getattr(nv, "nvmlMemory_v2", None)
+        self._devices = [self._open_device(index) for index in range(count)]
+
+    def _open_device(self, index: int) -> _Device:
+        dev = _Device(index, handle=None)
+        dev.handle = self._call(dev, "handle", "nvmlDeviceGetHandleByIndex", index)
+        if dev.handle is None:
+            dev.lost = True
+            return dev
+        dev.name = _text(self._call(dev, "name", "nvmlDeviceGetName", dev.handle) or "n/a")
+        dev.uuid = _text(self._call(dev, "uuid", "nvmlDeviceGetUUID", dev.handle) or "n/a")
+        if self._memory_v2 is None:
+            dev.unsupported.add("memory_v2")
+        dev.gpm = self._open_gpm(dev)
+        return dev
+
+    def _call(self, dev: _Device, key: str, function: str, *args: Any, **kwargs: Any) -> Any:
+        """Call NVML for one field of one device; every failure ends here and becomes None."""
+        if dev.lost or key in dev.unsupported:
+            return None
+        fn = getattr(self._nv, function, None)
+        if fn is None:
+            dev.unsupported.add(key)
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except self._nv.NVMLError as err:
+            code = getattr(err, "value", None)
+            if code in (self._codes[name] for name in _PERMANENT):
+                dev.unsupported.add(key)
+            elif code in (self._codes[name] for name in _LOST):
+                dev.lost = True
+            elif code == self._unknown:
+                dev.unknown_now = True
+            return None
+        except Exception:  # a binding that does not match the driver: stop asking for this field
+            dev.unsupported.add(key)
+            return None
+
+    def sample(self) -> GpuReport:
+        """One report over all devices; a lost device is shown, not polled."""
+        with self._lock:
+            if self._closed:
+                return GpuReport(source="none", note="no GPU data: NVML source closed")
+            gpus = tuple(self._sample_device(dev) for dev in self._devices)
+            self._ticks += 1
+            return GpuReport(source="nvml", gpus=gpus, driver_version=self.driver_version)
+
+    def _sample_device(self, dev: _Device) -> GpuSample:
+        if dev.lost:
+            return _lost_sample(dev)
+        dev.unknown_now = False
+        if self._ticks % SLOW_REFRESH_TICKS == 0:
+            limit = self._call(dev, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", dev.handle)
+            dev.power_limit_w = limit / 1000 if limit is not None else dev.power_limit_w
+        sample = self._read(dev)
+        dev.unknown_ticks = dev.unknown_ticks + 1 if dev.unknown_now else 0
+        if dev.unknown_ticks >= LOST_AFTER_UNKNOWN_TICKS:
+            dev.lost = True
+        if dev.lost:
+            self._close_gpm(dev)
+            return _lost_sample(dev)
+        return sample
+
+    def _read(self, dev: _Device) -> GpuSample:
+        h = dev.handle
+        nv = self._nv
+        util = self._call(dev, "util", "nvmlDeviceGetUtilizationRates", h)
+        memory = self._memory(dev)
+        if memory is not None:
+            dev.memory_total = int(memory.total)
+        temp = self._call(dev, "temperature", "nvmlDeviceGetTemperature", h,
+                          getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+        power = self._call(dev, "power", "nvmlDeviceGetPowerUsage", h)
+        sm_clock = self._call(dev, "sm_clock", "nvmlDeviceGetClockInfo", h,
+                              getattr(nv, "NVML_CLOCK_SM", 1))
+        mem_clock = self._call(dev, "memory_clock", "nvmlDeviceGetClockInfo", h,
+                               getattr(nv, "NVML_CLOCK_MEM", 2))
+        rx = self._call(dev, "pcie_rx", "nvmlDeviceGetPcieThroughput", h,
+                        getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1))
+        tx = self._call(dev, "pcie_tx", "nvmlDeviceGetPcieThroughput", h,
+                        getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0))
+        occupancy, tensor = self._gpm_metrics(dev)
+        return GpuSample(
+            index=dev.index,
+            name=dev.name,
+            uuid=dev.uuid,
+            util_percent=_percent(util.gpu) if util is not None else None,
+            memory_util_percent=_percent(util.memory) if util is not None else None,
+            memory_used_bytes=int(memory.used) if memory is not None else None,
+            memory_total_bytes=dev.memory_total,
+            temperature_c=float(temp) if temp is not None else None,
+            power_w=power / 1000 if power is not None else None,
+            power_limit_w=dev.power_limit_w,
+            sm_clock_mhz=int(sm_clock) if sm_clock is not None else None,
+            memory_clock_mhz=int(mem_clock) if mem_clock is not None else None,
+            pcie_rx_bytes_per_s=float(rx * PCIE_KB) if rx is not None else None,
+            pcie_tx_bytes_per_s=float(tx * PCIE_KB) if tx is not None else None,
+            sm_occupancy_percent=occupancy,
+            tensor_active_percent=tensor,
+            processes=self._processes(dev),
+        )
+
+    def _memory(self, dev: _Device) -> Any:
+        """v2 memory info (its `used` leaves out driver-reserved memory) where present, else v1."""
+        if "memory_v2" not in dev.unsupported:
+            memory = self._call(dev, "memory_v2", "nvmlDeviceGetMemoryInfo", dev.handle,
+                                version=self._memory_v2)
+            if memory is not None or "memory_v2" not in dev.unsupported:
+                return memory
+        return self._call(dev, "memory", "nvmlDeviceGetMemoryInfo", dev.handle)
+
+    def _processes(self, dev: _Device) -> tuple[GpuProcess, ...]:
+        """Compute processes with their GPU memory, newest API first, SM util joined in."""
+        infos = None
+        for key, function in (
+            ("processes_v3", "nvmlDeviceGetComputeRunningProcesses_v3"),
+            ("processes_v2", "nvmlDeviceGetComputeRunningProcesses_v2"),
+            ("processes", "nvmlDeviceGetComputeRunningProcesses"),
+        ):
+            infos = self._call(dev, key, function, dev.handle)
+            if infos is not None or key not in dev.unsupported:
+                break
+        if not infos:
+            return ()
+        memory: dict[int, int | None] = {}
+        for info in infos:
+            pid = int(info.pid)
+            used = _bytes_or_none(info.usedGpuMemory)
+            if pid in memory:
+                previous = memory[pid]
+                used = previous if used is None else used + (previous or 0)
+            memory[pid] = used
+        sm_util = self._process_util(dev)
+        return tuple(
+            GpuProcess(pid=pid, memory_used_bytes=used, sm_util_percent=sm_util.get(pid))
+            for pid, used in memory.items()
+        )
+
+    def _process_util(self, dev: _Device) -> dict[int, float]:
+        """SM util per PID from the driver's samples newer than the last one seen."""
+        samples = self._call(dev, "process_util", "nvmlDeviceGetProcessUtilization",
+                             dev.handle, dev.process_util_seen)
+        latest: dict[int, tuple[int, float]] = {}
+        for s in samples or ():
+            stamp, util = int(s.timeStamp), _percent(s.smUtil)
+            dev.process_util_seen = max(dev.process_util_seen, stamp)
+            if util is not None and stamp >= latest.get(int(s.pid), (-1, 0.0))[0]:
+                latest[int(s.pid)] = (stamp, util)
+        return {pid: util for pid, (_, util) in latest.items()}
+
+    def _open_gpm(self, dev: _Device) -> _Gpm | None:
+        """Two GPM buffers on a device that supports GPM (Hopper and later), else None."""
+        support = self._call(dev, "gpm", "nvmlGpmQueryDeviceSupport", dev.handle)
+        if support is None or not support.isSupportedDevice:
+            return None
+        buffers = [self._call(dev, "gpm", "nvmlGpmSampleAlloc") for _ in range(2)]
+        gpm = _Gpm([b for b in buffers if b is not None])
+        if len(gpm.buffers) < 2:
+            self._free_gpm(gpm)
+            return None
+        return gpm
+
+    def _gpm_metrics(self, dev: _Device) -> tuple[float | None, float | None]:
+        """SM occupancy and tensor activity between the previous tick's GPM sample and this one."""
+        gpm = dev.gpm
+        if gpm is None:
+            return None, None
+        current = gpm.buffers[gpm.current]
+        if self._call(dev, "gpm", "nvmlGpmSampleGet", dev.handle, current) is None:
+            gpm.have_previous = False
+            if "gpm" in dev.unsupported:
+                self._close_gpm(dev)
+            return None, None
+        result: tuple[float | None, float | None] = (None, None)
+        if gpm.have_previous:
+            result = self._gpm_between(dev, gpm.buffers[1 - gpm.current], current)
+        gpm.have_previous = True
+        gpm.current = 1 - gpm.current
+        if "gpm" in dev.unsupported:
+            self._close_gpm(dev)
+        return result
+
+    def _gpm_between(
+        self, dev: _Device, first: Any, second: Any
+    ) -> tuple[float | None, float | None]:
+        nv = self._nv
+        ids = (nv.NVML_GPM_METRIC_SM_OCCUPANCY, nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL)
+        request = nv.c_nvmlGpmMetricsGet_t()
+        request.version = nv.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(ids)
+        request.sample1 = first
+        request.sample2 = second
+        for i, metric_id in enumerate(ids):
+            request.metrics[i].metricId = metric_id
+        got = self._call(dev, "gpm", "nvmlGpmMetricsGet", request)
+        if got is None:
+            return None, None
+        values = [
+            _percent(m.value) if m.nvmlReturn == nv.NVML_SUCCESS else None
+            for m in (got.metrics[0], got.metrics[1])
+        ]
+        return values[0], values[1]
+
+    def _close_gpm(self, dev: _Device) -> None:
+        if dev.gpm is not None:
+            self._free_gpm(dev.gpm)
+            dev.gpm = None
+
+    def _free_gpm(self, gpm: _Gpm) -> None:
+        free = getattr(self._nv, "nvmlGpmSampleFree", None)
+        for buffer in gpm.buffers:
+            with contextlib.suppress(Exception):
+                if free is not None:
+                    free(buffer)
+        gpm.buffers = []
+
+    def close(self) -> None:
+        """Free GPM buffers and shut NVML down; later samples report no GPU data."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for dev in self._devices:
+                self._close_gpm(dev)
+            _shutdown(self._nv)
+
+
+def _percent(value: Any) -> float | None:
+    """A 0..100 reading, or None for NVML's not-available markers and other nonsense."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if 0.0 <= number <= 100.0 else None
+
+
+def _bytes_or_none(value: Any) -> int | None:
+    if value is None or int(value) >= NOT_AVAILABLE_ULL:
+        return None
+    return int(value)
+
+
+def _lost_sample(dev: _Device) -> GpuSample:
+    """A lost device keeps its identity; everything measured is unknown."""
+    return GpuSample(
+        index=dev.index, name=dev.name, uuid=dev.uuid, util_percent=None,
+        memory_util_percent=None, memory_used_bytes=None, memory_total_bytes=dev.memory_total,
+        temperature_c=None, power_w=None, power_limit_w=dev.power_limit_w, sm_clock_mhz=None,
+        memory_clock_mhz=None, pcie_rx_bytes_per_s=None, pcie_tx_bytes_per_s=None, lost=True,
+    )

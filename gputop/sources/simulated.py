@@ -1,0 +1,201 @@
+"""Simulated GPUs for --demo and tests: named, seeded scenarios that repeat tick for tick."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gputop.model import GpuProcess, GpuReport, GpuSample
+
+SCENARIOS = ("idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed")
+MAX_DEVICES = 16
+MIB = 1 << 20
+GIB = 1 << 30
+NAME = "Simulated H100 80GB HBM3"
+MEMORY_TOTAL = 81_559 * MIB
+POWER_LIMIT_W = 700.0
+CONTEXT_BYTES = 518 * MIB
+SAWTOOTH_PERIOD = 6
+# In "mixed", device i behaves like _MIXED[i % 4]: GPU 0 (the demo trainer's) is starved.
+_MIXED = ("data-starved", "compute-bound", "memory-full-util-zero", "idle")
+_UUID_NAMESPACE = uuid.UUID("6f1c2a52-5d1e-4c57-9a43-000000000000")
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What one simulated device reads at one tick, before it becomes a GpuSample."""
+
+    util: float
+    memory_util: float
+    used_bytes: int
+    temperature_c: float
+    power_w: float
+    sm_clock_mhz: int
+    rx_bytes_per_s: float
+    tx_bytes_per_s: float
+    sm_occupancy: float
+    tensor_active: float
+
+
+def _idle(tick: int, rng: random.Random) -> _Reading:
+    return _Reading(
+        util=0.0, memory_util=0.0, used_bytes=CONTEXT_BYTES,
+        temperature_c=31 + _drift(tick, 1.0) + rng.uniform(0, 1), power_w=70 + rng.uniform(0, 4),
+        sm_clock_mhz=345, rx_bytes_per_s=rng.uniform(0, 40_000),
+        tx_bytes_per_s=rng.uniform(0, 40_000), sm_occupancy=0.0, tensor_active=0.0,
+    )
+
+
+def _compute_bound(tick: int, rng: random.Random) -> _Reading:
+    util = min(100.0, 97 + rng.uniform(0, 3.5))
+    return _Reading(
+        util=float(round(util)), memory_util=float(round(62 + rng.uniform(0, 10))),
+        used_bytes=int(71.4 * GIB) + rng.randrange(0, 64) * MIB,
+        temperature_c=71 + _drift(tick, 2.0) + rng.uniform(0, 1), power_w=640 + rng.uniform(0, 50),
+        sm_clock_mhz=1980 - 15 * rng.randrange(0, 8), rx_bytes_per_s=rng.uniform(0.2e9, 0.4e9),
+        tx_bytes_per_s=rng.uniform(10e6, 30e6), sm_occupancy=58 + rng.uniform(0, 6),
+        tensor_active=49 + rng.uniform(0, 8),
+    )
+
+
+def _data_starved(tick: int, rng: random.Random) -> _Reading:
+    """The sawtooth: a batch arrives, the GPU spikes, then waits near 0% for the next one."""
+    phase = tick % SAWTOOTH_PERIOD
+    if phase == 0:
+        util, rx = 88 + rng.uniform(0, 11), rng.uniform(7e9, 11e9)
+    elif phase == 1:
+        util, rx = 25 + rng.uniform(0, 20), rng.uniform(1e9, 2e9)
+    else:
+        util, rx = rng.uniform(0, 2), rng.uniform(20e6, 60e6)
+    return _Reading(
+        util=float(round(util)), memory_util=float(round(util * 0.45)),
+        used_bytes=int(68.2 * GIB) + rng.randrange(0, 32) * MIB,
+        temperature_c=47 + _drift(tick, 2.0) + util / 25, power_w=110 + 3.6 * util,
+        sm_clock_mhz=1980 if util > 20 else 1755, rx_bytes_per_s=rx,
+        tx_bytes_per_s=rng.uniform(5e6, 15e6), sm_occupancy=util * 0.55,
+        tensor_active=util * 0.45,
+    )
+
+
+def _memory_full_util_zero(tick: int, rng: random.Random) -> _Reading:
+    """98% of memory held, nothing running: a stalled job, a leaked process, or a starved one."""
+    free = int(1.2 * GIB) + rng.randrange(0, 8) * MIB
+    return _Reading(
+        util=0.0, memory_util=0.0, used_bytes=MEMORY_TOTAL - free,
+        temperature_c=38 + _drift(tick, 1.0), power_w=88 + rng.uniform(0, 6), sm_clock_mhz=1755,
+        rx_bytes_per_s=rng.uniform(0, 80_000), tx_bytes_per_s=rng.uniform(0, 80_000),
+        sm_occupancy=0.0, tensor_active=0.0,
+    )
+
+
+_BEHAVIOURS: dict[str, Callable[[int, random.Random], _Reading]] = {
+    "idle": _idle,
+    "compute-bound": _compute_bound,
+    "data-starved": _data_starved,
+    "memory-full-util-zero": _memory_full_util_zero,
+}
+
+
+def _drift(tick: int, amplitude: float) -> float:
+    """A slow, smooth wander (temperatures do not jump from tick to tick)."""
+    return amplitude * math.sin(tick / 17.0)
+
+
+def check_scenario(scenario: str) -> str:
+    """The scenario name, or ValueError with a one-line message listing the valid ones."""
+    if scenario not in SCENARIOS:
+        raise ValueError(
+            f"unknown GPU scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}"
+        )
+    return scenario
+
+
+def check_count(count: int) -> int:
+    """The device count, or ValueError if it is outside 1..16."""
+    if not 1 <= count <= MAX_DEVICES:
+        raise ValueError(f"simulated GPU count must be 1..{MAX_DEVICES}, got {count}")
+    return count
+
+
+class SimulatedGpuSource:
+    """GPUs that never existed, labelled as such; tick n of a seed always reads the same."""
+
+    def __init__(
+        self,
+        scenario: str = "mixed",
+        count: int = 4,
+        seed: int = 0,
+        owner_pids: Iterable[int] = (),
+        start_tick: int = 0,
+    ) -> None:
+        self.scenario = check_scenario(scenario)
+        self.count = check_count(count)
+        self.seed = seed
+        self.tick = start_tick
+        self._owners: tuple[int, ...] = tuple(owner_pids)
+        self._lock = threading.Lock()
+        self._uuids = [
+            f"SIM-GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{seed}/{i}')}" for i in range(count)
+        ]
+        self.note = (
+            f"simulated GPUs (scenario {self.scenario!r}, {self.count} x {NAME}): not real hardware"
+        )
+
+    def set_owner_pids(self, pids: Iterable[int]) -> None:
+        """PID i is shown as the compute process on GPU i (e.g. the --demo trainer on GPU 0)."""
+        self._owners = tuple(pids)
+
+    def behaviour(self, index: int) -> str:
+        """The scenario device `index` plays (in "mixed" each device plays its own)."""
+        return _MIXED[index % len(_MIXED)] if self.scenario == "mixed" else self.scenario
+
+    def sample(self) -> GpuReport:
+        """The report for the current tick, then advance one tick."""
+        with self._lock:
+            tick = self.tick
+            self.tick += 1
+        return self.report_at(tick)
+
+    def report_at(self, tick: int) -> GpuReport:
+        """The report for any tick, without moving the source's own counter."""
+        owners = self._owners
+        gpus = tuple(self._device(i, tick, owners) for i in range(self.count))
+        return GpuReport(
+            source="simulated", gpus=gpus, note=self.note, driver_version="simulated",
+            scenario=self.scenario,
+        )
+
+    def _device(self, index: int, tick: int, owners: tuple[int, ...]) -> GpuSample:
+        rng = random.Random(f"gputop-sim/{self.seed}/{index}/{tick}")
+        r = _BEHAVIOURS[self.behaviour(index)](tick, rng)
+        processes: tuple[GpuProcess, ...] = ()
+        if index < len(owners):
+            # The owner holds all but the driver's share of the context.
+            used = r.used_bytes - CONTEXT_BYTES // 2
+            processes = (GpuProcess(owners[index], used, sm_util_percent=r.util),)
+        return GpuSample(
+            index=index,
+            name=NAME,
+            uuid=self._uuids[index],
+            util_percent=r.util,
+            memory_util_percent=r.memory_util,
+            memory_used_bytes=r.used_bytes,
+            memory_total_bytes=MEMORY_TOTAL,
+            temperature_c=round(r.temperature_c, 1),
+            power_w=round(r.power_w, 1),
+            power_limit_w=POWER_LIMIT_W,
+            sm_clock_mhz=r.sm_clock_mhz,
+            memory_clock_mhz=2619,
+            pcie_rx_bytes_per_s=float(round(r.rx_bytes_per_s)),
+            pcie_tx_bytes_per_s=float(round(r.tx_bytes_per_s)),
+            sm_occupancy_percent=round(r.sm_occupancy, 1),
+            tensor_active_percent=round(r.tensor_active, 1),
+            processes=processes,
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""
