@@ -131,6 +131,8 @@ class MemoryBandwidthSample:
     swap_in_per_s: float | None = None
     major_faults_per_s: float | None = None
     note: str | None = None
+    total_bytes_per_s: float | None = None
+    canary_bytes_per_s: float | None = None
     expected_peak_bytes_per_s: float | None = None
     layout: str | None = None
 

@@ -49,7 +49,7 @@ class Sampler:
         self._last_sample_time: float | None = None
 
     def sample(self) -> Frame:
-        """Sample every source now and build one Frame (rates cover the time since the last call)."""
+        """Sample every source now into one Frame; rates cover the time since the last call."""
         with self._lock:
             started = time.perf_counter()
             now = time.time()

@@ -110,7 +110,8 @@ def _membw(frame: Frame) -> str:
         parts.append(f"pressure {m.pressure:.2f}")
     parts.append(f"peak {fmt.rate(m.peak_bytes_per_s)}")
     parts.append(f"PSI some {_num(m.psi_some_avg10, 1)}%")
-    parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s major faults {_num(m.major_faults_per_s, 1)}/s")
+    parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s")
+    parts.append(f"major faults {_num(m.major_faults_per_s, 1)}/s")
     line = "  ".join(parts)
     return line + (f"\n  {m.note}" if m.note else "")
 
