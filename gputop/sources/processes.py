@@ -1,0 +1,362 @@
+"""Process source: every process from direct /proc reads, GPU memory joined, workers grouped.
+
+The per-tick path is one pread of /proc/PID/stat per process through fds kept open
+between ticks; /proc is listed again only when the kernel allocated a new PID.
+cmdline and username are read once per process (again after an exec).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import time
+import weakref
+from collections.abc import Iterable
+
+from gputop.analysis import grouping
+from gputop.model import GpuReport, ProcessSample, TrainerGroup
+from gputop.sources import procfs
+
+FOREIGN_NAME = "?"
+FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
+YOUNG_S = 1.0  # re-read cmdline while this young: a fork may not have exec'd yet
+MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
+PIN_RESCAN_S = 2.0
+_VERSION_RE = re.compile(rb"""__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""")
+
+
+class _Tracked:
+    """What the source remembers about one process between ticks (satisfies grouping.ProcRow)."""
+
+    __slots__ = (
+        "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
+        "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "raw", "rss_bytes",
+        "sample", "start", "state", "username",
+    )
+
+    def __init__(self, pid: int, st: procfs.ProcStat, raw: bytes) -> None:
+        self.pid = pid
+        self.start = st.starttime
+        self.raw = raw
+        self.comm = st.comm
+        self.name = st.comm
+        self.ppid: int | None = st.ppid
+        self.state = st.state
+        self.num_threads: int | None = st.num_threads
+        self.rss_bytes = st.rss_pages * procfs.PAGE_SIZE
+        self.cpu_ticks = st.utime + st.stime
+        self.cpu_percent: float | None = None
+        self.cmdline: tuple[str, ...] = ()
+        self.cmdline_age = 0.0
+        self.username: str | None = None
+        self.gpu_memory_bytes: int | None = None
+        self.gpu_indices: tuple[int, ...] = ()
+        self.sample: ProcessSample | None = None
+
+
+class _PinState:
+    """The last look at a trainer's threads for a pt_data_pin thread."""
+
+    __slots__ = ("scanned_at", "start", "threads", "tid")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.tid: int | None = None
+        self.threads: int | None = None
+        self.scanned_at = float("-inf")
+
+
+class ProcProcessSource:
+    """ProcessSource over /proc; keep one instance alive so %CPU covers the last interval."""
+
+    def __init__(self, proc_root: str = "/proc", max_fds: int | None = None) -> None:
+        self.proc_root = proc_root
+        self._reader = procfs.StatReader(proc_root, max_fds)
+        self._watch = procfs.LastPidWatch(proc_root)
+        self._finalizer = weakref.finalize(self, _close_all, self._reader, self._watch)
+        self._tracked: dict[int, _Tracked] = {}
+        self._listed_at: int | None = None
+        self._last_time: float | None = None
+        self._grouping = grouping.Grouping()
+        self._group_inputs: tuple[frozenset[int], frozenset[int]] | None = None
+        self._pins: dict[int, _PinState] = {}
+        self._old_torch: dict[tuple[int, int], bool] = {}
+        self._users: dict[int, str] = {}
+        self.listings = 0
+
+    def sample(
+        self, gpu: GpuReport, probe_pids: frozenset[int]
+    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+        """All processes now, with %CPU over the time since the previous call."""
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        last, self._last_time = self._last_time, now
+        gpu_use = gpu_usage(gpu)
+        tracked, changed = self._scan(now, last, gpu_use)
+        inputs = (probe_pids, frozenset(p for p in gpu_use if p in tracked))
+        if changed or inputs != self._group_inputs:
+            legacy = self._legacy_workers(tracked.values())
+            self._grouping = grouping.classify(tracked.values(), probe_pids, legacy)
+            self._group_inputs = inputs
+        groups = self._grouping
+        processes = [self._row(tracked[pid], groups, probe_pids) for pid in sorted(tracked)]
+        processes.extend(
+            _foreign(pid, mem, idx, pid in probe_pids)
+            for pid, (mem, idx) in sorted(gpu_use.items())
+            if pid not in tracked
+        )
+        trainers = [p for p, role in groups.roles.items() if role == "trainer"]
+        pins = self._pin_pids(trainers, tracked, now)
+        return tuple(processes), grouping.trainer_groups(groups, tracked, pins)
+
+    @property
+    def open_fds(self) -> int:
+        """How many /proc/PID/stat fds are held between ticks now."""
+        return self._reader.open_fds
+
+    def close(self) -> None:
+        """Close every /proc fd held between ticks."""
+        self._finalizer()
+
+    def _scan(
+        self, now: float, last: float | None, gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
+    ) -> tuple[dict[int, _Tracked], bool]:
+        old = self._tracked
+        last_pid = self._watch.read()
+        if last_pid is None or last_pid != self._listed_at or not old:
+            pids: Iterable[int] = procfs.list_pids(self.proc_root)
+            self._listed_at = last_pid
+            self.listings += 1
+        else:
+            pids = list(old)
+        dt = None if last is None else now - last
+        read = self._reader.read
+        tracked: dict[int, _Tracked] = {}
+        changed = False
+        for pid in pids:
+            data = read(pid)
+            if data is None:
+                continue
+            t = old.get(pid)
+            if t is not None and data == t.raw:
+                if dt is not None and t.cpu_percent != 0.0:
+                    t.cpu_percent = 0.0
+            else:
+                st = procfs.parse_stat(data)
+                if st is None:
+                    continue
+                if t is None or t.start != st.starttime:
+                    t = self._new(pid, st, data, now, last)
+                    changed = True
+                else:
+                    changed |= self._update(t, st, data, now, dt)
+            mem, idx = gpu_use.get(pid, (None, ()))
+            t.gpu_memory_bytes, t.gpu_indices = mem, idx
+            tracked[pid] = t
+        if tracked.keys() != old.keys():
+            changed = True
+            self._reader.keep_only(tracked)
+        self._tracked = tracked
+        return tracked, changed
+
+    def _new(
+        self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None
+    ) -> _Tracked:
+        t = _Tracked(pid, st, raw)
+        age = now - st.starttime / procfs.CLOCK_TICKS
+        self._read_cmdline(t, age)
+        t.username = self._username(pid)
+        if last is not None and now - age >= last and age >= MIN_LIFE_S:
+            # Born during the interval: its whole life is the interval.
+            t.cpu_percent = 100.0 * t.cpu_ticks / procfs.CLOCK_TICKS / age
+        return t
+
+    def _update(
+        self, t: _Tracked, st: procfs.ProcStat, raw: bytes, now: float, dt: float | None
+    ) -> bool:
+        ticks = st.utime + st.stime
+        if dt is not None and dt > 0:
+            t.cpu_percent = max(0.0, 100.0 * (ticks - t.cpu_ticks) / procfs.CLOCK_TICKS / dt)
+        changed = st.ppid != t.ppid
+        if st.comm != t.comm or t.cmdline_age < YOUNG_S:
+            changed |= st.comm != t.comm
+            t.comm = t.name = st.comm
+            self._read_cmdline(t, now - st.starttime / procfs.CLOCK_TICKS)
+        t.raw, t.ppid, t.state = raw, st.ppid, st.state
+        t.num_threads, t.cpu_ticks = st.num_threads, ticks
+        t.rss_bytes = st.rss_pages * procfs.PAGE_SIZE
+        return changed
+
+    def _read_cmdline(self, t: _Tracked, age: float) -> None:
+        data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/cmdline")
+        t.cmdline_age = age
+        if data is None:
+            return
+        t.cmdline = procfs.parse_cmdline(data)
+        t.name = display_name(t.comm, t.cmdline)
+
+    def _username(self, pid: int) -> str | None:
+        try:
+            uid = os.stat(f"{self.proc_root}/{pid}").st_uid
+        except OSError:
+            return None
+        name = self._users.get(uid)
+        if name is None:
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                name = str(uid)
+            self._users[uid] = name
+        return name
+
+    def _row(
+        self, t: _Tracked, groups: grouping.Grouping, probe_pids: frozenset[int]
+    ) -> ProcessSample:
+        role = groups.role(t.pid)
+        trainer = groups.trainer_of.get(t.pid)
+        probe = t.pid in probe_pids
+        s = t.sample
+        if (
+            s is not None
+            and s.cpu_percent == t.cpu_percent
+            and s.role == role
+            and s.trainer_pid == trainer
+            and s.has_probe == probe
+            and s.gpu_memory_bytes == t.gpu_memory_bytes
+            and s.gpu_indices == t.gpu_indices
+            and s.num_threads == t.num_threads
+            and s.rss_bytes == t.rss_bytes
+            and s.state == t.state
+            and s.name == t.name
+            and s.ppid == t.ppid
+        ):
+            return s
+        s = ProcessSample(
+            pid=t.pid,
+            ppid=t.ppid,
+            name=t.name,
+            cmdline=t.cmdline,
+            username=t.username,
+            state=t.state,
+            num_threads=t.num_threads,
+            cpu_percent=t.cpu_percent,
+            rss_bytes=t.rss_bytes,
+            cpu_time_s=t.cpu_ticks / procfs.CLOCK_TICKS,
+            start_ticks=t.start,
+            gpu_memory_bytes=t.gpu_memory_bytes,
+            gpu_indices=t.gpu_indices,
+            role=role,
+            trainer_pid=trainer,
+            has_probe=probe,
+        )
+        t.sample = s
+        return s
+
+    def _pin_pids(
+        self, trainers: list[int], tracked: dict[int, _Tracked], now: float
+    ) -> frozenset[int]:
+        """Trainers with a pt_data_pin thread; a trainer's threads are listed only on change."""
+        pins: set[int] = set()
+        states: dict[int, _PinState] = {}
+        for pid in trainers:
+            t = tracked.get(pid)
+            if t is None:
+                continue
+            state = self._pins.get(pid)
+            if state is None or state.start != t.start:
+                state = _PinState(t.start)
+            states[pid] = state
+            pin = grouping.PIN_THREAD_COMM
+            if state.tid is not None and self._thread_comm(pid, state.tid) != pin:
+                state.tid, state.threads = None, None
+            if state.tid is None and (
+                state.threads != t.num_threads or now - state.scanned_at > PIN_RESCAN_S
+            ):
+                state.tid = self._find_thread(pid, pin)
+                state.threads, state.scanned_at = t.num_threads, now
+            if state.tid is not None:
+                pins.add(pid)
+        self._pins = states
+        return frozenset(pins)
+
+    def _thread_comm(self, pid: int, tid: int) -> str | None:
+        data = procfs.read_bytes(f"{self.proc_root}/{pid}/task/{tid}/comm", 256)
+        return None if data is None else data.rstrip(b"\n").decode("utf-8", "replace")
+
+    def _find_thread(self, pid: int, comm: str) -> int | None:
+        try:
+            tids = os.listdir(f"{self.proc_root}/{pid}/task")
+        except OSError:
+            return None
+        for tid in tids:
+            if tid.isdigit() and self._thread_comm(pid, int(tid)) == comm:
+                return int(tid)
+        return None
+
+    def _legacy_workers(self, rows: Iterable[_Tracked]) -> dict[int, int]:
+        """Unnamed workers of trainers proven to run torch < 2.5 (which names no threads)."""
+        table = {t.pid: t for t in rows}
+        found = grouping.legacy_candidates(table.values())
+        keep = {}
+        for worker, trainer in found.items():
+            t = table[trainer]
+            key = (t.pid, t.start)
+            if key not in self._old_torch:
+                self._old_torch[key] = self._runs_old_torch(t.pid)
+            if self._old_torch[key]:
+                keep[worker] = trainer
+        return keep
+
+    def _runs_old_torch(self, pid: int) -> bool:
+        maps = procfs.read_bytes(f"{self.proc_root}/{pid}/maps", 16 << 20) or b""
+        at = maps.find(b"/torch/lib/libtorch")
+        if at < 0:
+            return False
+        start = maps.rfind(b" ", 0, at) + 1
+        torch_dir = maps[start : at + len(b"/torch")].decode("utf-8", "replace")
+        source = procfs.read_bytes(f"{self.proc_root}/{pid}/root{torch_dir}/version.py")
+        match = _VERSION_RE.search(source or b"")
+        if match is None:
+            return False
+        return grouping.torch_version_below(match.group(1).decode("ascii", "replace"), 2, 5)
+
+
+def gpu_usage(gpu: GpuReport) -> dict[int, tuple[int | None, tuple[int, ...]]]:
+    """pid -> (GPU memory summed over devices, or None if unknown; device indices)."""
+    memory: dict[int, int | None] = {}
+    devices: dict[int, list[int]] = {}
+    for device in gpu.gpus:
+        for proc in device.processes:
+            devices.setdefault(proc.pid, []).append(device.index)
+            used = proc.memory_used_bytes
+            if proc.pid not in memory:
+                memory[proc.pid] = used
+            elif used is not None:
+                memory[proc.pid] = (memory[proc.pid] or 0) + used
+    return {pid: (memory[pid], tuple(sorted(set(devices[pid])))) for pid in devices}
+
+
+def display_name(comm: str, cmdline: tuple[str, ...]) -> str:
+    """comm, or argv[0]'s basename when the kernel cut comm at 15 characters."""
+    if len(comm) == 15 and cmdline:
+        base = os.path.basename(cmdline[0])
+        if base.startswith(comm):
+            return base
+    return comm
+
+
+def _foreign(
+    pid: int, memory: int | None, indices: tuple[int, ...], probe: bool
+) -> ProcessSample:
+    """An NVML process /proc does not show (another PID namespace): kept, marked."""
+    return ProcessSample(
+        pid=pid, ppid=None, name=FOREIGN_NAME, cmdline=(), username=None,
+        state=FOREIGN_STATE, num_threads=None, cpu_percent=None, rss_bytes=None,
+        cpu_time_s=None, start_ticks=0, gpu_memory_bytes=memory, gpu_indices=indices,
+        has_probe=probe, in_proc=False,
+    )
+
+
+def _close_all(reader: procfs.StatReader, watch: procfs.LastPidWatch) -> None:
+    reader.close()
+    watch.close()

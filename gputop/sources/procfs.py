@@ -1,0 +1,277 @@
+"""Raw /proc parsing: pure functions on file contents, plus tiny readers that never raise."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Container
+from typing import NamedTuple
+
+CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class ProcStat(NamedTuple):
+    """The fields of /proc/PID/stat gputop uses (times in clock ticks, rss in pages)."""
+
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    utime: int
+    stime: int
+    num_threads: int
+    starttime: int
+    rss_pages: int
+
+
+class CpuTimes(NamedTuple):
+    """One `cpu` line of /proc/stat, reduced to busy and total clock ticks."""
+
+    busy: int
+    total: int
+
+
+class MemInfo(NamedTuple):
+    """/proc/meminfo in bytes."""
+
+    total: int
+    available: int
+    swap_total: int
+    swap_free: int
+
+
+def parse_stat(data: bytes) -> ProcStat | None:
+    """Parse /proc/PID/stat; comm runs from the first '(' to the LAST ')' (it may hold both)."""
+    head, sep, tail = data.rpartition(b")")
+    left = head.find(b"(")
+    if not sep or left < 0:
+        return None
+    fields = tail.split()
+    if len(fields) < 22:
+        return None
+    try:
+        return ProcStat(
+            pid=int(head[:left]),
+            comm=head[left + 1 :].decode("utf-8", "replace"),
+            state=fields[0].decode("ascii", "replace"),
+            ppid=int(fields[1]),
+            utime=int(fields[11]),
+            stime=int(fields[12]),
+            num_threads=int(fields[17]),
+            starttime=int(fields[19]),
+            rss_pages=int(fields[21]),
+        )
+    except ValueError:
+        return None
+
+
+def parse_cmdline(data: bytes) -> tuple[str, ...]:
+    """Split /proc/PID/cmdline on NULs; empty for kernel threads and zombies."""
+    if not data:
+        return ()
+    # A process that rewrote its argv (setproctitle) often joins arguments with spaces.
+    parts = data[:-1].split(b"\0") if data.endswith(b"\0") else data.split(b" ")
+    return tuple(p.decode("utf-8", "replace") for p in parts)
+
+
+def parse_cpu_lines(text: str) -> tuple[CpuTimes | None, tuple[CpuTimes, ...]]:
+    """The aggregate and per-core `cpu` lines of /proc/stat (guest time is already in user)."""
+    total: CpuTimes | None = None
+    per_cpu: list[CpuTimes] = []
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *values = line.split()
+        try:
+            ticks = [int(v) for v in values[:8]]
+        except ValueError:
+            continue
+        if len(ticks) < 4:
+            continue
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+        times = CpuTimes(busy=sum(ticks) - idle, total=sum(ticks))
+        if name == "cpu":
+            total = times
+        else:
+            per_cpu.append(times)
+    return total, tuple(per_cpu)
+
+
+def cpu_percent_between(before: CpuTimes, after: CpuTimes) -> float:
+    """Busy share of the ticks between two readings, 0..100; 0 when no tick passed."""
+    total = after.total - before.total
+    if total <= 0:
+        return 0.0
+    busy = after.busy - before.busy
+    return max(0.0, min(100.0, 100.0 * busy / total))
+
+
+def parse_meminfo(text: str) -> MemInfo | None:
+    """MemTotal, MemAvailable (estimated on old kernels), SwapTotal, SwapFree, in bytes."""
+    kib: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        value = rest.split()
+        if value and value[0].isdigit():
+            kib[key] = int(value[0])
+    if "MemTotal" not in kib:
+        return None
+    available = kib.get("MemAvailable")
+    if available is None:
+        available = kib.get("MemFree", 0) + kib.get("Buffers", 0) + kib.get("Cached", 0)
+    return MemInfo(
+        total=kib["MemTotal"] * 1024,
+        available=available * 1024,
+        swap_total=kib.get("SwapTotal", 0) * 1024,
+        swap_free=kib.get("SwapFree", 0) * 1024,
+    )
+
+
+def parse_loadavg(text: str) -> tuple[tuple[float, float, float], int | None]:
+    """Load averages and the last PID the kernel allocated (its final field)."""
+    fields = text.split()
+    try:
+        load = (float(fields[0]), float(fields[1]), float(fields[2]))
+    except (IndexError, ValueError):
+        return (0.0, 0.0, 0.0), None
+    last = fields[4] if len(fields) > 4 else ""
+    return load, int(last) if last.isdigit() else None
+
+
+def parse_uptime(text: str) -> float | None:
+    """Seconds since boot, the first field of /proc/uptime."""
+    try:
+        return float(text.split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def read_bytes(path: str, limit: int = 1 << 20) -> bytes | None:
+    """A whole (small) file, or None when it vanished or is unreadable."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def read_text(path: str) -> str | None:
+    """A whole small text file, or None."""
+    data = read_bytes(path)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def list_pids(proc_root: str = "/proc") -> list[int]:
+    """Every thread-group id /proc lists (threads are not listed at the top level)."""
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit()]
+
+
+class StatReader:
+    """Reads /proc/PID/stat through fds kept open between ticks (pread), up to a cap."""
+
+    def __init__(self, proc_root: str = "/proc", max_fds: int | None = None) -> None:
+        self.proc_root = proc_root
+        self.max_fds = default_fd_cap() if max_fds is None else max_fds
+        self._fds: dict[int, int] = {}
+
+    def read(self, pid: int) -> bytes | None:
+        """The current stat of `pid`, or None once it is gone (its fd is then closed)."""
+        fd = self._fds.get(pid)
+        if fd is not None:
+            try:
+                return os.pread(fd, 1024, 0)
+            except OSError:
+                self.forget(pid)  # gone; a new process may hold the pid now
+        path = f"{self.proc_root}/{pid}/stat"
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.pread(fd, 1024, 0)
+        except OSError:
+            os.close(fd)
+            return None
+        if len(self._fds) < self.max_fds:
+            self._fds[pid] = fd
+        else:
+            os.close(fd)
+        return data
+
+    def forget(self, pid: int) -> None:
+        """Close the fd of a process that vanished or was replaced."""
+        fd = self._fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def keep_only(self, pids: Container[int]) -> None:
+        """Close fds of every pid not in `pids`."""
+        for pid in [p for p in self._fds if p not in pids]:
+            self.forget(pid)
+
+    @property
+    def open_fds(self) -> int:
+        """How many stat fds are held now."""
+        return len(self._fds)
+
+    def close(self) -> None:
+        """Close every fd."""
+        for pid in list(self._fds):
+            self.forget(pid)
+
+
+def default_fd_cap(ceiling: int = 4096) -> int:
+    """Half the soft RLIMIT_NOFILE (the rest stays for the program), at most `ceiling`."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 0
+    if soft == resource.RLIM_INFINITY:
+        return ceiling
+    return max(0, min(ceiling, soft // 2))
+
+
+class LastPidWatch:
+    """The last PID the kernel allocated: unchanged means no process (or thread) was born."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        self._fd: int | None = None
+        self._from_loadavg = False
+        for path, loadavg in ((f"{proc_root}/sys/kernel/ns_last_pid", False),
+                              (f"{proc_root}/loadavg", True)):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.pread(fd, 64, 0)
+            except OSError:
+                os.close(fd)
+                continue
+            self._fd, self._from_loadavg = fd, loadavg
+            break
+
+    def read(self) -> int | None:
+        """The last allocated PID, or None when neither file can be read."""
+        if self._fd is None:
+            return None
+        try:
+            text = os.pread(self._fd, 128, 0).decode("ascii", "replace")
+        except OSError:
+            return None
+        if self._from_loadavg:
+            return parse_loadavg(text)[1]
+        text = text.strip()
+        return int(text) if text.isdigit() else None
+
+    def close(self) -> None:
+        """Close the watched file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,80 @@
+"""Host source: /proc/stat deltas, meminfo, load and uptime, on fixture trees and the real /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gputop.sources import procfs
+from gputop.sources.host import ProcHostSource
+
+STAT = """cpu  {u} 0 {s} {i} {w} 0 0 0 {g} 0
+cpu0 {u0} 0 0 {i0} 0 0 0 0 0 0
+cpu1 {u1} 0 0 {i1} 0 0 0 0 0 0
+intr 1 2 3
+ctxt 99
+"""
+MEMINFO = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nSwapTotal: 400 kB\n" \
+          "SwapFree: 100 kB\n"
+
+
+def write_tree(root: Path, **stat: int) -> None:
+    (root / "stat").write_text(STAT.format(**stat))
+    (root / "meminfo").write_text(MEMINFO)
+    (root / "loadavg").write_text("1.50 0.75 0.25 3/400 12345\n")
+    (root / "uptime").write_text("3600.5 7000.0\n")
+
+
+def test_cpu_percent_from_deltas(tmp_path: Path):
+    write_tree(tmp_path, u=100, s=100, i=800, w=0, g=50, u0=100, i0=400, u1=100, i1=400)
+    host = ProcHostSource(str(tmp_path))
+    first = host.sample()
+    assert first.cpu_percent is None and first.per_cpu_percent == ()
+    # +60 user +20 system +100 idle +20 iowait: 80 busy of 200 ticks; guest is inside user.
+    write_tree(tmp_path, u=160, s=120, i=900, w=20, g=90, u0=200, i0=400, u1=100, i1=500)
+    second = host.sample()
+    assert second.cpu_percent == pytest.approx(40.0)
+    assert second.per_cpu_percent == pytest.approx((100.0, 0.0))
+    assert second.memory_total_bytes == 1000 * 1024
+    assert second.memory_available_bytes == 600 * 1024
+    assert (second.swap_total_bytes, second.swap_used_bytes) == (400 * 1024, 300 * 1024)
+    assert second.load_average == (1.5, 0.75, 0.25)
+    assert second.uptime_s == 3600.5
+
+
+def test_no_tick_and_hotplugged_cpus(tmp_path: Path):
+    write_tree(tmp_path, u=1, s=1, i=1, w=0, g=0, u0=1, i0=1, u1=1, i1=1)
+    host = ProcHostSource(str(tmp_path))
+    host.sample()
+    assert host.sample().cpu_percent == 0.0
+    (tmp_path / "stat").write_text("cpu  2 0 1 1 0 0 0 0 0 0\ncpu0 2 0 0 1 0 0 0 0 0 0\n")
+    sample = host.sample()
+    assert sample.per_cpu_percent == ()  # a CPU went offline: no pairing, no made-up numbers
+    assert sample.cpu_percent == pytest.approx(100.0)
+
+
+def test_missing_files_never_raise(tmp_path: Path):
+    sample = ProcHostSource(str(tmp_path)).sample()
+    assert sample.cpu_percent is None
+    assert sample.memory_total_bytes == 0 and sample.load_average == (0.0, 0.0, 0.0)
+
+
+def test_cpu_lines_parse():
+    total, per = procfs.parse_cpu_lines("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0\nbogus\n")
+    assert total == procfs.CpuTimes(busy=20, total=100)
+    assert per == (procfs.CpuTimes(busy=10, total=50),)
+
+
+def test_real_host():
+    host = ProcHostSource()
+    host.sample()
+    sample = host.sample()
+    assert sample.cpu_count == os.cpu_count()
+    assert sample.cpu_percent is not None and 0.0 <= sample.cpu_percent <= 100.0
+    assert 1 <= len(sample.per_cpu_percent) <= sample.cpu_count
+    assert all(0.0 <= p <= 100.0 for p in sample.per_cpu_percent)
+    assert 0 < sample.memory_available_bytes <= sample.memory_total_bytes
+    assert 0 <= sample.swap_used_bytes <= sample.swap_total_bytes
+    assert sample.uptime_s > 0 and sample.hostname

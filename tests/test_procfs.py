@@ -1,0 +1,265 @@
+"""/proc parsing on recorded text; the process source on fixture trees and on the real /proc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop.model import GpuProcess, GpuReport, GpuSample
+from gputop.sources import procfs
+from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
+
+TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
+        "18446744073709551615")
+
+
+def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0, st: int = 0,
+              thr: int = 1, start: int = 100, rss: int = 10) -> str:
+    return f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
+        ut=ut, st=st, thr=thr, start=start, rss=rss)
+
+
+@pytest.mark.parametrize(
+    "comm",
+    ["python", "my prog", "a) b (c", "((", "))", ") S 1 2 3", "tmux: server", "", "x" * 15],
+)
+def test_comm_with_spaces_and_parentheses(comm: str):
+    st = procfs.parse_stat(stat_line(42, comm, ppid=7, ut=5, st=6, thr=3, start=900,
+                                     rss=2).encode())
+    assert st is not None
+    assert (st.pid, st.comm, st.state, st.ppid) == (42, comm, "S", 7)
+    assert (st.utime, st.stime, st.num_threads, st.starttime, st.rss_pages) == (5, 6, 3, 900, 2)
+
+
+def test_kernel_thread_and_zombie_stat():
+    kthread = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 14 0 0 " \
+              b"18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0"
+    st = procfs.parse_stat(kthread)
+    assert st is not None
+    assert (st.comm, st.ppid, st.rss_pages, st.starttime) == ("kthreadd", 0, 0, 14)
+    zombie = procfs.parse_stat(stat_line(9, "sleep", state="Z", rss=0).encode())
+    assert zombie is not None and zombie.state == "Z"
+
+
+@pytest.mark.parametrize("data", [b"", b"12 (x", b"12 (x) S 1 2", b"abc (x) " + b"1 " * 30,
+                                  b"12 x) S", b"\xff\xfe"])
+def test_bad_stat_is_none(data: bytes):
+    assert procfs.parse_stat(data) is None
+
+
+def test_non_utf8_comm_is_replaced():
+    st = procfs.parse_stat(stat_line(5, "x").replace("(x)", "(\udcff)", 1).encode(
+        "utf-8", "surrogateescape"))
+    assert st is not None and st.comm == "\ufffd"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"", ()),
+        (b"python\0train.py\0--lr\0\0\0", ("python", "train.py", "--lr", "", "")),
+        (b"python\0-c\0import a; b()\0", ("python", "-c", "import a; b()")),
+        (b"nginx: worker process", ("nginx:", "worker", "process")),
+    ],
+)
+def test_cmdline(data: bytes, expected: tuple[str, ...]):
+    assert procfs.parse_cmdline(data) == expected
+
+
+def test_meminfo_and_fallback_without_memavailable():
+    text = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nSwapTotal: 50 kB\n" \
+           "SwapFree: 20 kB\nHugePages_Total: 0\n"
+    assert procfs.parse_meminfo(text) == procfs.MemInfo(1024000, 614400, 51200, 20480)
+    old = "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 10 kB\nCached: 200 kB\n"
+    assert procfs.parse_meminfo(old) == procfs.MemInfo(1024000, 310 * 1024, 0, 0)
+    assert procfs.parse_meminfo("garbage") is None
+
+
+def test_loadavg_and_uptime():
+    assert procfs.parse_loadavg("0.22 0.26 0.13 2/83 3444\n") == ((0.22, 0.26, 0.13), 3444)
+    assert procfs.parse_loadavg("") == ((0.0, 0.0, 0.0), None)
+    assert procfs.parse_uptime("598.34 1100.2\n") == 598.34
+    assert procfs.parse_uptime("") is None
+
+
+def test_display_name_uses_argv0_when_comm_is_cut():
+    assert display_name("gputop-benchmar", ("/x/gputop-benchmark", "-q")) == "gputop-benchmark"
+    assert display_name("python", ("/usr/bin/python3",)) == "python"
+    assert display_name("pt_data_worker", ("python",)) == "pt_data_worker"
+
+
+def test_gpu_usage_sums_devices():
+    def dev(i: int, *procs: GpuProcess) -> GpuSample:
+        return GpuSample(i, "g", f"u{i}", None, None, None, None, None, None, None, None, None,
+                         None, None, processes=procs)
+
+    report = GpuReport("simulated", (dev(0, GpuProcess(7, 100), GpuProcess(8, None)),
+                                     dev(1, GpuProcess(7, 50))))
+    assert gpu_usage(report) == {7: (150, (0, 1)), 8: (None, (0,))}
+
+
+class FakeProc:
+    """A /proc tree in a folder: stat and cmdline files per pid, and ns_last_pid."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "sys/kernel").mkdir(parents=True)
+        self.last_pid = 0
+
+    def add(self, pid: int, comm: str, cmdline: str = "", **stat: int | str) -> None:
+        d = self.root / str(pid)
+        d.mkdir(exist_ok=True)
+        (d / "stat").write_text(stat_line(pid, comm, **stat))  # type: ignore[arg-type]
+        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0" * bool(cmdline))
+        self.last_pid = max(self.last_pid, pid)
+        self.bump()
+
+    def bump(self) -> None:
+        (self.root / "sys/kernel/ns_last_pid").write_text(f"{self.last_pid}\n")
+
+    def remove(self, pid: int) -> None:
+        for f in (self.root / str(pid)).iterdir():
+            f.unlink()
+        (self.root / str(pid)).rmdir()
+
+
+GPU_NONE = GpuReport("none")
+
+
+def test_source_on_fixture_tree(tmp_path: Path):
+    proc = FakeProc(tmp_path)
+    proc.add(10, "python", "python train.py", ut=100, st=0, thr=9, start=50, rss=3)
+    proc.add(11, "pt_data_worker", "python train.py", ppid=10, ut=10, start=60)
+    proc.add(12, "sh", "sh", state="Z", rss=0)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    rows, trainers = source.sample(GPU_NONE, frozenset())
+    by = {r.pid: r for r in rows}
+    assert by[10].cpu_percent is None  # first sample: no interval yet
+    assert (by[10].num_threads, by[10].rss_bytes, by[10].cmdline) == (
+        9, 3 * procfs.PAGE_SIZE, ("python", "train.py"))
+    assert by[10].cpu_time_s == pytest.approx(100 / procfs.CLOCK_TICKS)
+    assert by[12].state == "Z"
+    assert (by[11].role, by[11].trainer_pid, by[10].role) == ("worker", 10, "trainer")
+    assert [(t.pid, t.worker_pids) for t in trainers] == [(10, (11,))]
+    assert by[10].username == by[11].username is not None
+
+    proc.add(10, "python", "python train.py", ut=100 + procfs.CLOCK_TICKS, thr=9, start=50)
+    rows, _ = source.sample(GPU_NONE, frozenset({10}))
+    by = {r.pid: r for r in rows}
+    assert by[10].cpu_percent is not None and by[10].cpu_percent > 0
+    assert by[11].cpu_percent == 0.0
+    assert by[10].has_probe and not by[11].has_probe
+
+
+def test_exec_rereads_cmdline_and_reused_pid_is_a_new_process(tmp_path: Path):
+    proc = FakeProc(tmp_path)
+    proc.add(20, "bash", "bash -c x", start=10)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    source.sample(GPU_NONE, frozenset())
+    proc.add(20, "python", "python -m thing", start=10)  # exec: same pid and start, new comm
+    (row,) = source.sample(GPU_NONE, frozenset())[0]
+    assert (row.name, row.cmdline) == ("python", ("python", "-m", "thing"))
+    proc.add(20, "sleep", "sleep 5", start=99, ut=3)  # pid reused by another process
+    (row,) = source.sample(GPU_NONE, frozenset())[0]
+    assert (row.name, row.start_ticks, row.cmdline) == ("sleep", 99, ("sleep", "5"))
+
+
+def test_listing_skipped_until_a_pid_is_allocated(tmp_path: Path):
+    proc = FakeProc(tmp_path)
+    proc.add(30, "a")
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    source.sample(GPU_NONE, frozenset())
+    (tmp_path / "31").mkdir()
+    (tmp_path / "31/stat").write_text(stat_line(31, "b"))
+    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [30]
+    proc.last_pid = 31
+    proc.bump()
+    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [30, 31]
+    proc.remove(30)  # vanishing needs no listing: its read fails
+    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [31]
+    assert source.listings == 2
+
+
+def test_foreign_gpu_pid_kept_and_unreadable_files_skipped(tmp_path: Path):
+    proc = FakeProc(tmp_path)
+    proc.add(40, "python", "python t.py")
+    (tmp_path / "41").mkdir()  # a dir with no stat: vanished mid-scan
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42/stat").write_text("garbage")
+    gpu = GpuReport("simulated", (GpuSample(0, "g", "u", None, None, None, None, None, None,
+                                            None, None, None, None, None,
+                                            processes=(GpuProcess(40, 5), GpuProcess(99, 7))),))
+    rows, trainers = ProcProcessSource(str(tmp_path)).sample(gpu, frozenset())
+    by = {r.pid: r for r in rows}
+    assert sorted(by) == [40, 99]
+    assert by[40].role == "trainer" and by[40].gpu_memory_bytes == 5
+    assert (by[99].in_proc, by[99].state, by[99].gpu_memory_bytes) == (False, FOREIGN_STATE, 7)
+    assert [t.pid for t in trainers] == [40]
+
+
+def test_stat_reader_caps_fds_and_falls_back(tmp_path: Path):
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(4)]
+    try:
+        reader = procfs.StatReader(max_fds=2)
+        data = [reader.read(p.pid) for p in sleepers]
+        assert all(d is not None and d.startswith(f"{p.pid} (sleep)".encode())
+                   for d, p in zip(data, sleepers, strict=True))
+        assert reader.open_fds == 2
+        assert reader.read(sleepers[3].pid) is not None  # beyond the cap: open/read/close
+        sleepers[0].kill()
+        sleepers[0].wait()
+        assert reader.read(sleepers[0].pid) is None
+        assert reader.open_fds == 1
+        reader.close()
+        assert reader.open_fds == 0
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+
+
+def _proc_stat_fds() -> set[str]:
+    """Targets of this process's fds that are some /proc/PID/stat."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        parts = target.split("/")
+        if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit() and parts[3] == "stat":
+            found.add(target)
+    return found
+
+
+def test_real_proc_zombie_vanish_and_fds_closed():
+    source = ProcProcessSource()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    zombie = subprocess.Popen(["true"])
+    try:
+        source.sample(GPU_NONE, frozenset())
+        rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+        assert any("pytest" in arg for arg in rows[os.getpid()].cmdline)
+        assert rows[child.pid].ppid == os.getpid() and rows[child.pid].state in "SR"
+        assert f"/proc/{child.pid}/stat" in _proc_stat_fds()
+        while zombie.pid not in rows or rows[zombie.pid].state != "Z":
+            rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+        kthreads = [r for r in rows.values() if r.ppid == 2 or r.pid == 2]
+        assert all(r.cmdline == () and r.rss_bytes == 0 for r in kthreads)
+        child.kill()
+        child.wait()
+        zombie.wait()
+        rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+        assert child.pid not in rows and zombie.pid not in rows
+        assert f"/proc/{child.pid}/stat" not in _proc_stat_fds()
+        assert source.open_fds > 0
+    finally:
+        child.kill()
+        child.wait()
+        source.close()
+    assert source.open_fds == 0
+    assert _proc_stat_fds() == set()
