@@ -5,9 +5,12 @@ from __future__ import annotations
 import ctypes.util
 import importlib.util
 import inspect
+import json
+import os
 import re
 import subprocess
 import sys
+from dataclasses import replace as dataclass_replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -444,7 +447,9 @@ def test_stand_in_mirrors_the_real_module() -> None:
         assert hasattr(real, name), f"real pynvml has no {name}"
         assert hasattr(stand_in, name), f"stand-in has no {name}"
         ours, theirs = getattr(stand_in, name), getattr(real, name)
-        if callable(theirs) and not isinstance(theirs, type):
+        if isinstance(theirs, type) and hasattr(theirs, "_fields_"):
+            assert [f[0] for f in ours._fields_] == [f[0] for f in theirs._fields_], name
+        elif callable(theirs) and not isinstance(theirs, type):
             assert list(inspect.signature(ours).parameters) == list(
                 inspect.signature(theirs).parameters
             ), name
@@ -471,3 +476,98 @@ def test_importing_the_source_does_not_import_pynvml_or_textual() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------ scripts/gpu_check.py
+
+GPU_CHECK = Path(__file__).parents[1] / "scripts" / "gpu_check.py"
+
+
+def load_gpu_check() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def gpu_check(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.setitem(sys.modules, "gpu_check", None)
+    module = load_gpu_check()
+    monkeypatch.setattr(module.time, "sleep", lambda seconds: None)
+    return module
+
+
+def gpm_device(nv: ModuleType) -> Any:
+    values = {nv.NVML_GPM_METRIC_SM_OCCUPANCY: 40.0, nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 20.0}
+    return device(nv, gpm_supported=True, gpm_values=values, processes=[(99, MIB)])
+
+
+def test_gpu_check_finds_gputop_agrees_with_raw_nvml(nv: ModuleType, gpu_check: ModuleType) -> None:
+    nv.fake_driver.devices = [gpm_device(nv), device(nv, uuid="GPU-1")]
+    nv.nvmlInit()
+    ctx = gpu_check.Context(nv, "580.65.06")
+    assert gpu_check.check_raw_vs_source(ctx) == []
+    assert [raw["uuid"] for raw in ctx.raw] == [nv.FakeDevice().uuid, "GPU-1"]
+    assert ctx.raw[0]["pcie_rx_bytes_per_s"] == ctx.report.gpus[0].pcie_rx_bytes_per_s
+    assert ctx.raw[0]["gpm_supported"] is True and ctx.raw[1]["gpm_supported"] is False
+
+
+def test_gpu_check_flags_a_field_gputop_lost(nv: ModuleType, gpu_check: ModuleType) -> None:
+    nv.fake_driver.devices = [gpm_device(nv)]
+    nv.nvmlInit()
+    ctx = gpu_check.Context(nv, "580.65.06")
+    gpu_check.check_raw_vs_source(ctx)
+    gpu = dataclass_replace(ctx.report.gpus[0], temperature_c=None, sm_occupancy_percent=None)
+    problems = gpu_check.compare(ctx.raw[0], gpu, ctx)
+    assert problems == [
+        "temperature_c is None but raw NVML gives 55",
+        "GPM is supported but gputop has no SM occupancy",
+    ]
+
+
+def test_gpu_check_reads_the_once_json_document(
+    nv: ModuleType, gpu_check: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gputop.export.snapshot import gpu_json
+
+    nv.fake_driver.devices = [gpm_device(nv)]
+    nv.nvmlInit()
+    ctx = gpu_check.Context(nv, "580.65.06")
+    gpu_check.check_raw_vs_source(ctx)
+    good = gpu_json(ctx.report.gpus[0])
+    document = {"schema": "gputop.snapshot/1", "gpu_source": "nvml", "gpus": [good]}
+
+    def problems_with(doc: dict[str, Any]) -> list[str]:
+        path = tmp_path / "doc.json"
+        path.write_text(json.dumps(doc))
+        monkeypatch.setattr(gpu_check, "ONCE_COMMAND", ["cat", str(path)])
+        return list(gpu_check.check_once_json(ctx))
+
+    assert problems_with(document) == []
+    bad = dict(good, power_w=None, tensor_active_percent=None)
+    assert problems_with(dict(document, gpu_source="none", gpus=[bad])) == [
+        "JSON gpu_source is 'none', expected 'nvml'",
+        "JSON gpus[0]: power_w is null (raw NVML: 300.0)",
+        "JSON gpus[0]: tensor_active_percent is null though the GPU supports GPM",
+    ]
+    monkeypatch.setattr(gpu_check, "ONCE_COMMAND", ["false"])
+    assert gpu_check.check_once_json(ctx) == ["gputop --once --json exited 1: "]
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is not None, reason="a real libnvidia-ml is present"
+)
+def test_gpu_check_without_a_gpu_fails_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, str(GPU_CHECK), "--no-load"], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(GPU_CHECK.parents[1])},
+    )
+    assert done.returncode == 1
+    assert done.stdout.strip().splitlines() == [
+        "gpu-check: FAILED: NVML does not start here (NVML Shared Library Not Found);"
+        " this check needs a GPU"
+    ]
+    assert "Traceback" not in done.stderr

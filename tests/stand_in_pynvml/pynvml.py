@@ -220,7 +220,7 @@ class FakeDriver:
     init_error: int | None = None
     driver_version: str = "580.65.06"
     missing: set[str] = field(default_factory=set)
-    initialized: bool = False
+    init_count: int = 0
     calls: Counter[str] = field(default_factory=Counter)
     gpm_buffers: dict[int, Any] = field(default_factory=dict)
     gpm_readings: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -246,7 +246,7 @@ def _enter(function: str, handle: _Handle | None = None) -> FakeDevice | None:
     fake_driver.calls[function] += 1
     if function in fake_driver.missing:
         raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
-    if not fake_driver.initialized:
+    if fake_driver.init_count == 0:
         raise NVMLError(NVML_ERROR_UNINITIALIZED)
     if handle is None:
         return None
@@ -258,15 +258,16 @@ def _enter(function: str, handle: _Handle | None = None) -> FakeDevice | None:
 
 
 def nvmlInit() -> None:
+    """Like the real library, init and shutdown nest: each init needs its own shutdown."""
     fake_driver.calls["nvmlInit"] += 1
     if fake_driver.init_error is not None:
         raise NVMLError(fake_driver.init_error)
-    fake_driver.initialized = True
+    fake_driver.init_count += 1
 
 
 def nvmlShutdown() -> None:
     _enter("nvmlShutdown")
-    fake_driver.initialized = False
+    fake_driver.init_count -= 1
 
 
 def nvmlSystemGetDriverVersion() -> str:
