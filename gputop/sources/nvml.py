@@ -118,6 +118,11 @@ def _init_note(nv: ModuleType, err: Any) -> str:
     return _one_line(f"NVML failed to start ({err})")
 
 
+def _codes(nv: ModuleType, names: tuple[str, ...]) -> frozenset[int]:
+    """The error codes behind these constant names (older bindings may lack some)."""
+    return frozenset(getattr(nv, name) for name in names if hasattr(nv, name))
+
+
 def _shutdown(nv: ModuleType) -> None:
     with contextlib.suppress(Exception):
         nv.nvmlShutdown()
@@ -132,8 +137,9 @@ class NvmlSource:
         self._closed = False
         self._ticks = 0
         self.driver_version = driver_version
-        self._codes = {name: getattr(nv, name, None) for name in (*_PERMANENT, *_LOST)}
-        self._unknown = getattr(nv, "NVML_ERROR_UNKNOWN", None)
+        self._permanent = _codes(nv, _PERMANENT)
+        self._lost = _codes(nv, _LOST)
+        self._unknown = _codes(nv, ("NVML_ERROR_UNKNOWN",))
         self._memory_v2 = getattr(nv, "nvmlMemory_v2", None)
         self._devices = [self._open_device(index) for index in range(count)]
 
@@ -162,11 +168,11 @@ class NvmlSource:
             return fn(*args, **kwargs)
         except self._nv.NVMLError as err:
             code = getattr(err, "value", None)
-            if code in (self._codes[name] for name in _PERMANENT):
+            if code in self._permanent:
                 dev.unsupported.add(key)
-            elif code in (self._codes[name] for name in _LOST):
+            elif code in self._lost:
                 dev.lost = True
-            elif code == self._unknown:
+            elif code in self._unknown:
                 dev.unknown_now = True
             return None
         except Exception:  # a binding that does not match the driver: stop asking for this field
