@@ -1,0 +1,194 @@
+"""The step probe that runs inside a training process (standard library only).
+
+    import gputop.probe as probe
+    for batch in probe.watch(loader):          # time blocked in next() = data wait
+        with probe.phase("h2d"): ...
+        with probe.phase("forward"): ...
+        with probe.phase("backward"): ...
+        with probe.phase("optimizer"): ...
+
+Or without touching the code: `python -m gputop.probe train.py` / `gputop run -- ...`.
+When no ring can be created the probe warns once and the program runs on untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from time import perf_counter_ns
+
+from gputop.probe import ring as _ring
+from gputop.probe.recorder import PHASES, Recorder, warn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds at import; the probe must start fast
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+__all__ = ["annotate", "install", "phase", "step_end", "watch"]
+LOADER_FACTS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
+                "persistent_workers")
+
+_rec: Recorder | None = None
+_loaders: dict[int, tuple[int, Callable[[], object]]] = {}
+_next_id = itertools.count(1)
+
+
+def watch(loader: Iterable[T], batch_size: int | None = None) -> Iterator[T]:
+    """Iterate `loader`; each next() closes the open step and opens the next one."""
+    rec = recorder()
+    lid = loader_id(loader)
+    facts = loader_facts(loader)
+    if batch_size is None and isinstance(facts.get("batch_size"), int):
+        batch_size = facts["batch_size"]  # type: ignore[assignment]
+    return _watched(rec, loader, lid, facts, -1 if batch_size is None else batch_size)
+
+
+def _watched(
+    rec: Recorder, loader: Iterable[T], lid: int, facts: dict[str, object], batch_size: int
+) -> Iterator[T]:
+    rec.iteration_begin(lid, facts)
+    it = iter(loader)
+    begin, end, stop = rec.fetch_begin, rec.fetch_end, rec.fetch_stop
+    while True:
+        begin()
+        try:
+            item = next(it)
+        except StopIteration:
+            stop()
+            return
+        except BaseException:
+            stop()
+            raise
+        end(lid, batch_size)
+        yield item
+
+
+class _Phase:
+    """A reusable context manager timing one phase of the open step."""
+
+    __slots__ = ("_index", "_t0")
+
+    def __init__(self, index: int) -> None:
+        self._index = index
+        self._t0 = 0
+
+    def __enter__(self) -> _Phase:
+        self._t0 = perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        rec = _rec
+        if rec is not None:
+            rec.add_phase(self._index, perf_counter_ns() - self._t0)
+
+
+_phases = {name: _Phase(index) for name, index in PHASES.items()}
+
+
+def phase(name: str) -> _Phase:
+    """Time one phase of the open step: "h2d", "forward", "backward" or "optimizer"."""
+    try:
+        ctx = _phases[name]
+    except KeyError:
+        raise ValueError(f"unknown phase {name!r}; use one of {', '.join(PHASES)}") from None
+    recorder().manual = True
+    return ctx
+
+
+def step_end(batch_size: int | None = None) -> None:
+    """Close the open step now (optional with watch(); the step boundary without it)."""
+    rec = recorder()
+    rec.manual = True
+    rec.step_end(batch_size)
+
+
+def annotate(**facts: Any) -> None:
+    """Record facts about the run (num_workers, pin_memory, batch_size, device, rank, ...)."""
+    recorder().annotate(facts)
+
+
+def recorder() -> Recorder:
+    """The process's recorder, created (with its exit and fork handlers) on first use."""
+    global _rec
+    if _rec is None:
+        _rec = Recorder(_open_ring)
+        _rec.annotate(env_facts(), start=False)
+        import atexit
+
+        atexit.register(_rec.close)
+        os.register_at_fork(after_in_child=_rec.forked)
+        from gputop.probe.hook import watch_for_torch
+
+        watch_for_torch(_rec)
+    return _rec
+
+
+def install() -> Recorder:
+    """Zero-code mode: patch torch (now or once the program imports it), create the ring."""
+    return recorder()
+
+
+def _open_ring() -> _ring.RingWriter | None:
+    path = _ring.ring_path(os.getpid())
+    try:
+        return _ring.RingWriter(path)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        warn(f"cannot create {path} ({reason}); step timing is off, the program runs on")
+        return None
+
+
+def env_facts() -> dict[str, object]:
+    """Rank and world size as torchrun and friends put them in the environment."""
+    out: dict[str, object] = {}
+    for key, name in (("RANK", "rank"), ("WORLD_SIZE", "world_size"),
+                      ("LOCAL_RANK", "local_rank")):
+        value = os.environ.get(key, "")
+        if value.isdigit():
+            out[name] = int(value)
+    out["argv"] = " ".join(sys.argv)[:200]
+    return out
+
+
+def loader_facts(loader: object) -> dict[str, object]:
+    """The DataLoader-style settings an object carries (read by name, no torch needed)."""
+    facts: dict[str, object] = {}
+    for name in LOADER_FACTS:
+        value = getattr(loader, name, None)
+        if isinstance(value, (bool, int)):
+            facts[name] = value
+    return facts
+
+
+def loader_id(loader: object) -> int:
+    """A small number per loader object, stable while the object lives."""
+    key = id(loader)
+    entry = _loaders.get(key)
+    if entry is not None and entry[1]() is loader:
+        return entry[0]
+    import weakref
+
+    ref: Callable[[], object]
+    try:
+        ref = weakref.ref(loader)
+    except TypeError:  # lists and tuples: keep them alive so the id is never reused
+        ref = _Strong(loader)
+    lid = next(_next_id)
+    _loaders[key] = (lid, ref)
+    return lid
+
+
+class _Strong:
+    """A strong reference with weakref.ref's calling convention."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __call__(self) -> object:
+        return self.obj

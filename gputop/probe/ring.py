@@ -1,0 +1,181 @@
+"""The ring file's layout and its single writer: fixed-size step records in shared memory.
+
+Layout (native byte order, every field 8-byte aligned):
+  header  HEADER_SIZE bytes: fixed fields, then the annotate() metadata area (JSON)
+  slots   SLOTS records of RECORD_SIZE bytes; record n lives in slot n % SLOTS
+
+A slot's first field is its sequence number: 2n+1 while record n is being written,
+2n+2 once it is complete. `head` counts completed records. Readers never lock.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+
+MAGIC = b"GPUTOPRG"
+VERSION = 1
+HEADER_SIZE = 4096
+SLOTS = 1024
+META_OFFSET = 128
+META_CAP = HEADER_SIZE - META_OFFSET
+NONE = -1
+ENV_DIR = "GPUTOP_RING_DIR"
+DEFAULT_DIR = "/dev/shm"
+
+# magic, version, header_size, record_size, slots, pid, start_ticks, start_time_ns,
+# head, meta_seq, meta_len
+HEADER = struct.Struct("@8sqqqqqqqqqq")
+HEAD_OFFSET = struct.calcsize("@8sqqqqqqq")
+META_SEQ_OFFSET = HEAD_OFFSET + 8
+META_LEN_OFFSET = HEAD_OFFSET + 16
+
+# seq, step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, optimizer_ns,
+# gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, reserved
+RECORD = struct.Struct("@16q")
+RECORD_SIZE = RECORD.size
+FIELDS = (
+    "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
+    "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
+    "flags", "loader", "reserved",
+)
+SEQ = struct.Struct("@q")
+FILE_SIZE = HEADER_SIZE + SLOTS * RECORD_SIZE
+
+F_WARMUP = 1  # among the first steps of its epoch
+F_OPTIMIZER = 2  # enclosed an optimizer step or a backward pass: its loader trains
+F_OTHER = 4  # belongs to a loader known not to be the training loader
+F_IMPLICIT = 8  # opened by a phase or an optimizer step, not by a loader
+
+assert HEADER.size <= META_OFFSET and RECORD_SIZE == 128
+
+
+def ring_dir() -> str:
+    """Where rings live: $GPUTOP_RING_DIR or /dev/shm."""
+    return os.environ.get(ENV_DIR) or DEFAULT_DIR
+
+
+def ring_path(pid: int, uid: int | None = None, directory: str | None = None) -> str:
+    """The ring file of `pid`, named so a reader finds it by pid and uid."""
+    uid = os.getuid() if uid is None else uid
+    return os.path.join(directory or ring_dir(), f"gputop-{uid}-{pid}.ring")
+
+
+def parse_name(name: str) -> tuple[int, int] | None:
+    """(uid, pid) from a ring file name, or None when the name is not a ring's."""
+    if not (name.startswith("gputop-") and name.endswith(".ring")):
+        return None
+    parts = name[7:-5].split("-")
+    if len(parts) != 2 or not all(p.isdigit() and len(p) < 11 for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks): a PID plus it is unique."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class RingWriter:
+    """Creates the ring for this process and appends records; never blocks or allocates."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        fd = _create(path)
+        try:
+            os.fchmod(fd, 0o600)
+            os.posix_fallocate(fd, 0, FILE_SIZE)  # a full tmpfs fails here, not with SIGBUS later
+            self._mm = mmap.mmap(fd, FILE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(path)
+            raise
+        os.close(fd)
+        HEADER.pack_into(
+            self._mm, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, SLOTS, self.pid,
+            start_ticks(self.pid) or 0, time.time_ns(), 0, 0, 0,
+        )
+        self._head = 0
+        self._meta_seq = 0
+        self.closed = False
+
+    def append(
+        self, step: int, start_ns: int, duration_ns: int, data_ns: int, h2d_ns: int,
+        forward_ns: int, backward_ns: int, optimizer_ns: int, gpu_ns: int, gpu_gap_ns: int,
+        batch_size: int, epoch: int, flags: int, loader: int,
+    ) -> None:
+        """Write one record (NONE = -1 for an unmeasured field) and publish it."""
+        n = self._head
+        off = HEADER_SIZE + (n % SLOTS) * RECORD_SIZE
+        mm = self._mm
+        RECORD.pack_into(
+            mm, off, 2 * n + 1, step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns,
+            backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, 0,
+        )
+        SEQ.pack_into(mm, off, 2 * n + 2)
+        self._head = n + 1
+        SEQ.pack_into(mm, HEAD_OFFSET, n + 1)
+
+    def set_meta(self, blob: bytes) -> None:
+        """Replace the metadata area (bounded JSON); readers retry around its sequence."""
+        blob = blob[:META_CAP]
+        mm = self._mm
+        self._meta_seq += 1
+        SEQ.pack_into(mm, META_SEQ_OFFSET, 2 * self._meta_seq - 1)
+        mm[META_OFFSET : META_OFFSET + len(blob)] = blob
+        SEQ.pack_into(mm, META_LEN_OFFSET, len(blob))
+        SEQ.pack_into(mm, META_SEQ_OFFSET, 2 * self._meta_seq)
+
+    def close(self, unlink: bool = True) -> None:
+        """Unmap, and unlink the file when this process created it."""
+        if self.closed:
+            return
+        self.closed = True
+        if unlink and os.getpid() == self.pid:
+            _unlink_quietly(self.path)
+        try:
+            self._mm.close()
+        except (BufferError, ValueError):  # a buffer still exported: the mapping goes at exit
+            return
+
+
+def _create(path: str) -> int:
+    """Open a new ring file exclusively; replace a stale one left by a dead PID of ours."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, 0o600)
+    except FileExistsError:
+        st = os.lstat(path)
+        if st.st_uid != os.getuid() or not _is_stale(path):
+            raise
+        _unlink_quietly(path)
+        return os.open(path, flags, 0o600)
+
+
+def _is_stale(path: str) -> bool:
+    """True when the existing file was written by an earlier process that had our PID."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            raw = os.pread(fd, HEADER.size, 0)
+        finally:
+            os.close(fd)
+        fields = HEADER.unpack(raw)
+    except (OSError, struct.error):
+        return True
+    return bool(fields[0] != MAGIC or fields[6] != start_ticks(os.getpid()))
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:  # already gone
+        return

@@ -1,0 +1,128 @@
+"""The torch integration: DataLoader iterators, backward, optimizer steps, CUDA events.
+
+Imported only after the program itself imported torch. Every patch forwards to the
+original first and records around it; none changes arguments, results or timing order.
+"""
+
+from __future__ import annotations
+
+import os
+from time import perf_counter_ns
+from typing import Any
+
+import torch
+from torch.utils.data import dataloader as _dl
+
+from gputop.probe import loader_facts, loader_id
+from gputop.probe.recorder import BACKWARD, NONE, Recorder
+
+_installed: list[Recorder] = []
+
+
+def install(rec: Recorder) -> None:
+    """Patch torch once per process; later calls do nothing."""
+    if _installed:
+        return
+    _installed.append(rec)
+    _patch_loaders(rec)
+    _patch_backward(rec)
+    _hook_optimizers(rec)
+    rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
+
+
+def _patch_loaders(rec: Recorder) -> None:
+    loader_cls = _dl.DataLoader
+    iter_cls = _dl._BaseDataLoaderIter
+    orig_iter = loader_cls.__iter__
+    orig_next = iter_cls.__next__
+
+    def __iter__(self: Any) -> Any:
+        it = orig_iter(self)
+        lid = loader_id(self)
+        facts = loader_facts(self)
+        facts["num_threads"] = torch.get_num_threads()
+        try:
+            it._gputop_loader = lid  # type: ignore[attr-defined]
+            it._gputop_batch = (  # type: ignore[attr-defined]
+                self.batch_size if isinstance(self.batch_size, int) else NONE
+            )
+        except AttributeError:
+            pass
+        rec.iteration_begin(lid, facts)
+        _maybe_time_gpu(rec)
+        return it
+
+    def __next__(self: Any) -> Any:
+        rec.fetch_begin()
+        try:
+            item = orig_next(self)
+        except BaseException:
+            rec.fetch_stop()
+            raise
+        rec.fetch_end(getattr(self, "_gputop_loader", 0) or loader_id(self),
+                      getattr(self, "_gputop_batch", NONE))
+        return item
+
+    loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
+    iter_cls.__next__ = __next__  # type: ignore[method-assign]
+
+
+def _patch_backward(rec: Recorder) -> None:
+    orig = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        t0 = perf_counter_ns()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            rec.auto_phase(BACKWARD, perf_counter_ns() - t0)
+
+    backward.__wrapped__ = orig  # type: ignore[attr-defined]
+    backward.__doc__ = orig.__doc__
+    torch.autograd.backward = backward
+
+
+def _hook_optimizers(rec: Recorder) -> None:
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    started = [0]
+    seen: set[int] = set()
+
+    def pre(opt: Any, args: Any, kwargs: Any) -> None:
+        started[0] = perf_counter_ns()
+
+    def post(opt: Any, args: Any, kwargs: Any) -> None:
+        rec.auto_optimizer_done(perf_counter_ns() - started[0])
+        if id(opt) not in seen:
+            seen.add(id(opt))
+            _note_device(rec, opt)
+            _maybe_time_gpu(rec)
+
+    register_optimizer_step_pre_hook(pre)
+    register_optimizer_step_post_hook(post)
+
+
+def _note_device(rec: Recorder, opt: Any) -> None:
+    """The device of the optimizer's first parameter."""
+    try:
+        device = str(opt.param_groups[0]["params"][0].device)
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return
+    rec.annotate({"device": device})
+
+
+def _maybe_time_gpu(rec: Recorder) -> None:
+    """Start GPU timing once the program itself has initialized CUDA (never before)."""
+    if rec.gpu is not None or os.environ.get("GPUTOP_PROBE_GPU") == "0":
+        return
+    try:
+        if not torch.cuda.is_initialized():
+            return
+    except Exception:
+        return
+    from gputop.probe.gpu_timing import GpuTimer
+
+    rec.gpu = GpuTimer(lambda: torch.cuda.Event(enable_timing=True))

@@ -1,0 +1,248 @@
+"""Reads probed trainers' rings: which PIDs have one, and the newest steps of attached ones."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+
+from gputop.analysis.steps import classify, summarize
+from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.probe import ring as layout
+from gputop.probe.reader import RawRecord, RingError, RingReader
+
+WINDOW = 256
+HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
+CONFIG_FIELDS = {
+    "num_workers": int, "pin_memory": bool, "batch_size": int, "prefetch_factor": int,
+    "persistent_workers": bool, "num_threads": int, "device": str, "rank": int,
+    "world_size": int,
+}
+EMPTY_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
+
+
+class RingAttachSource:
+    """The AttachSource over ring files in /dev/shm (or $GPUTOP_RING_DIR)."""
+
+    def __init__(self, directory: str | None = None, window: int = WINDOW) -> None:
+        self.directory = directory
+        self.window = window
+        self._trainers: dict[int, _Trainer] = {}
+        self._verified: dict[tuple[int, int], bool] = {}
+
+    def probe_pids(self) -> frozenset[int]:
+        """Live PIDs of this user with a readable ring; dead trainers' rings are removed."""
+        uid = os.getuid()
+        pids = set()
+        seen = set()
+        for path, ring_uid, pid, inode in _rings(self._dir()):
+            if ring_uid != uid:
+                continue
+            ticks = layout.start_ticks(pid)
+            key = (pid, inode)
+            seen.add(key)
+            if ticks is not None and key not in self._verified:
+                self._verified[key] = _ring_matches(path, pid, ticks)
+            if ticks is None or not self._verified.get(key, False):
+                if ticks is None or _is_stale(path, ticks):
+                    _remove_stale(path)
+                continue
+            pids.add(pid)
+        self._verified = {k: v for k, v in self._verified.items() if k in seen}
+        return frozenset(pids)
+
+    def attach(self, pid: int) -> None:
+        """Read `pid`'s ring from the next sample on (it may appear later, e.g. under `run`)."""
+        if pid not in self._trainers:
+            self._trainers[pid] = _Trainer(pid, self._dir(), self.window)
+
+    def sample(self) -> tuple[AttachState, ...]:
+        """One state per attached trainer, in attach order."""
+        return tuple(t.sample() for t in self._trainers.values())
+
+    def close(self) -> None:
+        """Release every ring's file descriptor."""
+        for trainer in self._trainers.values():
+            trainer.close()
+
+    def _dir(self) -> str:
+        return self.directory or layout.ring_dir()
+
+
+class _Trainer:
+    """The window of one attached trainer's steps across ticks."""
+
+    def __init__(self, pid: int, directory: str, window: int) -> None:
+        self.pid = pid
+        self.path = layout.ring_path(pid, directory=directory)
+        self.reader: RingReader | None = None
+        self.steps: deque[tuple[int, StepRecord]] = deque(maxlen=window)
+        self.train_loader = 0
+        self.alive = True
+        self.error: str | None = None
+        self.config = TrainerConfig()
+
+    def sample(self) -> AttachState:
+        if self.alive:
+            self._read()
+        steps = tuple(
+            s for loader, s in self.steps if not loader or not self.train_loader
+            or loader == self.train_loader
+        )
+        summary = summarize(steps) if steps else EMPTY_SUMMARY
+        dropped = self.reader.dropped if self.reader is not None else 0
+        return AttachState(self.pid, self.config, dropped, steps, summary, self.alive, self.error)
+
+    def _read(self) -> None:
+        ticks = layout.start_ticks(self.pid)
+        try:
+            if self.reader is None:
+                if ticks is None:
+                    self.alive, self.error = False, f"no process with PID {self.pid}"
+                    return
+                self.reader = RingReader(self.path)
+                if self.reader.header.start_ticks != ticks:
+                    self.reader.close()
+                    self.reader = None
+                    self.error = f"PID {self.pid} has no probe ring yet"
+                    return
+            for raw in self.reader.read_new():
+                self._add(raw)
+            self.config = config_from_meta(self.reader.read_meta())
+            self.error = None
+        except RingError as exc:
+            self.error = str(exc)
+            if self.reader is None and ticks is not None:
+                self.error = f"PID {self.pid} has no probe ring yet"
+        if self.reader is not None and ticks != self.reader.header.start_ticks:
+            self.alive = False  # the file stays readable through our descriptor: all read
+            self.close()
+
+    def _add(self, raw: RawRecord) -> None:
+        if raw.flags & layout.F_OTHER:
+            return
+        if raw.flags & layout.F_OPTIMIZER and raw.loader:
+            self.train_loader = raw.loader
+        self.steps.append((raw.loader, to_step(raw)))
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+
+def to_step(raw: RawRecord) -> StepRecord:
+    """A ring record as a classified StepRecord (-1 becomes None)."""
+    step = StepRecord(
+        step=raw.step,
+        duration_ns=raw.duration_ns,
+        data_ns=_opt(raw.data_ns),
+        h2d_ns=_opt(raw.h2d_ns),
+        forward_ns=_opt(raw.forward_ns),
+        backward_ns=_opt(raw.backward_ns),
+        optimizer_ns=_opt(raw.optimizer_ns),
+        gpu_ns=_opt(raw.gpu_ns),
+        gpu_gap_ns=_opt(raw.gpu_gap_ns),
+        batch_size=_opt(raw.batch_size),
+        epoch=raw.epoch,
+        warmup=bool(raw.flags & layout.F_WARMUP),
+    )
+    return _with_verdict(step)
+
+
+def _with_verdict(step: StepRecord) -> StepRecord:
+    from dataclasses import replace
+
+    return replace(step, verdict=classify(step))
+
+
+def _opt(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
+    """The annotate() facts as a TrainerConfig; wrongly typed values are dropped, others kept."""
+    known: dict[str, object] = {}
+    extra = []
+    for key, value in meta.items():
+        kind = CONFIG_FIELDS.get(key)
+        if kind is None:
+            if isinstance(value, (str, int, float, bool)) or value is None:
+                extra.append((str(key)[:64], str(value)[:200]))
+        elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            known[key] = value
+    return TrainerConfig(**known, extra=tuple(sorted(extra)))  # type: ignore[arg-type]
+
+
+def check_attachable(pid: int, directory: str | None = None) -> str | None:
+    """Why `--attach PID` must fail (one line), or None when PID has a ring we can read."""
+    directory = directory or layout.ring_dir()
+    ticks = layout.start_ticks(pid)
+    if ticks is None:
+        return f"no process with PID {pid}"
+    uid = os.getuid()
+    owners = {ring_uid: path for path, ring_uid, ring_pid, _ in _rings(directory)
+              if ring_pid == pid}
+    if uid not in owners:
+        if owners:
+            other = min(owners)
+            return f"the probe ring of PID {pid} belongs to another user (uid {other})"
+        return f"PID {pid} has no probe ring; {HOW_TO_START}"
+    try:
+        reader = RingReader(owners[uid])
+    except RingError as exc:
+        return f"cannot read the probe ring of PID {pid}: {exc}"
+    try:
+        if reader.uid != uid:
+            return f"the probe ring of PID {pid} belongs to another user (uid {reader.uid})"
+        if reader.header.start_ticks != ticks or reader.header.pid != pid:
+            return f"PID {pid} has no probe ring (a stale one is left over); {HOW_TO_START}"
+    finally:
+        reader.close()
+    return None
+
+
+def _rings(directory: str) -> list[tuple[str, int, int, int]]:
+    """(path, uid, pid, inode) of every ring-named file in `directory`: one listing."""
+    found = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                parsed = layout.parse_name(entry.name)
+                if parsed is not None:
+                    found.append((entry.path, parsed[0], parsed[1], entry.inode()))
+    except OSError:
+        return []
+    return found
+
+
+def _ring_matches(path: str, pid: int, ticks: int) -> bool:
+    """Whether the ring at `path` is readable and was written by this very process."""
+    try:
+        reader = RingReader(path)
+    except RingError:
+        return False
+    try:
+        return reader.header.pid == pid and reader.header.start_ticks == ticks
+    finally:
+        reader.close()
+
+
+def _is_stale(path: str, ticks: int) -> bool:
+    """A readable ring whose PID now belongs to a different (later) process."""
+    try:
+        reader = RingReader(path)
+    except RingError:
+        return False
+    try:
+        return reader.header.start_ticks not in (0, ticks)
+    finally:
+        reader.close()
+
+
+def _remove_stale(path: str) -> None:
+    """Unlink a dead trainer's ring of ours (the name proves the uid; lstat proves the owner)."""
+    try:
+        if os.lstat(path).st_uid == os.getuid():
+            os.unlink(path)
+    except OSError:  # someone else removed it first
+        return

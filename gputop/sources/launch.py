@@ -1,0 +1,64 @@
+"""Starts a command with the probe installed (environment + sitecustomize) for `gputop run`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from types import FrameType
+
+import gputop.probe
+
+BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_boot")
+
+
+def probe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: ours) with GPUTOP_PROBE=1 and the sitecustomize directory first."""
+    env = dict(os.environ if base is None else base)
+    env["GPUTOP_PROBE"] = "1"
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != BOOT_DIR]
+    env["PYTHONPATH"] = os.pathsep.join([BOOT_DIR, *rest])
+    return env
+
+
+def start_under_probe(
+    command: Sequence[str], env: Mapping[str, str] | None = None, forward_sigint: bool = True
+) -> subprocess.Popen[bytes]:
+    """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop."""
+    child = subprocess.Popen(list(command), env=probe_env(env))
+    if forward_sigint:
+        _forward_sigint(child)
+    return child
+
+
+def interrupt(child: subprocess.Popen[bytes]) -> None:
+    """Send the child a SIGINT (the TUI calls this when Ctrl-C is a key, not a signal)."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGINT)
+
+
+def _forward_sigint(child: subprocess.Popen[bytes]) -> None:
+    """Relay SIGINT to the child instead of dying first (only from the main thread)."""
+
+    def relay(signum: int, frame: FrameType | None) -> None:
+        if not _terminal_sent_it():
+            interrupt(child)
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave SIGINT alone
+        signal.signal(signal.SIGINT, relay)
+
+
+def _terminal_sent_it() -> bool:
+    """True when a cooked-mode terminal already sent SIGINT to our whole group, child included."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        if os.tcgetpgrp(fd) != os.getpgrp():
+            return False
+        return bool(termios.tcgetattr(fd)[3] & termios.ISIG)
+    except (OSError, ValueError, AttributeError, ImportError):
+        return False
