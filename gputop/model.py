@@ -47,6 +47,7 @@ class GpuSample:
     tensor_active_percent: float | None = None
     processes: tuple[GpuProcess, ...] = ()
     lost: bool = False
+    processes_known: bool = True  # False: NVML refused every process query, so () means n/a
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,154 @@
+"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate) and its factory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gputop.model import MemoryBandwidthSample
+from gputop.sources.membw.estimate import (
+    DEFAULT_PERIOD_S,
+    Canary,
+    CanaryEstimator,
+    VmstatReader,
+    footprint_for,
+    llc_bytes,
+    read_psi,
+)
+from gputop.sources.membw.layout import MemoryLayout, compare_peak, read_layout
+from gputop.sources.membw.resctrl import open_resctrl
+from gputop.sources.membw.traffic import Traffic, TrafficMeter
+from gputop.sources.membw.uncore import open_uncore
+
+MODES = ("off", "auto", "estimate")
+
+__all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
+
+
+class MemoryBandwidthMonitor:
+    """One rung of the ladder (a hardware meter or the canary) plus PSI, vmstat and the layout."""
+
+    def __init__(
+        self,
+        meter: TrafficMeter | None,
+        estimator: CanaryEstimator | None,
+        proc_root: Path | str = "/proc",
+        layout: MemoryLayout | None = None,
+        why: tuple[str, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if (meter is None) == (estimator is None):
+            raise ValueError("exactly one of meter and estimator")
+        self.meter = meter
+        self.estimator = estimator
+        self.proc_root = Path(proc_root)
+        self.layout = layout
+        self.why = why
+        self._vmstat = VmstatReader(proc_root, clock)
+        self._traffic: Traffic | None = None
+
+    @property
+    def source(self) -> str:
+        """The rung's label, as it appears in every sample."""
+        return self.meter.source if self.meter is not None else "estimate"
+
+    def sample(self) -> MemoryBandwidthSample:
+        """Read the rung and the kernel's pressure counters (the canary only when it is due)."""
+        psi = read_psi(self.proc_root)
+        vm = self._vmstat.read()
+        layout = self.layout
+        common = {
+            "psi_some_avg10": psi.some_avg10,
+            "psi_full_avg10": psi.full_avg10,
+            "swap_in_per_s": vm.swap_in_per_s,
+            "major_faults_per_s": vm.major_faults_per_s,
+            "expected_peak_bytes_per_s": layout.expected_peak_bytes_per_s if layout else None,
+            "layout": layout.summary() if layout and layout.modules else None,
+        }
+        if self.meter is not None:
+            return self._hardware(self.meter, common)
+        assert self.estimator is not None
+        return self._estimate(self.estimator, common)
+
+    def _hardware(self, meter: TrafficMeter, common: dict) -> MemoryBandwidthSample:
+        traffic = meter.read()
+        if traffic is not None:
+            self._traffic = traffic
+        t = self._traffic or Traffic(None, None, None)
+        expected = common["expected_peak_bytes_per_s"]
+        pressure = (
+            min(1.0, t.total_bytes_per_s / expected)
+            if expected and t.total_bytes_per_s is not None else None
+        )
+        notes = [meter.detail, t.note, compare_peak(None, self.layout)]
+        return MemoryBandwidthSample(
+            source=meter.source,
+            confidence="measured",
+            read_bytes_per_s=t.read_bytes_per_s,
+            write_bytes_per_s=t.write_bytes_per_s,
+            total_bytes_per_s=t.total_bytes_per_s,
+            peak_bytes_per_s=expected,
+            pressure=pressure,
+            note="; ".join(n for n in notes if n) or None,
+            **common,
+        )
+
+    def _estimate(self, estimator: CanaryEstimator, common: dict) -> MemoryBandwidthSample:
+        estimator.tick()
+        calibration = estimator.calibration
+        measured = calibration.aggregate_bytes_per_s if calibration else None
+        notes = [
+            "pressure estimated from a timed copy against its idle peak",
+            compare_peak(measured, self.layout),
+            "no hardware counters: " + ", ".join(self.why) if self.why else None,
+        ]
+        return MemoryBandwidthSample(
+            source="estimate",
+            confidence="estimated",
+            peak_bytes_per_s=estimator.peak or None,
+            canary_bytes_per_s=estimator.bandwidth,
+            pressure=estimator.pressure,
+            note="; ".join(n for n in notes if n),
+            **common,
+        )
+
+    def close(self) -> None:
+        """Close counters and drop the canary's buffers."""
+        if self.meter is not None:
+            self.meter.close()
+        if self.estimator is not None:
+            self.estimator.canary.close()
+
+
+def open_membw_source(
+    mode: str = "auto",
+    *,
+    sys_root: Path | str = "/sys",
+    proc_root: Path | str = "/proc",
+    resctrl_root: Path | str = "/sys/fs/resctrl",
+    udev_root: Path | str = "/run/udev/data",
+    period_s: float = DEFAULT_PERIOD_S,
+) -> MemoryBandwidthMonitor | None:
+    """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
+
+    The canary calibrates lazily, on the first sample (at most about a second).
+    """
+    if mode not in MODES:
+        raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "off":
+        return None
+    layout = read_layout(udev_root, sys_root)
+    why: list[str] = []
+    if mode == "auto":
+        resctrl, reason = open_resctrl(resctrl_root)
+        if resctrl is not None:
+            return MemoryBandwidthMonitor(resctrl, None, proc_root, layout)
+        why.append(reason)
+        uncore, reason = open_uncore(sys_root, proc_root)
+        if uncore is not None:
+            return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
+        why.append(reason)
+    canary = Canary(footprint_for(llc_bytes(sys_root)))
+    estimator = CanaryEstimator(canary, period_s)
+    return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why))

@@ -1,0 +1,396 @@
+"""Memory-controller PMUs from sysfs: discovery, event encoding, which events give DRAM bytes."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gputop.sources.membw.perf_event import (
+    DENIED_ERRNOS,
+    CounterValue,
+    PerfCounter,
+    cpu_wide_refusal,
+    scaled_delta,
+)
+from gputop.sources.membw.traffic import Traffic
+
+Direction = Literal["read", "write", "total"]
+FieldRange = tuple[str, int, int]
+
+CACHE_LINE = 64.0
+UNIT_BYTES = {
+    "b": 1.0, "byte": 1.0, "bytes": 1.0,
+    "kb": 1e3, "mb": 1e6, "gb": 1e9,
+    "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30,
+}
+
+# Intel families, best first; never mixed, or traffic would be counted twice.
+INTEL_FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
+    (r"uncore_imc_\d+", ("cas_count_read",), ("cas_count_write",), "CAS counts"),
+    (r"uncore_imc_free_running(_\d+)?", ("data_read",), ("data_write",), "free-running"),
+    (r"uncore_imc", ("data_reads",), ("data_writes",), "client IMC"),
+)
+
+# perf's amdzen4 memory-controller events; the kernel exposes only the format for amd_umc.
+AMD_UMC_EVENTS: tuple[tuple[str, str, Direction], ...] = (
+    ("umc_cas_cmd.rd", "event=0x0a,rdwrmask=0x1", "read"),
+    ("umc_cas_cmd.wr", "event=0x0a,rdwrmask=0x2", "write"),
+)
+# perf's amdzen1..3 data-fabric events: 64-byte requests with data per DRAM channel.
+AMD_DF_CHANNEL_CODES = (0x07, 0x47, 0x87, 0xC7, 0x107, 0x147, 0x187, 0x1C7)
+
+
+@dataclass(frozen=True)
+class PmuEvent:
+    """One sysfs event alias: its terms and the optional .scale/.unit files."""
+
+    spec: str
+    scale: float | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
+class Pmu:
+    """One /sys/bus/event_source/devices entry."""
+
+    name: str
+    type: int
+    cpus: tuple[int, ...]
+    formats: dict[str, tuple[FieldRange, ...]] = field(default_factory=dict)
+    events: dict[str, PmuEvent] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """One counter to open on each of `cpus`, and how many bytes one count means."""
+
+    pmu: str
+    pmu_type: int
+    cpus: tuple[int, ...]
+    event: str
+    config: tuple[int, int, int]
+    bytes_per_count: float
+    direction: Direction
+
+
+@dataclass(frozen=True)
+class UncorePlan:
+    """The events that add up to DRAM traffic, labelled with the ladder rung they belong to."""
+
+    source: str
+    events: tuple[PlannedEvent, ...]
+    detail: str
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """'0-2,8' -> (0, 1, 2, 8); an empty or bad list gives ()."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            return ()
+    return tuple(cpus)
+
+
+def parse_format(text: str) -> tuple[FieldRange, ...]:
+    """'config:0-7,32-35' -> (('config', 0, 7), ('config', 32, 35)); 'config1:9' is one bit."""
+    name, _, ranges = text.strip().partition(":")
+    if name not in ("config", "config1", "config2") or not ranges:
+        raise ValueError(f"bad format {text!r}")
+    out: list[FieldRange] = []
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        out.append((name, int(lo), int(hi or lo)))
+    return tuple(out)
+
+
+def encode_event(spec: str, formats: dict[str, tuple[FieldRange, ...]]) -> tuple[int, int, int]:
+    """Encode 'event=0x04,umask=0x03' into (config, config1, config2) with the PMU's formats."""
+    regs = {"config": 0, "config1": 0, "config2": 0}
+    for term in spec.strip().split(","):
+        if not term:
+            continue
+        key, _, raw = term.partition("=")
+        key = key.strip()
+        value = int(raw, 0) if raw else 1
+        if key in regs and key not in formats:
+            regs[key] |= value
+            continue
+        if key not in formats:
+            raise ValueError(f"term {key!r} has no format")
+        for reg, lo, hi in formats[key]:
+            width = hi - lo + 1
+            regs[reg] |= (value & ((1 << width) - 1)) << lo
+            value >>= width
+        if value:
+            raise ValueError(f"value of {key!r} does not fit its format")
+    return regs["config"], regs["config1"], regs["config2"]
+
+
+def bytes_per_count(event: PmuEvent) -> float:
+    """What one count is worth in bytes: .scale x .unit, else one 64-byte cache line."""
+    if event.scale is None:
+        return CACHE_LINE
+    unit = (event.unit or "bytes").strip().lower()
+    if unit not in UNIT_BYTES:
+        raise ValueError(f"unknown unit {event.unit!r}")
+    return event.scale * UNIT_BYTES[unit]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_pmu(path: Path) -> Pmu | None:
+    """One PMU folder (type, cpumask, format/*, events/* with .scale/.unit), or None if unusable."""
+    type_text = _read(path / "type")
+    if type_text is None:
+        return None
+    try:
+        type_ = int(type_text.strip())
+    except ValueError:
+        return None
+    cpus = parse_cpulist(_read(path / "cpumask") or "")
+    formats: dict[str, tuple[FieldRange, ...]] = {}
+    for fmt in sorted((path / "format").glob("*")):
+        text = _read(fmt)
+        if text is None:
+            continue
+        try:
+            formats[fmt.name] = parse_format(text)
+        except ValueError:
+            continue
+    events: dict[str, PmuEvent] = {}
+    for ev in sorted((path / "events").glob("*")):
+        if "." in ev.name and ev.name.rsplit(".", 1)[1] in ("scale", "unit", "snapshot", "per-pkg"):
+            continue
+        spec = _read(ev)
+        if spec is None:
+            continue
+        scale_text = _read(ev.with_name(ev.name + ".scale"))
+        try:
+            scale = float(scale_text) if scale_text is not None else None
+        except ValueError:
+            scale = None
+        unit_text = _read(ev.with_name(ev.name + ".unit"))
+        events[ev.name] = PmuEvent(spec.strip(), scale, unit_text.strip() if unit_text else None)
+    return Pmu(path.name, type_, cpus, formats, events)
+
+
+def discover_pmus(sys_root: Path | str = "/sys") -> list[Pmu]:
+    """Every PMU under sys_root/bus/event_source/devices that names memory controllers or DF."""
+    base = Path(sys_root) / "bus/event_source/devices"
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return []
+    pmus = []
+    for entry in entries:
+        if entry.name.startswith(("uncore_imc", "amd_umc", "amd_df")):
+            pmu = read_pmu(entry)
+            if pmu is not None:
+                pmus.append(pmu)
+    return pmus
+
+
+def _planned(pmu: Pmu, name: str, event: PmuEvent, direction: Direction) -> PlannedEvent | None:
+    if not pmu.cpus:
+        return None
+    try:
+        config = encode_event(event.spec, pmu.formats)
+        per_count = bytes_per_count(event)
+    except ValueError:
+        return None
+    return PlannedEvent(pmu.name, pmu.type, pmu.cpus, name, config, per_count, direction)
+
+
+def _pick(pmu: Pmu, names: tuple[str, ...], direction: Direction) -> PlannedEvent | None:
+    for name in names:
+        if name in pmu.events:
+            return _planned(pmu, name, pmu.events[name], direction)
+    return None
+
+
+def plan_intel(pmus: list[Pmu]) -> UncorePlan | None:
+    """cas_count_read/write on every IMC channel, else the free-running or client counters."""
+    for pattern, reads, writes, kind in INTEL_FAMILIES:
+        family = [p for p in pmus if re.fullmatch(pattern, p.name)]
+        events = []
+        for pmu in family:
+            for planned in (_pick(pmu, reads, "read"), _pick(pmu, writes, "write")):
+                if planned is not None:
+                    events.append(planned)
+        if events:
+            detail = f"{len(family)} IMC PMU(s), {kind}"
+            return UncorePlan("perf-uncore-imc", tuple(events), detail)
+    return None
+
+
+def plan_amd_umc(pmus: list[Pmu]) -> UncorePlan | None:
+    """umc_cas_cmd.rd/.wr (64 bytes each) on every amd_umc_N PMU (Zen 4 and later)."""
+    events = []
+    umcs = [p for p in pmus if re.fullmatch(r"amd_umc_\d+", p.name)]
+    for pmu in umcs:
+        for name, spec, direction in AMD_UMC_EVENTS:
+            event = pmu.events.get(name, PmuEvent(spec))
+            planned = _planned(pmu, name, event, direction)
+            if planned is not None:
+                events.append(planned)
+    if not events:
+        return None
+    return UncorePlan("perf-amd-umc", tuple(events), f"{len(umcs)} UMC PMU(s), CAS commands")
+
+
+def is_zen1_to_zen3(cpu: tuple[str, int, int] | None) -> bool:
+    """Family 17h (Zen 1/2) or a Zen 3 model of family 19h: the DF events below apply."""
+    if cpu is None or cpu[0] != "AuthenticAMD":
+        return False
+    _, family, model = cpu
+    return family == 0x17 or (family == 0x19 and (model <= 0x0F or 0x20 <= model <= 0x5F))
+
+
+def plan_amd_df(pmus: list[Pmu], cpu: tuple[str, int, int] | None) -> UncorePlan | None:
+    """dram_channel_data_controller_0..7 on amd_df (read + write together, 64 bytes each)."""
+    df = next((p for p in pmus if p.name == "amd_df"), None)
+    if df is None:
+        return None
+    named = {n: e for n, e in df.events.items() if n.startswith("dram_channel_data_controller_")}
+    if not named and is_zen1_to_zen3(cpu):
+        named = {
+            f"dram_channel_data_controller_{i}": PmuEvent(f"event={code:#x},umask=0x38")
+            for i, code in enumerate(AMD_DF_CHANNEL_CODES)
+        }
+    events = [p for n, e in sorted(named.items()) if (p := _planned(df, n, e, "total"))]
+    if not events:
+        return None
+    return UncorePlan("perf-amd-df", tuple(events), f"{len(events)} DRAM channel event(s)")
+
+
+def read_cpu_id(proc_root: Path | str = "/proc") -> tuple[str, int, int] | None:
+    """(vendor_id, cpu family, model) of the first CPU in /proc/cpuinfo."""
+    text = _read(Path(proc_root) / "cpuinfo")
+    if text is None:
+        return None
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if info:
+                break
+            continue
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    try:
+        return info["vendor_id"], int(info["cpu family"]), int(info["model"])
+    except (KeyError, ValueError):
+        return None
+
+
+def plan_uncore(pmus: list[Pmu], cpu: tuple[str, int, int] | None = None) -> UncorePlan | None:
+    """The best memory-controller plan this machine's PMUs allow, or None."""
+    return plan_intel(pmus) or plan_amd_umc(pmus) or plan_amd_df(pmus, cpu)
+
+
+class UncoreMeter:
+    """Open counters for a plan and turn their deltas into DRAM bytes/s."""
+
+    def __init__(
+        self,
+        plan: UncorePlan,
+        counters: list[tuple[PlannedEvent, PerfCounter]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = plan.source
+        self.detail = plan.detail
+        self._counters = counters
+        self._clock = clock
+        self._last: list[CounterValue] | None = None
+        self._last_time = 0.0
+
+    @classmethod
+    def open(
+        cls,
+        plan: UncorePlan,
+        opener: Callable[..., PerfCounter] = PerfCounter.open,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> UncoreMeter:
+        """Open and enable every event on each CPU of its PMU's cpumask; all or nothing."""
+        counters: list[tuple[PlannedEvent, PerfCounter]] = []
+        try:
+            for event in plan.events:
+                config, config1, config2 = event.config
+                for cpu in event.cpus:
+                    counter = opener(event.pmu_type, config, config1=config1,
+                                     config2=config2, cpu=cpu)
+                    counters.append((event, counter))
+                    counter.enable()
+        except OSError:
+            for _, counter in counters:
+                counter.close()
+            raise
+        meter = cls(plan, counters, clock)
+        meter.read()
+        return meter
+
+    def read(self) -> Traffic | None:
+        """Bytes/s by direction since the last read; None on the first read."""
+        now = self._clock()
+        values = [counter.read() for _, counter in self._counters]
+        last, last_time = self._last, self._last_time
+        self._last, self._last_time = values, now
+        if last is None or now <= last_time:
+            return None
+        sums: dict[str, float] = {"read": 0.0, "write": 0.0, "total": 0.0}
+        unseen = 0
+        for (event, _), before, after in zip(self._counters, last, values, strict=True):
+            delta = scaled_delta(before, after)
+            if delta is None:
+                unseen += 1
+                continue
+            sums[event.direction] += delta * event.bytes_per_count
+        return traffic_from_sums(sums, now - last_time, unseen)
+
+    def close(self) -> None:
+        """Close every counter."""
+        for _, counter in self._counters:
+            counter.close()
+        self._counters = []
+
+
+def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -> Traffic:
+    """Per-direction byte sums over `seconds` -> Traffic; read/write only when both are counted."""
+    note = f"{unseen} counter(s) not scheduled" if unseen else None
+    if sums["total"]:
+        return Traffic(None, None, sums["total"] / seconds, note)
+    read, write = sums["read"] / seconds, sums["write"] / seconds
+    return Traffic(read, write, read + write, note)
+
+
+def open_uncore(
+    sys_root: Path | str = "/sys",
+    proc_root: Path | str = "/proc",
+    opener: Callable[..., PerfCounter] = PerfCounter.open,
+) -> tuple[UncoreMeter | None, str]:
+    """The uncore meter for this machine, or None and the reason it refused."""
+    plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))
+    if plan is None:
+        return None, "perf uncore: no memory-controller PMU"
+    refusal = cpu_wide_refusal(proc_root)
+    if refusal is not None:
+        return None, f"{plan.source}: {refusal}"
+    try:
+        return UncoreMeter.open(plan, opener), plan.detail
+    except OSError as exc:
+        if exc.errno in DENIED_ERRNOS:
+            return None, f"{plan.source}: not permitted ({exc.strerror or exc})"
+        return None, f"{plan.source}: cannot open ({exc.strerror or exc})"
