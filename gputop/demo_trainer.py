@@ -1,0 +1,161 @@
+"""The trainer `gputop --demo` runs: a small, real training loop with DataLoader workers.
+
+With torch: a CPU MLP fed by a DataLoader with worker processes (named pt_data_worker
+by torch itself), timed by gputop.probe when it is importable, so the step pane is live.
+Without torch: a standard-library stand-in whose multiprocessing children name
+themselves pt_data_worker, so worker grouping still works. Either way it exits when
+its parent (gputop) dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+PR_SET_NAME = 15
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl(option: int, value: Any) -> None:
+    """Best-effort prctl: the demo still runs where libc or prctl is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def die_with_parent(parent: int) -> None:
+    """Get SIGTERM when the parent dies; if it already has, leave now."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        sys.exit(0)
+
+
+def orphaned(parent: int) -> bool:
+    """True once the process that started us is gone (backup for PDEATHSIG)."""
+    return os.getppid() != parent
+
+
+def _probe() -> Any:
+    try:
+        import gputop.probe as probe
+    except ImportError:
+        return None
+    return probe
+
+
+def _phase(probe: Any, name: str) -> contextlib.AbstractContextManager[Any]:
+    return probe.phase(name) if probe is not None else contextlib.nullcontext()
+
+
+def _watch(probe: Any, loader: Iterable[Any]) -> Iterator[Any]:
+    return iter(probe.watch(loader)) if probe is not None else iter(loader)
+
+
+def run_torch(args: argparse.Namespace, parent: int) -> None:
+    """The torch loop: workers make batches slowly enough that the loop waits for data."""
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_num_threads(1)
+
+    class Samples(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+        def __len__(self) -> int:
+            return 10_000_000
+
+        def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+            if orphaned(parent):
+                os._exit(0)
+            time.sleep(args.item_sleep)
+            x = torch.randn(64)
+            return x, (x.sum() > 0).long()
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    probe = _probe()
+    if probe is not None:
+        probe.annotate(device="cpu", num_threads=1, demo=True)
+    while not orphaned(parent):
+        loader = DataLoader(Samples(), batch_size=args.batch, num_workers=args.workers,
+                            pin_memory=False, persistent_workers=False, prefetch_factor=2)
+        for step, (x, y) in enumerate(_watch(probe, loader)):
+            with _phase(probe, "forward"):
+                loss = loss_fn(model(x), y)
+            with _phase(probe, "backward"):
+                optimizer.zero_grad()
+                loss.backward()
+            with _phase(probe, "optimizer"):
+                optimizer.step()
+            if step % 20 == 0 and orphaned(parent):
+                return
+            if step >= args.epoch_steps:
+                break
+
+
+def _stand_in_worker(queue: Any, parent: int, item_sleep: float, batch: int) -> None:
+    _prctl(PR_SET_NAME, b"pt_data_worker")
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    while os.getppid() == parent:
+        time.sleep(item_sleep * batch / 4)
+        queue.put(sum(i * i for i in range(2000)))
+
+
+def run_stand_in(args: argparse.Namespace, parent: int) -> None:
+    """No torch: multiprocessing children named pt_data_worker feed a queue."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue(maxsize=8)
+    me = os.getpid()
+    workers = [ctx.Process(target=_stand_in_worker, args=(queue, me, args.item_sleep, args.batch),
+                           daemon=True) for _ in range(args.workers)]
+    for worker in workers:
+        worker.start()
+    probe = _probe()
+
+    def batches() -> Iterator[int]:
+        while not orphaned(parent):
+            yield queue.get()
+
+    for item in _watch(probe, batches()):
+        with _phase(probe, "forward"):
+            sum(i * item % 7 for i in range(3000))
+        with _phase(probe, "backward"):
+            sum(i * item % 5 for i in range(5000))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the knobs and train until the parent goes away or we are signalled."""
+    parser = argparse.ArgumentParser(prog="python -m gputop.demo_trainer")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--item-sleep", type=float, default=0.004,
+                        help="seconds a worker spends per sample (data starvation knob)")
+    parser.add_argument("--epoch-steps", type=int, default=300)
+    parser.add_argument("--stand-in", action="store_true", help="never use torch")
+    args = parser.parse_args(argv)
+    parent = os.getppid()
+    die_with_parent(parent)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    use_torch = not args.stand_in
+    if use_torch:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            use_torch = False
+    with contextlib.suppress(KeyboardInterrupt):
+        (run_torch if use_torch else run_stand_in)(args, parent)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,318 @@
+"""The live TUI: renders the Frames a sampler delivers from its own thread; never samples itself."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import replace
+from typing import Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Input
+
+from gputop.model import Frame
+from gputop.tui.history import History
+from gputop.tui.messages import FrameReady, RowActivated
+from gputop.tui.views.advice import advice_lines
+from gputop.tui.views.gpus import gpu_lines
+from gputop.tui.views.header import header_lines
+from gputop.tui.views.host import host_lines
+from gputop.tui.views.processes import TableState, table_rows
+from gputop.tui.views.steps import HEAD_LINES, step_lines
+from gputop.tui.widgets.help import HelpScreen
+from gputop.tui.widgets.linepane import LinePane
+from gputop.tui.widgets.table import ProcessTable
+
+_DEFAULT_ASCENDING = {"pid": True}
+
+
+class FrameFeed(Protocol):
+    """What the app needs from a sampler (gputop.sampler.Sampler is one)."""
+
+    @property
+    def paused(self) -> bool: ...
+
+    def start(self, on_frame: object) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+    def attach(self, pid: int) -> None: ...
+
+
+class GputopApp(App[int]):
+    """GPUs, host, processes grouped by trainer, attached steps and advice, one Frame at a time."""
+
+    CSS_PATH = "gputop.tcss"
+    TITLE = "gputop"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("p", "pause", "pause"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("c", "sort('cpu')", "%CPU"),
+        Binding("m", "sort('rss')", "RSS"),
+        Binding("g", "sort('gpu')", "GPU MEM"),
+        Binding("n", "sort('pid')", "PID"),
+        Binding("t", "sort('time')", "TIME", show=False),
+        Binding("o", "only_gpu", "GPU only"),
+        Binding("space", "fold", "fold"),
+        Binding("z", "fold_all", "fold all", show=False),
+        Binding("a", "attach", "attach", show=False),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+
+    def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,
+                 demo: object | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.sampler = sampler
+        self.attach_pid = attach_pid
+        self.demo = demo
+        self.frame: Frame | None = None
+        self.history = History()
+        self.state = TableState()
+        self.attach_error: str | None = None
+        self._want_attach = attach_pid if attach_pid is not None else getattr(demo, "pid", None)
+        self._slot_lock = threading.Lock()
+        self._parked: Frame | None = None
+        self._accepting = False
+
+    # ---- frames from the sampler thread ----------------------------------------------------
+
+    def deliver(self, frame: Frame) -> None:
+        """Called on the sampler thread: park the frame and wake the UI (bursts collapse)."""
+        with self._slot_lock:
+            self._parked = frame
+            ready = self._accepting
+        if ready:
+            self.post_message(FrameReady())
+
+    def start_sampling(self) -> None:
+        """Start the sampler now, before the app mounts, so the first frame is early."""
+        if self._want_attach is not None:
+            try:
+                self.sampler.attach(self._want_attach)
+                self._want_attach = None
+            except (ValueError, OSError):
+                pass  # no ring yet: retried when the process shows up with a probe
+        self.sampler.start(self.deliver)
+
+    def on_frame_ready(self, _message: FrameReady) -> None:
+        """Take the newest parked frame and show it."""
+        with self._slot_lock:
+            frame, self._parked = self._parked, None
+        if frame is not None:
+            self.show_frame(frame)
+
+    def show_frame(self, frame: Frame) -> None:
+        """Render one Frame into every pane."""
+        self.frame = frame
+        self.history.add(frame)
+        if self._want_attach is not None:
+            self._attach_when_probed(frame, self._want_attach)
+        self.refresh_panes()
+
+    def _attach_when_probed(self, frame: Frame, pid: int) -> None:
+        """Attach to the trainer we were started for as soon as its ring exists."""
+        if not any(proc.pid == pid and proc.has_probe for proc in frame.processes):
+            return
+        self._want_attach = None
+        try:
+            self.sampler.attach(pid)
+        except (ValueError, OSError) as exc:
+            self.attach_error = f"cannot attach to {pid}: {exc}"
+
+    # ---- layout ----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        """Header, GPUs, host, steps, advice, processes, filter, footer."""
+        yield LinePane(id="header")
+        yield LinePane(id="gpus")
+        yield LinePane(id="host")
+        yield LinePane(id="steps")
+        yield LinePane(id="advice")
+        yield ProcessTable(id="procs")
+        yield Input(placeholder="filter: name, command, user or PID", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Focus the table, route SIGHUP/SIGTERM to a clean exit, show any early frame."""
+        self.query_one("#filter", Input).display = False
+        self.query_one(ProcessTable).focus()
+        self._install_signal_handlers()
+        with self._slot_lock:
+            self._accepting = True
+            frame, self._parked = self._parked, None
+        if frame is not None:
+            self.show_frame(frame)
+        else:
+            self.refresh_panes()
+
+    def on_resize(self) -> None:
+        """Panes are cut to the size; re-cut them."""
+        self.call_after_refresh(self.refresh_panes)
+
+    def refresh_panes(self) -> None:
+        """Recompute every pane's lines for the current frame and size."""
+        width, height = self.size
+        frame = self.frame
+        paused = self.sampler.paused
+        self._pane("header").set_lines(header_lines(frame, width, paused=paused))
+        if frame is None:
+            self.query_one(ProcessTable).show([], self.state, "waiting for the first sample…")
+            return
+        budget = self._budget(frame, height)
+        self._pane("gpus").set_lines(
+            gpu_lines(frame.gpu.gpus, self.history, width, budget["gpus"]))
+        host = host_lines(frame.host, frame.memory_bandwidth, self.history, width,
+                          max_core_rows=max(1, budget["host"] - 2))
+        self._pane("host").set_lines(host[-budget["host"]:] if budget["host"] else [])
+        attached = frame.attached
+        if self.attach_error and not attached:
+            self._pane("steps").set_lines([((self.attach_error, "warn"),)])
+        else:
+            self._pane("steps").set_lines(step_lines(attached, width, budget["steps"]))
+        self._pane("advice").set_lines(advice_lines(frame.advice, width, budget["advice"]))
+        rows = table_rows(frame, self.state)
+        self.query_one(ProcessTable).show(rows, self.state)
+
+    def _budget(self, frame: Frame, height: int) -> dict[str, int]:
+        """Rows per pane: the table keeps at least a header and a few rows."""
+        banner = 1 if frame.gpu.source != "nvml" else 0
+        filter_rows = 1 if self.query_one("#filter", Input).display else 0
+        free = height - 2 - banner - filter_rows  # header + footer
+        gpus = min(len(frame.gpu.gpus), max(1, free // 5))
+        host = 2 + (frame.memory_bandwidth is not None) if free >= 18 else 2
+        steps = 0
+        if frame.attached:
+            steps = min(HEAD_LINES + 12, max(HEAD_LINES + 2, free // 3))
+        advice = min(2 * len(frame.advice), max(2, free // 6)) if frame.advice else 0
+        table_min = max(4, free // 3)
+        floors = {"advice": min(advice, 2), "steps": min(steps, 3), "host": 1}
+        for name in ("advice", "steps", "host"):
+            over = gpus + host + steps + advice + table_min - free
+            if over <= 0:
+                break
+            if name == "advice":
+                advice = max(floors[name], advice - over)
+            elif name == "steps":
+                steps = max(floors[name], steps - over)
+            else:
+                host = max(floors[name], host - over)
+        return {"gpus": gpus, "host": host, "steps": steps, "advice": advice}
+
+    def _pane(self, name: str) -> LinePane:
+        return self.query_one(f"#{name}", LinePane)
+
+    # ---- actions ---------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        """Show the key help."""
+        self.push_screen(HelpScreen())
+
+    def action_pause(self) -> None:
+        """Pause or resume sampling; the header says PAUSED."""
+        self.sampler.set_paused(not self.sampler.paused)
+        self.refresh_panes()
+
+    def action_sort(self, key: str) -> None:
+        """Sort by `key`; the same key again reverses the order."""
+        if self.state.sort == key:
+            self._set_state(replace(self.state, ascending=not self.state.ascending))
+        else:
+            self._set_state(replace(self.state, sort=key,
+                                    ascending=_DEFAULT_ASCENDING.get(key, False)))
+
+    def action_only_gpu(self) -> None:
+        """Show only GPU processes, launchers, trainers and their workers (or everything)."""
+        self._set_state(replace(self.state, only_gpu=not self.state.only_gpu))
+
+    def action_fold(self) -> None:
+        """Fold or unfold the trainer group under the cursor (a worker folds its trainer)."""
+        row = self.query_one(ProcessTable).selected
+        if row is None:
+            return
+        pid = row.process.trainer_pid if row.depth else row.process.pid
+        if pid is None or (row.group is None and not row.depth):
+            return
+        self._set_state(replace(self.state, collapsed=self.state.collapsed ^ {pid}))
+
+    def action_fold_all(self) -> None:
+        """Fold every trainer group, or unfold all when some are folded."""
+        if self.state.collapsed or self.frame is None:
+            collapsed: frozenset[int] = frozenset()
+        else:
+            collapsed = frozenset(group.pid for group in self.frame.trainers)
+        self._set_state(replace(self.state, collapsed=collapsed))
+
+    def action_attach(self) -> None:
+        """Attach to the trainer under the cursor if it runs the probe."""
+        row = self.query_one(ProcessTable).selected
+        if row is not None:
+            self._attach_to(row.process.pid, row.process.has_probe)
+
+    def on_row_activated(self, message: RowActivated) -> None:
+        """Enter: attach to a probed process, else fold/unfold its group."""
+        if message.row.process.has_probe:
+            self._attach_to(message.row.process.pid, True)
+        else:
+            self.action_fold()
+
+    def action_filter(self) -> None:
+        """Open the filter line."""
+        field = self.query_one("#filter", Input)
+        field.display = True
+        field.value = self.state.filter
+        field.focus()
+        self.refresh_panes()
+
+    def action_clear_filter(self) -> None:
+        """Drop the filter and close the filter line."""
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        self._close_filter()
+        self._set_state(replace(self.state, filter=""))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """Filter as the user types."""
+        self._set_state(replace(self.state, filter=event.value))
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        """Enter keeps the filter and gives the keys back to the table."""
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one(ProcessTable).focus()
+        self.refresh_panes()
+
+    def _set_state(self, state: TableState) -> None:
+        self.state = state
+        self.refresh_panes()
+
+    def _attach_to(self, pid: int, has_probe: bool) -> None:
+        if not has_probe:
+            self.notify(f"{pid} runs no gputop probe; start it with `gputop run`",
+                        severity="warning")
+            return
+        try:
+            self.sampler.attach(pid)
+        except (ValueError, OSError) as exc:
+            self.notify(f"cannot attach to {pid}: {exc}", severity="error")
+            return
+        self.attach_pid = pid
+        self.notify(f"attached to {pid}; steps appear with the next tick")
+
+    def _install_signal_handlers(self) -> None:
+        """SIGHUP (SSH drop) and SIGTERM end the app the same way q does, restoring the tty."""
+        loop = self._loop
+        if loop is None or threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
+                loop.add_signal_handler(sig, self.exit)

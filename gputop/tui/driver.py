@@ -1,0 +1,107 @@
+"""A Linux driver whose input thread sleeps in select() until a key arrives or the app exits.
+
+Textual's stock input loop wakes ten times a second to poll; at a 1 Hz refresh those
+wake-ups cost more CPU than drawing. Here select() blocks with no timeout on the
+terminal and on a pipe that the exit event writes to; a timeout is used only while the
+key parser waits to tell a lone Escape from the start of a sequence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import threading
+from codecs import getincrementaldecoder
+from typing import Any
+
+from textual._time import get_time
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+
+class _WakingEvent(threading.Event):
+    """An Event that also writes a byte to a pipe when set, waking a select()."""
+
+    def __init__(self, wake_fd: int) -> None:
+        super().__init__()
+        self._wake_fd = wake_fd
+
+    def set(self) -> None:
+        super().set()
+        if self._wake_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_fd, b"x")
+
+    def detach(self) -> None:
+        """Forget the pipe (it is being closed; its fd number may be reused)."""
+        self._wake_fd = -1
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """LinuxDriver with an input thread that does not poll."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
+
+    def run_input_thread(self) -> None:
+        """Wait for input and dispatch events; no periodic wake-ups."""
+        self._drain_wake()
+        selector = selectors.DefaultSelector()
+        selector.register(self.fileno, selectors.EVENT_READ)
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        try:
+            while not self.exit_event.is_set():
+                ready = selector.select(self._parser_timeout(parser))
+                for key, _mask in ready:
+                    if key.fd != self.fileno:
+                        continue
+                    try:
+                        raw = os.read(self.fileno, 4096)
+                    except OSError:
+                        raw = b""
+                    if not raw:  # the terminal hung up (SSH drop, tmux pane killed)
+                        self._hang_up()
+                        return
+                    data = decode(raw)
+                    for event in parser.feed(data):
+                        self.process_message(event)
+                for event in parser.tick():
+                    self.process_message(event)
+        finally:
+            selector.close()
+            self._drain_wake()
+
+    def _hang_up(self) -> None:
+        """Ask the app to exit cleanly from its own loop; never block this thread on it."""
+        loop = getattr(self._app, "_loop", None)
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._app.exit)
+
+    def close(self) -> None:
+        """Stop the writer and release the wake pipe."""
+        super().close()
+        self.exit_event.detach()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except OSError:
+            pass
+
+    @staticmethod
+    def _parser_timeout(parser: XTermParser) -> float | None:
+        """None (block) unless the parser holds a partial sequence it must time out."""
+        deadline = getattr(parser, "_timeout_time", None)
+        if deadline is None:
+            return None
+        return max(0.0, deadline - get_time())

@@ -1,0 +1,44 @@
+"""Rolling per-GPU and memory-bandwidth history, fed one Frame at a time on the UI thread."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from gputop.model import Frame
+
+KEEP = 300
+
+
+class History:
+    """The last KEEP samples of each GPU's util and of host memory-bandwidth load."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self.keep = keep
+        self.gpu_util: dict[int, deque[float | None]] = {}
+        self.membw: deque[float | None] = deque(maxlen=keep)
+
+    def add(self, frame: Frame) -> None:
+        """Append this frame's values."""
+        for gpu in frame.gpu.gpus:
+            ring = self.gpu_util.get(gpu.index)
+            if ring is None:
+                ring = self.gpu_util[gpu.index] = deque(maxlen=self.keep)
+            ring.append(None if gpu.lost else gpu.util_percent)
+        self.membw.append(membw_load(frame))
+
+    def util(self, index: int) -> deque[float | None]:
+        """Util history of GPU `index` (empty when never seen)."""
+        return self.gpu_util.get(index, deque())
+
+
+def membw_load(frame: Frame) -> float | None:
+    """Memory-bandwidth load as 0..100: measured share of peak, else estimated pressure."""
+    sample = frame.memory_bandwidth
+    if sample is None:
+        return None
+    if sample.peak_bytes_per_s and sample.read_bytes_per_s is not None:
+        total = sample.read_bytes_per_s + (sample.write_bytes_per_s or 0.0)
+        return min(100.0, 100.0 * total / sample.peak_bytes_per_s)
+    if sample.pressure is not None:
+        return 100.0 * sample.pressure
+    return None

@@ -1,0 +1,128 @@
+"""GPU pane lines: one row per device, fields dropped by priority as the width shrinks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop.model import GpuSample
+from gputop.tui import format as fmt
+from gputop.tui.history import History
+from gputop.tui.lines import Line, Span, bar_spans, clip, plain
+
+# Optional fields in the order they are given up when space runs out (last given up first).
+_TEMP_W, _POWER_W, _PCIE_W = 6, 11, 20
+
+
+def gpu_lines(
+    gpus: Sequence[GpuSample], history: History, width: int, max_rows: int
+) -> list[Line]:
+    """Rows for every device; two columns or a '+N more' line when rows are short."""
+    if not gpus:
+        return []
+    columns = 2 if len(gpus) > max_rows and width >= 120 else 1
+    col_width = width if columns == 1 else (width - 1) // 2
+    rows = [gpu_row(gpu, history, col_width) for gpu in gpus]
+    if columns == 2:
+        half = (len(rows) + 1) // 2
+        pad = ((" " * col_width, "plain"),)
+        rows = [
+            left + ((" ", "plain"),) + (rows[half + i] if half + i < len(rows) else pad)
+            for i, left in enumerate(rows[:half])
+        ]
+    if len(rows) > max(1, max_rows):
+        keep = max(1, max_rows) - 1
+        hidden = len(rows) - keep
+        rows = [*rows[:keep], plain(f"  … {hidden} more GPU rows (enlarge the terminal)", "dim")]
+    return rows
+
+
+def gpu_row(gpu: GpuSample, history: History, width: int) -> Line:
+    """One device in `width` cells."""
+    label = f"{gpu.index:>2} "
+    if gpu.lost:
+        return clip(((label, "bold"), ("LOST ", "banner-crit"),
+                     (f"{gpu.name} — no longer answering, not polled", "dim")), width)
+    util_frac = None if gpu.util_percent is None else gpu.util_percent / 100
+    mem_frac = (
+        gpu.memory_used_bytes / gpu.memory_total_bytes
+        if gpu.memory_used_bytes is not None and gpu.memory_total_bytes
+        else None
+    )
+    mem_text = f" {_mem(gpu)}"
+    # label, util brackets, " 64% ", "mem", mem brackets, the used/total text, two 6-cell bars
+    room = width - (len(label) + 2 + 5 + 3 + 2 + len(mem_text) + 12)
+    optional = []
+    for name, need in (("temp", _TEMP_W), ("power", _POWER_W), ("spark", 12),
+                       ("name", 13), ("pcie", _PCIE_W)):
+        if room >= need:
+            optional.append(name)
+            room -= need
+    # Share what is left: bars first (to 20 cells each), then history, then the name.
+    util_w = 6 + min(14, room // 3)
+    room -= util_w - 6
+    mem_w = 6 + min(14, room // 2)
+    room -= mem_w - 6
+    spark_w = name_w = 0
+    if "spark" in optional:
+        spark_w = 11 + min(room, 49)
+        room -= spark_w - 11
+    if "name" in optional:
+        name_w = 12 + min(room, 10)
+
+    spans: list[Span] = [(label, "bold")]
+    if name_w:
+        spans.append((fmt.fit(_short_name(gpu.name), name_w) + " ", "dim"))
+    spans += [
+        (" ", "plain"),
+        *bar_spans(fmt.bar_parts(util_frac, util_w), _util_style(util_frac, mem_frac)),
+        (f"{fmt.percent(gpu.util_percent):>5} ", _util_style(util_frac, mem_frac)),
+    ]
+    if spark_w:
+        spans.append((fmt.sparkline(history.util(gpu.index), spark_w) + " ", "accent"))
+    spans += [
+        ("mem ", "dim"), *bar_spans(fmt.bar_parts(mem_frac, mem_w), fmt.level(mem_frac)),
+        (mem_text, fmt.level(mem_frac)),
+    ]
+    if "temp" in optional:
+        spans.append((f"{_temp(gpu.temperature_c):>{_TEMP_W}}", _temp_style(gpu.temperature_c)))
+    if "power" in optional:
+        spans.append((f"{_power(gpu):>{_POWER_W}}", "plain"))
+    if "pcie" in optional:
+        pcie = f"↓{fmt.rate(gpu.pcie_rx_bytes_per_s)} ↑{fmt.rate(gpu.pcie_tx_bytes_per_s)}"
+        spans.append((f"{pcie:>{_PCIE_W}}", "dim"))
+    return clip(tuple(spans), width)
+
+
+def _mem(gpu: GpuSample) -> str:
+    return f"{fmt.size(gpu.memory_used_bytes)}/{fmt.size(gpu.memory_total_bytes)}".rjust(11)
+
+
+def _temp(value: float | None) -> str:
+    return fmt.NA if value is None else f"{value:.0f}°C"
+
+
+def _power(gpu: GpuSample) -> str:
+    if gpu.power_w is None:
+        return "n/a W"
+    limit = "n/a" if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
+    return f"{gpu.power_w:.0f}/{limit}W"
+
+
+def _short_name(name: str) -> str:
+    for prefix in ("NVIDIA ", "Tesla "):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name
+
+
+def _util_style(util_frac: float | None, mem_frac: float | None) -> str:
+    """Idle compute while memory is held is the case to flag; an idle, empty GPU is fine."""
+    if util_frac is None:
+        return "dim"
+    if util_frac < 0.1 and (mem_frac or 0.0) > 0.1:
+        return "warn"
+    return "ok"
+
+
+def _temp_style(value: float | None) -> str:
+    return fmt.level(None if value is None else value / 100, warn=0.8, crit=0.87)

@@ -1,0 +1,55 @@
+"""Header lines: host, uptime, load, CPU, memory, swap, and the banners nobody may miss."""
+
+from __future__ import annotations
+
+from gputop.model import Frame
+from gputop.tui import format as fmt
+from gputop.tui.lines import Line, Span, clip
+
+
+def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> list[Line]:
+    """The one-line summary plus a banner for CPU-only or simulated mode."""
+    if frame is None:
+        return [(("gputop", "title"), ("  waiting for the first sample…", "dim"))]
+    host = frame.host
+    mem_used = host.memory_total_bytes - host.memory_available_bytes
+    mem_frac = mem_used / host.memory_total_bytes if host.memory_total_bytes else None
+    swap_frac = host.swap_used_bytes / host.swap_total_bytes if host.swap_total_bytes else None
+    cpu_frac = None if host.cpu_percent is None else host.cpu_percent / 100
+    wide = width >= 100
+    load = " ".join(f"{value:.2f}" if wide else f"{value:.1f}" for value in host.load_average)
+    spans: list[Span] = [
+        ("gputop ", "title"),
+        (host.hostname, "bold"),
+        (f"  up {fmt.uptime(host.uptime_s)}", "plain"),
+        (f"  load {load}", "plain"),
+        ("  CPU ", "dim"),
+        (fmt.percent(host.cpu_percent), fmt.level(cpu_frac)),
+        (f" of {host.cpu_count}" if wide else "", "dim"),
+        ("  mem ", "dim"),
+        (f"{fmt.size(mem_used)}/{fmt.size(host.memory_total_bytes)}", fmt.level(mem_frac)),
+        ("  swap ", "dim"),
+        (
+            f"{fmt.size(host.swap_used_bytes)}/{fmt.size(host.swap_total_bytes)}",
+            fmt.level(swap_frac, warn=0.25, crit=0.6),
+        ),
+    ]
+    if paused:
+        spans.insert(1, ("PAUSED ", "banner-crit"))
+    lines = [clip(tuple(spans), width)]
+    banner = banner_text(frame)
+    if banner:
+        lines.append(((banner.ljust(width)[: max(width, 1)], "banner"),))
+    return lines
+
+
+def banner_text(frame: Frame) -> str | None:
+    """The warning line for GPU data that is absent or not real."""
+    gpu = frame.gpu
+    if gpu.source == "none":
+        note = gpu.note or "NVML could not be loaded"
+        return f" CPU-only mode: no NVIDIA driver ({note})"
+    if gpu.source == "simulated":
+        scenario = gpu.scenario or "default"
+        return f" SIMULATED GPUs — scenario {scenario} — not real hardware"
+    return None

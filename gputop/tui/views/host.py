@@ -1,0 +1,121 @@
+"""Host pane lines: per-core CPU, memory and swap, and the memory-bandwidth gauge."""
+
+from __future__ import annotations
+
+from gputop.model import HostSample, MemoryBandwidthSample
+from gputop.tui import format as fmt
+from gputop.tui.history import History
+from gputop.tui.lines import Line, Span, bar_spans, clip
+
+_GLYPHS = "▁▂▃▄▅▆▇█"
+
+
+def host_lines(
+    host: HostSample, membw: MemoryBandwidthSample | None, history: History, width: int,
+    max_core_rows: int = 2,
+) -> list[Line]:
+    """Cores, then memory + swap, then memory bandwidth when a source exists."""
+    lines = core_lines(host.per_cpu_percent, width, max_core_rows)
+    lines.append(memory_line(host, width))
+    if membw is not None:
+        lines.append(membw_line(membw, history, width))
+    return lines
+
+
+def core_lines(per_cpu: tuple[float, ...], width: int, max_rows: int) -> list[Line]:
+    """Per-core bars when they fit on one row, else one glyph per core."""
+    if not per_cpu:
+        return [(("cpu ", "dim"), ("n/a", "dim"))]
+    label_w = 4
+    cell = 11
+    if len(per_cpu) * cell <= width - label_w:
+        spans: list[Span] = [("cpu", "dim")]
+        for index, value in enumerate(per_cpu):
+            frac = value / 100
+            spans += [(f"{index:>3} ", "dim"), *bar_spans(fmt.bar_parts(frac, 4), fmt.level(frac)),
+                      (f"{value:>3.0f}", fmt.level(frac))]
+        return [clip(tuple(spans), width)]
+    per_row = max(1, width - label_w)
+    rows: list[Line] = []
+    for start in range(0, len(per_cpu), per_row):
+        chunk = per_cpu[start:start + per_row]
+        spans = [("cpu " if start == 0 else "    ", "dim")]
+        spans += [(_glyph(value), fmt.level(value / 100)) for value in chunk]
+        rows.append(_merge(spans))
+    if len(rows) > max_rows:
+        rows = rows[:max_rows]
+    return rows
+
+
+def memory_line(host: HostSample, width: int) -> Line:
+    """Memory and swap bars with used/total."""
+    used = host.memory_total_bytes - host.memory_available_bytes
+    mem_frac = used / host.memory_total_bytes if host.memory_total_bytes else None
+    swap_frac = host.swap_used_bytes / host.swap_total_bytes if host.swap_total_bytes else None
+    bar_w = max(4, min(24, (width - 44) // 2))
+    mem_text = f" {fmt.size(used)}/{fmt.size(host.memory_total_bytes)}"
+    swap_text = f" {fmt.size(host.swap_used_bytes)}/{fmt.size(host.swap_total_bytes)}"
+    return clip((
+        ("mem ", "dim"), *bar_spans(fmt.bar_parts(mem_frac, bar_w), fmt.level(mem_frac)),
+        (f"{mem_text:<14}", fmt.level(mem_frac)),
+        ("swap ", "dim"),
+        *bar_spans(fmt.bar_parts(swap_frac, bar_w), fmt.level(swap_frac, warn=0.25, crit=0.6)),
+        (swap_text, fmt.level(swap_frac, warn=0.25, crit=0.6)),
+    ), width)
+
+
+def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> Line:
+    """The bandwidth gauge: value or pressure, peak, PSI, swap-in, faults, labelled by source."""
+    load = history.membw[-1] if history.membw else None
+    frac = None if load is None else load / 100
+    style = fmt.level(frac, warn=0.6, crit=0.85)
+    if sample.read_bytes_per_s is not None:
+        total = sample.read_bytes_per_s + (sample.write_bytes_per_s or 0.0)
+        value = f" {fmt.rate(total)}"
+        detail = (f" rd {fmt.rate(sample.read_bytes_per_s)}"
+                  f" wr {fmt.rate(sample.write_bytes_per_s)}"
+                  f" peak {fmt.rate(sample.peak_bytes_per_s)}")
+    else:
+        value = f" {fmt.percent(load)} pressure"
+        detail = f" peak {fmt.rate(sample.peak_bytes_per_s)}" if sample.peak_bytes_per_s else ""
+    psi = (f"  PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}")
+    psi_style = fmt.level(
+        None if sample.psi_some_avg10 is None else sample.psi_some_avg10 / 100,
+        warn=0.05, crit=0.2,
+    )
+    faults = (f"  swapin {_num(sample.swap_in_per_s)}/s"
+              f"  majflt {_num(sample.major_faults_per_s)}/s")
+    fault_style = "warn" if (sample.swap_in_per_s or 0) > 0 else "dim"
+    spans: list[Span] = [
+        ("membw ", "dim"), *bar_spans(fmt.bar_parts(frac, 10), style),
+        (value, style), (f" [{sample.source}, {sample.confidence}]", "dim"),
+        (psi, psi_style), (faults, fault_style), (detail, "dim"),
+    ]
+    used = sum(len(text) for text, _ in spans)
+    spark_w = min(40, width - used - 2)
+    if spark_w >= 8:
+        spans.append(("  " + fmt.sparkline(history.membw, spark_w), "accent"))
+    if sample.note and width - used - 2 - max(spark_w, 0) > 12:
+        spans.append((f"  {sample.note}", "dim"))
+    return clip(tuple(spans), width)
+
+
+def _glyph(value: float) -> str:
+    return _GLYPHS[min(7, max(0, int(value / 100 * 8)))]
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return fmt.NA
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _merge(spans: list[Span]) -> Line:
+    """Join neighbouring spans of one style so a 128-core row stays a handful of segments."""
+    out: list[Span] = []
+    for text, style in spans:
+        if out and out[-1][1] == style:
+            out[-1] = (out[-1][0] + text, style)
+        else:
+            out.append((text, style))
+    return tuple(out)

@@ -1,0 +1,151 @@
+"""Attach pane lines: the last steps as stacked phase bars, the rolling summary, the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.tui import format as fmt
+from gputop.tui.lines import Line, Span, clip
+
+PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")
+_LABELS = {"data": "data", "h2d": "h2d", "forward": "fwd", "backward": "bwd",
+           "optimizer": "opt", "other": "other"}
+HEAD_LINES = 4
+MIN_COLUMN = 40
+
+
+def step_lines(attached: Sequence[AttachState], width: int, height: int) -> list[Line]:
+    """Ranks side by side (as many as fit), each a column of `height` lines at most."""
+    if not attached:
+        return []
+    per_row = max(1, min(len(attached), (width + 1) // (MIN_COLUMN + 1)))
+    shown = list(attached[:per_row])
+    col_w = (width - (per_row - 1)) // per_row
+    slowest = _slowest(attached) if len(attached) > 1 else None
+    columns = [_column(state, col_w, height, state.pid == slowest) for state in shown]
+    rows = max(len(column) for column in columns)
+    lines: list[Line] = []
+    for y in range(rows):
+        spans: list[Span] = []
+        for i, column in enumerate(columns):
+            cell = column[y] if y < len(column) else ()
+            used = sum(len(text) for text, _ in cell)
+            spans += [*cell, (" " * (col_w - used + (1 if i < len(columns) - 1 else 0)),
+                              "plain")]
+        lines.append(tuple(spans))
+    if len(attached) > per_row and lines:
+        lines[0] = (*clip(lines[0], width - 12), (f" +{len(attached) - per_row} ranks", "dim"))
+    return lines
+
+
+def _slowest(attached: Sequence[AttachState]) -> int:
+    """The rank that waits longest for input (compute stragglers cannot be named, see DESIGN)."""
+    def cost(state: AttachState) -> tuple[float, int]:
+        summary = state.summary
+        return (summary.input_bound_percent or 0.0, summary.median_step_ns or 0)
+
+    return max(attached, key=cost).pid
+
+
+def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[Line]:
+    config = state.config
+    rank = "" if config.rank is None else f" rank {config.rank}/{config.world_size or '?'}"
+    title: list[Span] = [(f"attached {state.pid}{rank}", "title")]
+    if slowest:
+        title.append(("  ◀ slowest (most input wait)", "crit"))
+    if not state.alive:
+        title.append(("  exited", "dim"))
+    if state.error:
+        title.append((f"  {state.error}", "warn"))
+    lines = [clip(tuple(title), width),
+             clip(summary_line(state.summary, state.dropped_records), width)]
+    if height >= HEAD_LINES + 3:
+        lines += [clip(config_line(config), width), clip(legend_line(), width)]
+    room = max(0, height - len(lines))
+    steps = list(state.steps[-room:]) if room else []
+    longest = max((step.duration_ns for step in steps), default=0)
+    lines += [step_line(step, width, longest) for step in reversed(steps)]
+    return lines
+
+
+def summary_line(summary: StepSummary, dropped: int) -> Line:
+    """Steps, input-bound share with its band, median and p95, samples/s, dropped records."""
+    share = fmt.percent(summary.input_bound_percent)
+    band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(summary.band, "dim")
+    verdict_style = {"data-bound": "crit", "compute-bound": "ok"}.get(summary.verdict, "dim")
+    rate = "n/a" if summary.samples_per_s is None else f"{summary.samples_per_s:.0f}"
+    return (
+        (f"{summary.steps} steps  ", "plain"),
+        ("input ", "dim"), (share, band_style), (f" ({summary.band})", band_style),
+        ("  ", "plain"), (summary.verdict, verdict_style),
+        (f"  med {fmt.duration_ns(summary.median_step_ns)}", "plain"),
+        (f" p95 {fmt.duration_ns(summary.p95_step_ns)}", "plain"),
+        (f"  {rate} samples/s", "plain"),
+        (f"  dropped {dropped}", "warn" if dropped else "dim"),
+    )
+
+
+def config_line(config: TrainerConfig) -> Line:
+    """The trainer's loader settings as the probe recorded them; unknown shows n/a."""
+    def show(value: object) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return str(value)
+
+    text = (f"workers {show(config.num_workers)}  pin {show(config.pin_memory)}"
+            f"  batch {show(config.batch_size)}  prefetch {show(config.prefetch_factor)}"
+            f"  persistent {show(config.persistent_workers)}"
+            f"  threads {show(config.num_threads)}  device {show(config.device)}")
+    return ((text, "dim"),)
+
+
+def legend_line() -> Line:
+    """Which colour is which phase."""
+    spans: list[Span] = []
+    for phase in PHASES:
+        spans += [("█", f"phase-{phase}"), (f"{_LABELS[phase]} ", "dim")]
+    return tuple(spans)
+
+
+def step_line(step: StepRecord, width: int, longest: int) -> Line:
+    """One step: number, stacked phase bar scaled to the longest shown step, time, verdict."""
+    verdict = "warm-up" if step.warmup else step.verdict
+    tail = f" {fmt.duration_ns(step.duration_ns):>6} {verdict}"
+    label = f"#{step.step:<6}"[:7]
+    bar_w = max(4, width - len(label) - len(tail) - 2)
+    cells = 0 if longest <= 0 else round(step.duration_ns / longest * bar_w)
+    spans: list[Span] = [(label, "dim"), ("▕", "dim")]
+    spans += _stack(step, cells)
+    used = sum(len(text) for text, _ in spans) - len(label) - 1
+    spans.append((" " * max(0, bar_w - used) + "▏", "dim"))
+    verdict_style = "dim" if step.warmup else {"data-bound": "crit",
+                                               "compute-bound": "ok"}.get(step.verdict, "dim")
+    spans.append((tail, verdict_style))
+    if step.warmup:
+        spans = [(text, "dim") for text, _ in spans]
+    return clip(tuple(spans), width)
+
+
+def _stack(step: StepRecord, cells: int) -> list[Span]:
+    """Phase cells in proportion to their time; rounding keeps the total at `cells`."""
+    values = {
+        "data": step.data_ns, "h2d": step.h2d_ns, "forward": step.forward_ns,
+        "backward": step.backward_ns, "optimizer": step.optimizer_ns, "other": step.other_ns,
+    }
+    total = step.duration_ns or 1
+    spans: list[Span] = []
+    done = 0
+    acc = 0.0
+    for phase in PHASES:
+        value = values[phase]
+        if not value:
+            continue
+        acc += value / total * cells
+        take = round(acc) - done
+        if take > 0:
+            spans.append(("█" * take, f"phase-{phase}"))
+            done += take
+    return spans

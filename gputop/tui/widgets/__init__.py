@@ -1,0 +1,1 @@
+"""Textual widgets; each renders Lines built by gputop.tui.views."""

@@ -1,0 +1,44 @@
+"""The help screen: every key, and what the marks in the table mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """\
+[b]gputop keys[/b]
+
+  [b]c m g n t[/b]   sort by %CPU, RSS, GPU MEM, PID, TIME (again: reverse)
+  [b]/[/b]           filter by name, command, user or PID (Esc clears)
+  [b]o[/b]           only GPU processes, trainers and their workers
+  [b]space[/b]       fold or unfold the trainer group under the cursor
+  [b]z[/b]           fold or unfold every trainer group
+  [b]enter[/b]       attach to a trainer with a probe (◆), else fold it
+  [b]a[/b]           attach to the trainer under the cursor
+  [b]p[/b]           pause / resume sampling
+  [b]↑ ↓ PgUp PgDn Home End[/b]  move the cursor
+  [b]?[/b]           this help      [b]q[/b] or [b]ctrl+c[/b]  quit
+
+[b]Marks[/b]
+  ▾ ▸   a trainer with its DataLoader workers (unfolded / folded)
+  [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads, pin-memory thread
+  ◆     the process runs the gputop probe: attachable
+  n/a   not measured or not available; LOST: the GPU stopped answering
+
+[dim]Press Esc, q or ? to close.[/dim]"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """A modal listing the bindings."""
+
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        """The help text in a scrollable box."""
+        with VerticalScroll(id="help-box"):
+            yield Static(HELP, id="help-text")

@@ -1,0 +1,111 @@
+"""A widget that paints Lines through cached Strips and repaints only the lines that changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import zip_longest
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gputop.tui.lines import STYLE_WORDS, Line
+
+
+class LinePane(Widget):
+    """Renders a list of Lines; each line's Strip is cached by its spans and the width."""
+
+    COMPONENT_CLASSES = {f"pane--{word}" for word in STYLE_WORDS}
+    AUTO_HEIGHT = True
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._lines: list[Line] = []
+        self._strips: dict[tuple[Line, int], Strip] = {}
+        self._span_styles: dict[str, Style] = {}
+        self._blank: Strip | None = None
+        if self.AUTO_HEIGHT:
+            self.styles.height = 0
+            self.display = False
+
+    @property
+    def lines(self) -> list[Line]:
+        """The lines shown now (tests read them)."""
+        return self._lines
+
+    @property
+    def text(self) -> str:
+        """The pane as plain text, one row per line."""
+        return "\n".join("".join(text for text, _ in line) for line in self._lines)
+
+    def set_lines(self, lines: Sequence[Line]) -> None:
+        """Show `lines`: repaint only rows whose spans changed; re-layout only on a new height."""
+        old, self._lines = self._lines, list(lines)
+        if self.AUTO_HEIGHT and len(old) != len(self._lines):
+            self.styles.height = len(self._lines)
+            self.display = bool(self._lines)
+            self.refresh()
+            return
+        width = self.size.width
+        for y, (before, after) in enumerate(zip_longest(old, self._lines)):
+            if before != after:
+                self.refresh(Region(0, y, width, 1))
+
+    def notify_style_update(self) -> None:
+        """Theme or CSS changed: forget every cached style and strip."""
+        super().notify_style_update()
+        self._span_styles.clear()
+        self._strips.clear()
+        self._blank = None
+
+    def on_resize(self) -> None:
+        """Widths changed: old strips no longer fit."""
+        self._strips.clear()
+        self._blank = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Hand back cached Strips directly; no per-line style pass."""
+        width = self.size.width
+        strips = [self._strip(y, width) for y in range(crop.y, crop.bottom)]
+        if crop.x or crop.width != width:
+            strips = [strip.crop(crop.x, crop.right) for strip in strips]
+        return strips
+
+    def _strip(self, y: int, width: int) -> Strip:
+        if y >= len(self._lines):
+            if self._blank is None:
+                self._blank = Strip.blank(width, self.rich_style)
+            return self._blank
+        line = self._lines[y]
+        key = (line, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            if len(self._strips) > 4 * max(len(self._lines), 64):
+                self._strips.clear()
+            strip = self._build(line, width)
+            self._strips[key] = strip
+        return strip
+
+    def _build(self, line: Line, width: int) -> Strip:
+        segments = []
+        used = 0
+        for text, word in line:
+            if used >= width:
+                break
+            text = text[: width - used]
+            segments.append(Segment(text, self._style(word)))
+            used += len(text)
+        if used < width:
+            segments.append(Segment(" " * (width - used), self._style("plain")))
+        return Strip(segments, width)
+
+    def _style(self, word: str) -> Style:
+        style = self._span_styles.get(word)
+        if style is None:
+            base = self.rich_style
+            part = self.get_component_rich_style(f"pane--{word}", partial=True)
+            style = base + part
+            self._span_styles[word] = style
+        return style

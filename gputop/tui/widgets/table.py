@@ -1,0 +1,115 @@
+"""The process table: a line widget that formats only the visible rows and keeps a keyed cursor."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+from gputop.tui.lines import Line
+from gputop.tui.messages import RowActivated
+from gputop.tui.views.processes import Row, TableState, columns_for, header_line, row_line
+from gputop.tui.widgets.linepane import LinePane
+
+
+class ProcessTable(LinePane):
+    """Header plus the rows that fit; the cursor follows a process (pid + start) across ticks."""
+
+    AUTO_HEIGHT = False
+    can_focus = True
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "up", show=False),
+        Binding("down,j", "move(1)", "down", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "edge(-1)", "top", show=False),
+        Binding("end", "edge(1)", "bottom", show=False),
+        Binding("enter", "activate", "attach/fold", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[Row] = []
+        self.state = TableState()
+        self.cursor = 0
+        self.top = 0
+        self._cursor_key: tuple[int, int] | None = None
+        self._empty_note = "waiting for the first sample…"
+
+    @property
+    def selected(self) -> Row | None:
+        """The row under the cursor."""
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def show(self, rows: list[Row], state: TableState, empty_note: str = "") -> None:
+        """New rows: keep the cursor on the same process when it is still listed."""
+        self.rows, self.state = rows, state
+        self._empty_note = empty_note or "no processes match"
+        if self._cursor_key is not None:
+            for index, row in enumerate(rows):
+                if row.key == self._cursor_key:
+                    self.cursor = index
+                    break
+        self._paint()
+
+    def on_resize(self) -> None:
+        """Re-cut the visible window for the new size."""
+        super().on_resize()
+        self._paint()
+
+    def action_move(self, delta: int) -> None:
+        """Cursor up or down one row."""
+        self._set_cursor(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        """Cursor up or down one screen."""
+        self._set_cursor(self.cursor + direction * max(1, self._body_height() - 1))
+
+    def action_edge(self, direction: int) -> None:
+        """Cursor to the first or last row."""
+        self._set_cursor(0 if direction < 0 else len(self.rows) - 1)
+
+    def action_activate(self) -> None:
+        """Tell the app Enter was pressed on a row."""
+        if self.selected is not None:
+            self.post_message(RowActivated(self.selected))
+
+    def on_click(self, event: object) -> None:
+        """Select the clicked row (the mouse is optional)."""
+        y = getattr(event, "y", 0)
+        if y >= 1:
+            self._set_cursor(self.top + y - 1)
+
+    def _set_cursor(self, index: int) -> None:
+        self.cursor = max(0, min(index, len(self.rows) - 1))
+        self._paint()
+
+    def _body_height(self) -> int:
+        return max(0, self.size.height - 1)
+
+    def _paint(self) -> None:
+        width, body = self.size.width, self._body_height()
+        if not width:
+            return
+        if self.rows:
+            self.cursor = max(0, min(self.cursor, len(self.rows) - 1))
+            self._cursor_key = self.rows[self.cursor].key
+        if self.cursor < self.top:
+            self.top = self.cursor
+        elif body and self.cursor >= self.top + body:
+            self.top = self.cursor - body + 1
+        self.top = max(0, min(self.top, max(0, len(self.rows) - body)))
+        columns = columns_for(width)
+        lines: list[Line] = [header_line(columns, self.state, width)]
+        for index in range(self.top, min(len(self.rows), self.top + body)):
+            selected = index == self.cursor and self.has_focus
+            lines.append(row_line(self.rows[index], columns, width, selected))
+        if not self.rows:
+            lines.append(((f"  {self._empty_note}", "dim"),))
+        self.set_lines(lines)
+
+    def on_focus(self) -> None:
+        """Show the cursor."""
+        self._paint()
+
+    def on_blur(self) -> None:
+        """Hide the cursor while the filter has the keyboard."""
+        self._paint()

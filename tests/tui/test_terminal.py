@@ -1,0 +1,124 @@
+"""End to end in a real terminal: tmux runs `python -m gputop --demo`, we read, resize, quit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = REPO / ".venv" / "bin" / "python"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def _entry() -> list[str]:
+    """`python -m gputop --demo` once cli.py runs the TUI; the TUI's own module until then."""
+    from gputop import cli
+
+    module = "gputop" if hasattr(cli, "main") and _cli_runs_tui() else "gputop.tui"
+    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    return [python, "-m", module, "--demo", "data-starved"]
+
+
+def _cli_runs_tui() -> bool:
+    try:
+        from gputop.wiring import run_live  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def session() -> Iterator[str]:
+    """A detached 100x30 tmux session whose pane stays after the program exits."""
+    name = f"gputop-e2e-{uuid.uuid4().hex[:8]}"
+    _tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", str(REPO),
+          "sh")
+    _tmux("set-option", "-t", name, "remain-on-exit", "on")
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def _screen(name: str) -> str:
+    return _tmux("capture-pane", "-p", "-t", name)
+
+
+def _wait_for(name: str, ok: Callable[[str], bool], timeout_s: float = 90.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _screen(name)
+        if ok(screen):
+            return screen
+        time.sleep(0.25)
+    raise AssertionError(f"screen never matched; last screen:\n{screen}")
+
+
+def _dead_status(name: str) -> str:
+    return _tmux("display-message", "-p", "-t", name, "#{pane_dead}:#{pane_dead_status}").strip()
+
+
+def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> None:
+    command = " ".join(_entry())
+    env = f"TERM=xterm-256color PYTHONPATH={REPO}"
+    _tmux("respawn-pane", "-k", "-t", session, f"env {env} {command}")
+
+    def trainer_with_workers(screen: str) -> bool:
+        return "SIMULATED GPUs" in screen and "pt_data_worker" in screen and "[3w" in screen
+
+    screen = _wait_for(session, trainer_with_workers)
+    trainer_pid = int(next(line for line in screen.splitlines() if "[3w" in line).split()[0])
+    assert sum(1 for line in screen.splitlines() if "mem " in line and "/79.6G" in line) == 4
+
+    for width, height in ((80, 24), (40, 12), (200, 60)):
+        _tmux("resize-window", "-t", session, "-x", str(width), "-y", str(height))
+        _wait_for(session, lambda s, w=width: max(len(line) for line in s.splitlines()) <= w
+                  and "SIMULATED" in s)
+    assert _dead_status(session).startswith("0:")  # still running after every resize
+
+    _tmux("send-keys", "-t", session, "q")
+    deadline = time.monotonic() + 20
+    while not _dead_status(session).startswith("1:") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _dead_status(session) == "1:0"
+    assert _gone(trainer_pid), "the demo trainer outlived gputop"
+
+
+def test_ctrl_c_exits_cleanly(session: str) -> None:
+    command = " ".join(_entry())
+    _tmux("respawn-pane", "-k", "-t", session, f"env PYTHONPATH={REPO} TERM=xterm {command}")
+    _wait_for(session, lambda s: "SIMULATED GPUs" in s and "PID" in s)
+    _tmux("send-keys", "-t", session, "C-c")
+    deadline = time.monotonic() + 20
+    while not _dead_status(session).startswith("1:") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _dead_status(session) == "1:0"
+
+
+def _gone(pid: int, timeout_s: float = 10.0) -> bool:
+    """True once `pid` has exited (a zombie counts: its parent is gone too)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.25)
+    return False
