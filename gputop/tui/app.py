@@ -193,7 +193,9 @@ class GputopApp(App[int]):
             steps = min(HEAD_LINES + 12, max(HEAD_LINES + 2, free // 3))
         advice = min(2 * len(frame.advice), max(2, free // 6)) if frame.advice else 0
         table_min = max(4, free // 3)
-        floors = {"advice": min(advice, 2), "steps": min(steps, 3), "host": 1}
+        roomy = free >= 16  # below that the table and the GPUs get everything
+        floors = {"advice": min(advice, 2) if roomy else 0, "steps": min(steps, 3) if roomy else 0,
+                  "host": 1}
         for name in ("advice", "steps", "host"):
             over = gpus + host + steps + advice + table_min - free
             if over <= 0:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gputop.model import (
     Advice,
@@ -139,3 +142,13 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
             attached=(steps(trainer),) if attach else (), advice=ADVICE if advice else (),
         ))
     return out
+
+
+def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async Pilot test with asyncio.run (no pytest-asyncio needed)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run

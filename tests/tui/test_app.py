@@ -1,0 +1,237 @@
+"""Pilot tests: every binding, driven through the app users run, fed recorded frames."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gputop.model import GpuReport
+from gputop.tui import build_app
+from gputop.tui.app import GputopApp
+from gputop.tui.widgets.help import HelpScreen
+from gputop.tui.widgets.linepane import LinePane
+from gputop.tui.widgets.table import ProcessTable
+from tests.tui.fixtures import FedSampler, frames, sync
+
+
+def _app(**kwargs: object) -> tuple[GputopApp, FedSampler]:
+    sampler = FedSampler()
+    return build_app(sampler, **kwargs), sampler  # type: ignore[arg-type]
+
+
+def _pids(app: GputopApp) -> list[int]:
+    return [row.process.pid for row in app.query_one(ProcessTable).rows]
+
+
+def _text(app: GputopApp, pane: str) -> str:
+    return app.query_one(f"#{pane}", LinePane).text
+
+
+async def _fed(app: GputopApp, pilot, scenario: str = "data-starved", **kw: object) -> None:
+    for frame in frames(scenario, 5, **kw):  # type: ignore[arg-type]
+        app.show_frame(frame)
+    await pilot.pause()
+
+
+@sync
+async def test_sampling_starts_before_mount_and_an_early_frame_is_shown() -> None:
+    app, sampler = _app()
+    assert sampler.started  # build_app starts the sampler before Textual mounts anything
+    assert sampler.on_frame is not None
+    sampler.on_frame(frames("compute-bound", 1)[0])  # arrives before the app runs
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "SIMULATED GPUs — scenario compute-bound" in _text(app, "header")
+        assert 4242 in _pids(app)
+
+
+@sync
+async def test_frames_from_the_sampler_thread_are_rendered() -> None:
+    import threading
+
+    app, sampler = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert sampler.on_frame is not None
+        thread = threading.Thread(target=sampler.on_frame, args=(frames("idle", 1)[0],))
+        thread.start()
+        thread.join()
+        for _ in range(20):
+            await pilot.pause()
+            if app.frame is not None:
+                break
+        assert "scenario idle" in _text(app, "header")
+
+
+@pytest.mark.parametrize(("key", "first"), [("n", 1), ("m", 5310), ("g", 4242), ("c", 4242)])
+@sync
+async def test_sort_keys(key: str, first: int) -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("t", key)  # from another key, so the key sorts rather than reverses
+        assert _pids(app)[0] == first
+        header = app.query_one(ProcessTable).lines[0]
+        assert "▼" in "".join(t for t, _ in header) or "▲" in "".join(t for t, _ in header)
+
+
+@sync
+async def test_same_sort_key_twice_reverses() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("n")
+        ascending = _pids(app)
+        await pilot.press("n")
+        top_level = [row.process.pid for row in app.query_one(ProcessTable).rows
+                     if row.depth == 0]
+        assert top_level[0] == max(p for p in ascending)
+        assert app.state.ascending is False
+
+
+@sync
+async def test_filter_narrows_and_escape_clears() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        everything = len(_pids(app))
+        await pilot.press("slash")
+        await pilot.press(*"lr 3e")
+        await pilot.press("enter")
+        assert _pids(app) == [5310, 5322, 5321]  # the trainer matches; its workers come along
+        assert app.query_one(ProcessTable).has_focus
+        await pilot.press("escape")
+        assert len(_pids(app)) == everything
+
+
+@sync
+async def test_filter_by_worker_keeps_its_trainer_row() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("slash", *"4252", "enter")
+        assert _pids(app)[0] == 4242 and 4252 in _pids(app)
+
+
+@sync
+async def test_space_folds_the_group_under_the_cursor_and_z_folds_all() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        assert _pids(app)[:4] == [4242, 4253, 4252, 4251]
+        await pilot.press("space")
+        assert _pids(app)[:2] == [4242, 5310]
+        assert "▸" in app.query_one(ProcessTable).text
+        await pilot.press("space")
+        assert _pids(app)[:4] == [4242, 4253, 4252, 4251]
+        await pilot.press("z")
+        assert not {4251, 4252, 4253, 5321, 5322} & set(_pids(app))
+        await pilot.press("z")
+        assert {4251, 5321} <= set(_pids(app))
+
+
+@sync
+async def test_enter_attaches_a_probed_trainer_and_folds_one_without_probe() -> None:
+    app, sampler = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("enter")  # cursor on 4242, which runs the probe
+        assert sampler.attached == [4242]
+        table = app.query_one(ProcessTable)
+        while table.selected is not None and table.selected.process.pid != 5310:
+            await pilot.press("down")
+        await pilot.press("enter")
+        assert sampler.attached == [4242]
+        assert 5321 not in _pids(app)
+
+
+@sync
+async def test_o_shows_only_gpu_and_trainer_processes() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("o")
+        assert set(_pids(app)) == {4242, 4251, 4252, 4253, 5300, 5310, 5321, 5322}
+        await pilot.press("o")
+        assert 1 in _pids(app)
+
+
+@sync
+async def test_help_opens_and_closes() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@sync
+async def test_p_pauses_and_resumes_the_sampler() -> None:
+    app, sampler = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press("p")
+        assert sampler.paused and "PAUSED" in _text(app, "header")
+        await pilot.press("p")
+        assert not sampler.paused and "PAUSED" not in _text(app, "header")
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+c"])
+@sync
+async def test_quit_keys_end_the_app(key: str) -> None:
+    app, _ = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _fed(app, pilot)
+        await pilot.press(key)
+        await pilot.pause()
+        assert not app.is_running
+
+
+@sync
+async def test_cursor_follows_its_process_when_rows_reorder() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _fed(app, pilot)
+        table = app.query_one(ProcessTable)
+        while table.selected is not None and table.selected.process.pid != 5310:
+            await pilot.press("down")
+        busy = frames("data-starved", 6)[-1]
+        procs = tuple(replace(p, cpu_percent=500.0) if p.pid == 6200 else p
+                      for p in busy.processes)
+        app.show_frame(replace(busy, processes=procs))
+        await pilot.pause()
+        assert _pids(app)[0] == 6200
+        assert table.selected is not None and table.selected.process.pid == 5310
+
+
+@sync
+async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        frame = frames("data-starved", 1, attach=True, advice=True)[0]
+        app.show_frame(replace(frame, gpu=GpuReport(source="none", note="libnvidia-ml.so.1 "
+                                                    "not found")))
+        await pilot.pause()
+        header = _text(app, "header")
+        assert "CPU-only mode: no NVIDIA driver (libnvidia-ml.so.1 not found)" in header
+        steps = _text(app, "steps")
+        assert "attached 4242" in steps and "input 52% (highly)" in steps
+        assert "p95 140ms" in steps and "dropped 0" in steps and "workers 2" in steps
+        advice = _text(app, "advice").splitlines()
+        assert advice[0].startswith("✖ GPU 0 mostly idle")  # critical before warn
+        assert advice[1].strip().startswith("→")
+
+
+@pytest.mark.parametrize("size", [(40, 12), (80, 24), (250, 70), (55, 17)])
+@sync
+async def test_any_size_renders_and_keeps_pid_cpu_command(size: tuple[int, int]) -> None:
+    app, _ = _app()
+    async with app.run_test(size=size) as pilot:
+        await _fed(app, pilot, attach=True, advice=True)
+        for width, height in ((40, 12), (250, 70), size):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+        header = app.query_one(ProcessTable).text.splitlines()[0]
+        assert "PID" in header and "%CPU" in header and "COMMAND" in header
+        assert app.query_one(ProcessTable).size.height >= 3

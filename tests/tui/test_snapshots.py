@@ -1,0 +1,57 @@
+"""SVG snapshots of the real app: fixed sizes, frozen frame clock, simulated GPUs, recorded processes.
+
+Update after an intended change: `pytest tests/tui/test_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+from gputop.tui import build_app
+from tests.tui.fixtures import FedSampler, frames
+
+SIZES = [(80, 24), (160, 48)]
+
+
+def _runner(scenario: str, count: int = 70, **kw: object):
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        app.query_one("#filter", Input).cursor_blink = False
+        for frame in frames(scenario, count, **kw):  # type: ignore[arg-type]
+            app.show_frame(frame)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scenario", ["data-starved", "compute-bound"])
+def test_demo_screen(snap_compare, scenario: str, size: tuple[int, int]) -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=size, run_before=_runner(scenario))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_attached_with_advice(snap_compare, size: tuple[int, int]) -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=size,
+                        run_before=_runner("data-starved", attach=True, advice=True))
+
+
+def test_sixteen_gpus_compact(snap_compare) -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=(160, 48),
+                        run_before=_runner("mixed", 70, gpus=16))
+
+
+def test_filter_line_and_folded_group(snap_compare) -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=(80, 24), press=["space", "slash", "p", "y"],
+                        run_before=_runner("memory-full-util-zero"))
+
+
+def test_help_screen(snap_compare) -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=(100, 30), press=["question_mark"],
+                        run_before=_runner("idle", 3))
