@@ -101,39 +101,49 @@ class RingReader:
         return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1))
 
     def read_new(self) -> list[RawRecord]:
-        """Records published since the last call, oldest first; lost ones add to `dropped`."""
+        """Records published since the last call, oldest first; lost ones add to `dropped`.
+
+        `head` is only a hint (a read racing its update may see it torn): a slot whose
+        sequence says "not written yet" ends the read, and the next call resumes there.
+        """
         self.header = header = self.read_header()
         head, slots = header.head, header.slots
-        if head < self.next_index:  # the head went backwards: not a ring we understand
-            raise RingError(f"{self.path} has a corrupt head")
+        if head <= self.next_index:
+            return []
         first = max(self.next_index, head - slots)
         self.dropped += first - self.next_index
+        self.next_index = first
         out: list[RawRecord] = []
         for lo, hi in _contiguous_slot_runs(first, head, slots):
-            out += self._read_run(lo, hi)
-        self.next_index = head
+            if not self._read_run(lo, hi, out):
+                break
         return out
 
-    def _read_run(self, lo: int, hi: int) -> list[RawRecord]:
-        """Records lo..hi-1 whose slots are adjacent: seqs, payload, seqs again (a seqlock)."""
+    def _read_run(self, lo: int, hi: int, out: list[RawRecord]) -> bool:
+        """Records lo..hi-1 from adjacent slots: seqs, payload, seqs again (a seqlock).
+
+        Returns False when it met a record not yet written (reading stops there).
+        """
         size = layout.RECORD_SIZE
         offset = layout.HEADER_SIZE + (lo % layout.SLOTS) * size
         before = self._pread((hi - lo) * size, offset)
         payload = self._pread((hi - lo) * size, offset)
         after = self._pread((hi - lo) * size, offset)
-        out: list[RawRecord] = []
         for i in range(hi - lo):
             n = lo + i
             want = 2 * n + 2
+            seq_b = layout.SEQ.unpack_from(after, i * size)[0]
+            if seq_b < want:  # not yet complete: the head we read ran ahead of the slot
+                return False
             seq_a = layout.SEQ.unpack_from(before, i * size)[0]
             fields = layout.RECORD.unpack_from(payload, i * size)
-            seq_b = layout.SEQ.unpack_from(after, i * size)[0]
             record = _checked(n, fields) if seq_a == fields[0] == seq_b == want else None
             if record is None:
                 self.dropped += 1
             else:
                 out.append(record)
-        return out
+            self.next_index = n + 1
+        return True
 
     def read_meta(self) -> dict[str, Any]:
         """The annotate() facts; the last good copy when the writer is mid-update."""

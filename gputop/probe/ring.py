@@ -74,11 +74,14 @@ def parse_name(name: str) -> tuple[int, int] | None:
 
 
 def start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks): a PID plus it is unique."""
+    """Field 22 of /proc/PID/stat (start time in clock ticks); None when gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
