@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,53 @@ def test_real_proc_zombie_vanish_and_fds_closed():
         source.close()
     assert source.open_fds == 0
     assert _proc_stat_fds() == set()
+
+
+def test_schedstat_gate_skips_quiet_processes_but_not_runs(tmp_path: Path):
+    proc = FakeProc(tmp_path)
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self/schedstat").write_text("5000 0 1\n")
+
+    def put(pid: int, runtime: int, **stat: int) -> None:
+        proc.add(pid, "sleep", "sleep 9", **stat)
+        (tmp_path / str(pid) / "schedstat").write_text(f"{runtime} 0 1\n")
+
+    put(8, 10, ppid=7, rss=1)
+    put(9, 10, ppid=8, rss=1)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    for _ in range(2):
+        source.sample(GPU_NONE, frozenset())
+    put(9, 10, ppid=8, rss=5, ut=3)  # stat moved but the process did not run: gated out
+    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    assert (rows[9].rss_bytes, rows[9].cpu_percent) == (procfs.PAGE_SIZE, 0.0)
+    put(9, 11, ppid=8, rss=5, ut=3)  # it ran: stat is read again
+    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    assert rows[9].rss_bytes == 5 * procfs.PAGE_SIZE and rows[9].cpu_percent
+    proc.remove(8)
+    put(9, 11, ppid=1, rss=5, ut=3)  # re-parented while asleep, after its parent vanished
+    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    assert list(rows) == [9]
+    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    assert rows[9].ppid == 1
+
+
+def test_real_single_threaded_busy_process_is_seen_running():
+    busy = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    idle = subprocess.Popen(["sleep", "60"])
+    source = ProcProcessSource()
+    assert procfs.schedstat_counts()  # so the quiet-process gate is on for this test
+    try:
+        seen: list[float | None] = []
+        for _ in range(200):
+            rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+            seen.append(rows[busy.pid].cpu_percent)
+            if len(seen) > 3 and (seen[-1] or 0.0) > 0.0:
+                break
+            time.sleep(0.05)
+        assert (seen[-1] or 0.0) > 0.0
+        assert rows[idle.pid].cpu_percent == 0.0
+    finally:
+        for p in (busy, idle):
+            p.kill()
+            p.wait()
+        source.close()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainers.harness import REPO, running_trainer
+from trainers.harness import REPO, alive, running_trainer
 
 from gputop.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sampler import Sampler
@@ -103,6 +103,8 @@ def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: 
     # CPU-only torch ignores pin_memory=True (it warns, starts no pin thread): report the truth.
     assert ready["pin_memory_thread"] is False
     assert group.pin_memory_thread is False
+    assert [p for p in (ready["pid"], *ready["worker_pids"], *(h.pid for h in helpers))
+            if alive(p)] == []
 
 
 def test_pin_memory_thread_detected(tmp_path: Path):
@@ -155,3 +157,20 @@ def test_once_json_reports_trainer_and_workers(tmp_path: Path):
     assert rows[ready["pid"]]["role"] == "trainer"
     assert {rows[w]["role"] for w in ready["worker_pids"]} == {"worker"}
     assert {rows[w]["trainer_pid"] for w in ready["worker_pids"]} == {ready["pid"]}
+
+
+def test_torchrun_launcher_and_ranks(tmp_path: Path):
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", "2",
+                "--master-port", "0"]
+    with running_trainer(tmp_path, ["--workers", "2"], launcher=torchrun, ranks=2) as ready:
+        frame = _frame()
+    rows = _by_pid(frame)
+    launcher = ready["launcher_pid"]
+    assert rows[launcher].role == "launcher" and rows[launcher].name == "pt_elastic"
+    for rank in ready["ranks"]:
+        group = _assert_grouped(frame, rank)
+        assert rank["ppid"] == launcher
+        assert group.launcher_pid == launcher
+    # torchrun puts ranks in sessions of their own: teardown must still leave nothing behind.
+    started = [launcher, *(p for r in ready["ranks"] for p in (r["pid"], *r["worker_pids"]))]
+    assert [p for p in started if alive(p)] == []

@@ -119,9 +119,9 @@ def classify(
     for trainer in set(trainer_of.values()):
         roles.setdefault(trainer, "trainer")
     for row in by_pid.values():
-        if row.pid in roles or is_helper(row, by_pid):
+        if row.pid in roles or not (row.pid in probe_pids or (uses_gpu(row) and is_python(row))):
             continue
-        if row.pid in probe_pids or (uses_gpu(row) and is_python(row)):
+        if not is_helper(row, by_pid):
             roles[row.pid] = "trainer"
     workers_of: dict[int, list[int]] = {}
     for worker, trainer in trainer_of.items():
@@ -206,10 +206,10 @@ def legacy_candidates(rows: Iterable[ProcRow]) -> dict[int, int]:
     }
     found: dict[int, int] = {}
     for row in by_pid.values():
-        if row.name in (WORKER_COMM, LAUNCHER_COMM) or is_helper(row, by_pid) or uses_gpu(row):
-            continue
         parent = by_pid.get(row.ppid) if row.ppid else None
-        if parent is None or parent.pid == 1:
+        if parent is None or parent.pid == 1 or not is_python(parent):
+            continue  # most processes stop here: their parent is no Python
+        if row.name in (WORKER_COMM, LAUNCHER_COMM) or is_helper(row, by_pid) or uses_gpu(row):
             continue
         trainer: ProcRow | None = None
         if is_forkserver(parent):

@@ -23,6 +23,8 @@ FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
 YOUNG_S = 1.0  # re-read cmdline while this young: a fork may not have exec'd yet
 MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
+REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
+_NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
 _VERSION_RE = re.compile(rb"""__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""")
 
 
@@ -32,7 +34,7 @@ class _Tracked:
     __slots__ = (
         "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
         "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "raw", "rss_bytes",
-        "sample", "start", "state", "username",
+        "sample", "sched", "start", "state", "username",
     )
 
     def __init__(self, pid: int, st: procfs.ProcStat, raw: bytes) -> None:
@@ -53,6 +55,7 @@ class _Tracked:
         self.gpu_memory_bytes: int | None = None
         self.gpu_indices: tuple[int, ...] = ()
         self.sample: ProcessSample | None = None
+        self.sched: bytes | None = None
 
 
 class _PinState:
@@ -73,8 +76,12 @@ class ProcProcessSource:
     def __init__(self, proc_root: str = "/proc", max_fds: int | None = None) -> None:
         self.proc_root = proc_root
         self._reader = procfs.StatReader(proc_root, max_fds)
+        self._sched = procfs.StatReader(proc_root, max_fds, "schedstat")
+        self._gate = procfs.schedstat_counts(proc_root)
         self._watch = procfs.LastPidWatch(proc_root)
-        self._finalizer = weakref.finalize(self, _close_all, self._reader, self._watch)
+        self._finalizer = weakref.finalize(
+            self, _close_all, self._reader, self._sched, self._watch
+        )
         self._tracked: dict[int, _Tracked] = {}
         self._listed_at: int | None = None
         self._last_time: float | None = None
@@ -83,6 +90,8 @@ class ProcProcessSource:
         self._pins: dict[int, _PinState] = {}
         self._old_torch: dict[tuple[int, int], bool] = {}
         self._users: dict[int, str] = {}
+        self._ticks = 0
+        self._full_next = True
         self.listings = 0
 
     def sample(
@@ -111,8 +120,8 @@ class ProcProcessSource:
 
     @property
     def open_fds(self) -> int:
-        """How many /proc/PID/stat fds are held between ticks now."""
-        return self._reader.open_fds
+        """How many /proc/PID/stat and schedstat fds are held between ticks now."""
+        return self._reader.open_fds + self._sched.open_fds
 
     def close(self) -> None:
         """Close every /proc fd held between ticks."""
@@ -131,13 +140,25 @@ class ProcProcessSource:
             pids = list(old)
         dt = None if last is None else now - last
         read = self._reader.read
+        gate = self._gate and not self._full_next and dt is not None
+        self._ticks += 1
+        ticks = self._ticks
         tracked: dict[int, _Tracked] = {}
         changed = False
         for pid in pids:
+            t = old.get(pid)
+            if gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS:
+                ran = self._ran(t)
+                if ran is None:
+                    continue
+                if not ran:
+                    t.cpu_percent = 0.0
+                    t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
+                    tracked[pid] = t
+                    continue
             data = read(pid)
             if data is None:
                 continue
-            t = old.get(pid)
             if t is not None and data == t.raw:
                 if dt is not None and t.cpu_percent != 0.0:
                     t.cpu_percent = 0.0
@@ -150,14 +171,32 @@ class ProcProcessSource:
                     changed = True
                 else:
                     changed |= self._update(t, st, data, now, dt)
-            mem, idx = gpu_use.get(pid, (None, ()))
-            t.gpu_memory_bytes, t.gpu_indices = mem, idx
+            t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
             tracked[pid] = t
+        self._full_next = False
         if tracked.keys() != old.keys():
             changed = True
+            # A process that vanished may have left children re-parented while asleep.
+            self._full_next = bool(old.keys() - tracked.keys())
             self._reader.keep_only(tracked)
+            self._sched.keep_only(tracked)
         self._tracked = tracked
         return tracked, changed
+
+    def _ran(self, t: _Tracked) -> bool | None:
+        """Whether a single-threaded process ran since its schedstat was last read (None: gone).
+
+        schedstat is a third of the cost of stat; read before stat, so a run in between is
+        seen on the next tick. Without running a process changes no field we show, except
+        RSS under reclaim (refreshed every REFRESH_TICKS) and ppid (after a vanish: full tick).
+        """
+        sched = self._sched.read(t.pid)
+        if sched is None:
+            return None
+        if sched == t.sched:
+            return False
+        t.sched = sched
+        return True
 
     def _new(
         self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None
@@ -357,6 +396,6 @@ def _foreign(
     )
 
 
-def _close_all(reader: procfs.StatReader, watch: procfs.LastPidWatch) -> None:
-    reader.close()
-    watch.close()
+def _close_all(*closables: procfs.StatReader | procfs.LastPidWatch) -> None:
+    for item in closables:
+        item.close()

@@ -171,22 +171,25 @@ def list_pids(proc_root: str = "/proc") -> list[int]:
 
 
 class StatReader:
-    """Reads /proc/PID/stat through fds kept open between ticks (pread), up to a cap."""
+    """Reads /proc/PID/<name> through fds kept open between ticks (pread), up to a cap."""
 
-    def __init__(self, proc_root: str = "/proc", max_fds: int | None = None) -> None:
+    def __init__(
+        self, proc_root: str = "/proc", max_fds: int | None = None, name: str = "stat"
+    ) -> None:
         self.proc_root = proc_root
+        self.name = name
         self.max_fds = default_fd_cap() if max_fds is None else max_fds
         self._fds: dict[int, int] = {}
 
     def read(self, pid: int) -> bytes | None:
-        """The current stat of `pid`, or None once it is gone (its fd is then closed)."""
+        """The file's current text, or None once `pid` is gone (its fd is then closed)."""
         fd = self._fds.get(pid)
         if fd is not None:
             try:
                 return os.pread(fd, 1024, 0)
             except OSError:
                 self.forget(pid)  # gone; a new process may hold the pid now
-        path = f"{self.proc_root}/{pid}/stat"
+        path = f"{self.proc_root}/{pid}/{self.name}"
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -224,8 +227,8 @@ class StatReader:
             self.forget(pid)
 
 
-def default_fd_cap(ceiling: int = 4096) -> int:
-    """Half the soft RLIMIT_NOFILE (the rest stays for the program), at most `ceiling`."""
+def default_fd_cap(ceiling: int = 4096, share: int = 4) -> int:
+    """A quarter of the soft RLIMIT_NOFILE (the rest stays for the program), at most `ceiling`."""
     try:
         import resource
 
@@ -234,7 +237,14 @@ def default_fd_cap(ceiling: int = 4096) -> int:
         return 0
     if soft == resource.RLIM_INFINITY:
         return ceiling
-    return max(0, min(ceiling, soft // 2))
+    return max(0, min(ceiling, soft // share))
+
+
+def schedstat_counts(proc_root: str = "/proc") -> bool:
+    """Whether /proc/PID/schedstat counts run time here (kernels without it print zeros)."""
+    data = read_bytes(f"{proc_root}/self/schedstat") or b""
+    first = data.split(b" ", 1)[0]
+    return first.isdigit() and int(first) > 0
 
 
 class LastPidWatch:

@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--name-pin-thread", action="store_true",
                         help="start a real thread named pt_data_pin (CPU torch has none)")
     args = parser.parse_args()
+    if "LOCAL_RANK" in os.environ:  # under torchrun: one folder per rank
+        args.out = os.path.join(args.out, f"rank{os.environ['LOCAL_RANK']}")
+        os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     stop = threading.Event()
     if args.name_pin_thread:
@@ -82,6 +85,7 @@ def main() -> None:
     worker_pids = sorted(int(Path(p).read_text()) for p in paths)
     ready = {
         "pid": os.getpid(),
+        "ppid": os.getppid(),
         "worker_pids": worker_pids,
         "torch": torch.__version__,
         "pin_memory_thread": getattr(batches, "_pin_memory_thread", None) is not None,
