@@ -99,6 +99,8 @@ def raw_device(nv: Any, index: int) -> dict[str, Any]:
     limit = ask(nv.nvmlDeviceGetEnforcedPowerLimit, h)
     rx = ask(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_RX_BYTES)
     tx = ask(nv.nvmlDeviceGetPcieThroughput, h, nv.NVML_PCIE_UTIL_TX_BYTES)
+    counters = ask(nv.nvmlDeviceGetFieldValues, h,
+                   [nv.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, nv.NVML_FI_DEV_PCIE_COUNT_TX_BYTES])
     procs = ask(nv.nvmlDeviceGetComputeRunningProcesses, h)
     gpm = ask(nv.nvmlGpmQueryDeviceSupport, h)
 
@@ -125,6 +127,9 @@ def raw_device(nv: Any, index: int) -> dict[str, Any]:
         "processes": procs if isinstance(procs, Unavailable)
         else [(p.pid, p.usedGpuMemory) for p in procs],
         "gpm_supported": gpm if isinstance(gpm, Unavailable) else bool(gpm.isSupportedDevice),
+        # Which PCIe path gputop takes: byte counters (nvmlReturn 0) before GPM and throughput.
+        "pcie_counters": counters if isinstance(counters, Unavailable)
+        else [(int(v.nvmlReturn), int(v.value.ullVal)) for v in counters],
     }
 
 
@@ -180,6 +185,7 @@ def print_side_by_side(raw: dict[str, Any], gpu: Any) -> None:
         "processes (pid, mem)", raw["processes"],
         [(p.pid, p.memory_used_bytes, p.sm_util_percent) for p in gpu.processes],
     ))
+    rows.append(("PCIe rx/tx counters (ret, B)", raw["pcie_counters"], ""))
     rows.append((
         "GPM supported | occ, tensor", raw["gpm_supported"],
         (gpu.sm_occupancy_percent, gpu.tensor_active_percent),

@@ -20,7 +20,12 @@ import pytest
 from gputop.model import GpuReport
 from gputop.sources import nvml as nvml_source
 from gputop.sources.gpu import open_gpu_source
-from gputop.sources.nvml import LOST_AFTER_UNKNOWN_TICKS, NoGpuSource, NvmlSource
+from gputop.sources.nvml import (
+    LOST_AFTER_UNKNOWN_TICKS,
+    PCIE_THROUGHPUT_EVERY,
+    NoGpuSource,
+    NvmlSource,
+)
 
 STAND_IN = Path(__file__).parent / "stand_in_pynvml" / "pynvml.py"
 MIB = 1 << 20
@@ -53,6 +58,26 @@ def open_source(nv: ModuleType) -> NvmlSource:
 
 def device(nv: ModuleType, **fields: Any) -> Any:
     return nv.FakeDevice(**fields)
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def open_clocked(clock: Clock) -> NvmlSource:
+    source = nvml_source.open_nvml(clock=clock)
+    assert isinstance(source, NvmlSource), source.sample().note
+    return source
+
+
+def pcie(source: NvmlSource) -> list[tuple[float | None, float | None]]:
+    return [(g.pcie_rx_bytes_per_s, g.pcie_tx_bytes_per_s) for g in source.sample().gpus]
 
 
 # ------------------------------------------------------------------ no NVML at all
@@ -203,6 +228,165 @@ def test_binding_without_a_function_is_remembered(
     assert gpu.power_w is None and gpu.util_percent == 50.0
 
 
+# ------------------------------------------------------------------ PCIe throughput
+
+
+def test_pcie_counters_give_bytes_per_second_in_one_call(nv: ModuleType) -> None:
+    fake = device(nv, pcie_rx_bytes=1_000, pcie_tx_bytes=50)
+    nv.fake_driver.devices = [fake]
+    clock = Clock()
+    source = open_clocked(clock)
+    assert pcie(source) == [(None, None)]  # one reading is no rate
+    fake.pcie_rx_bytes += 4_000_000
+    fake.pcie_tx_bytes += 1_000_000
+    clock.now += 0.5
+    assert pcie(source) == [(8_000_000.0, 2_000_000.0)]
+    clock.now += 2.0
+    assert pcie(source) == [(0.0, 0.0)]
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 3
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+def test_pcie_counter_going_backwards_is_none_then_resumes(nv: ModuleType) -> None:
+    fake = device(nv, pcie_rx_bytes=5_000_000, pcie_tx_bytes=0)
+    nv.fake_driver.devices = [fake]
+    clock = Clock()
+    source = open_clocked(clock)
+    source.sample()
+    fake.pcie_rx_bytes = 1_000  # reset (or wrapped) between ticks
+    clock.now += 1.0
+    assert pcie(source) == [(None, 0.0)]
+    fake.pcie_rx_bytes += 3_000
+    clock.now += 1.0
+    assert pcie(source) == [(3_000.0, 0.0)]
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+@pytest.mark.parametrize("how", ["timeout", "double-value"])
+def test_pcie_counter_field_unreadable_for_a_tick(nv: ModuleType, how: str) -> None:
+    rx_id = nv.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+    fake = device(nv, pcie_rx_bytes=0, pcie_tx_bytes=0)
+    nv.fake_driver.devices = [fake]
+    clock = Clock()
+    source = open_clocked(clock)
+    source.sample()
+    if how == "timeout":
+        fake.field_errors[rx_id] = nv.NVML_ERROR_TIMEOUT
+    else:
+        fake.field_types[rx_id] = nv.NVML_VALUE_TYPE_DOUBLE
+    fake.pcie_rx_bytes = fake.pcie_tx_bytes = 1_000
+    clock.now += 1.0
+    assert pcie(source) == [(None, 1_000.0)]
+    fake.field_errors.clear()
+    fake.field_types.clear()
+    fake.pcie_rx_bytes = 3_000
+    clock.now += 1.0
+    assert pcie(source) == [(1_500.0, 0.0)]  # over both ticks, from the last good reading
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 3
+
+
+@pytest.mark.parametrize("how", ["field-refused", "call-refused", "not-in-library", "binding"])
+def test_counters_unavailable_fall_back_and_are_not_asked_again(
+    nv: ModuleType, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    fake = device(nv, pcie_rx_bytes=0, pcie_tx_bytes=None)
+    nv.fake_driver.devices = [fake]
+    if how == "call-refused":
+        fake.errors["nvmlDeviceGetFieldValues"] = nv.NVML_ERROR_NOT_SUPPORTED
+    elif how == "not-in-library":
+        nv.fake_driver.missing.add("nvmlDeviceGetFieldValues")
+    elif how == "binding":
+        monkeypatch.delattr(nv, "nvmlDeviceGetFieldValues")
+    source = open_clocked(Clock())
+    for _ in range(3):
+        assert pcie(source) == [(1000 * 1024.0, 500 * 1024.0)]
+    assert nv.fake_driver.calls["nvmlDeviceGetFieldValues"] == (0 if how == "binding" else 1)
+
+
+def test_unsupported_counters_use_gpm_pcie_in_the_same_request(nv: ModuleType) -> None:
+    values = {
+        nv.NVML_GPM_METRIC_SM_OCCUPANCY: 40.0,
+        nv.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 3.0,
+        nv.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 1.5,
+    }
+    fake = device(nv, gpm_supported=True, gpm_values=values)
+    nv.fake_driver.devices = [fake]
+    source = open_clocked(Clock())
+    first, second, third = (source.sample().gpus[0] for _ in range(3))
+    assert (first.pcie_rx_bytes_per_s, first.pcie_tx_bytes_per_s) == (None, None)
+    for gpu in (second, third):
+        assert (gpu.pcie_rx_bytes_per_s, gpu.pcie_tx_bytes_per_s) == (3.0 * MIB, 1.5 * MIB)
+        assert gpu.sm_occupancy_percent == 40.0
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 1  # unsupported: remembered
+    assert nv.fake_driver.calls["nvmlGpmMetricsGet"] == 2  # one request a tick, as before
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+def test_gpm_without_pcie_metrics_falls_back_to_throughput(nv: ModuleType) -> None:
+    values = {nv.NVML_GPM_METRIC_SM_OCCUPANCY: 40.0}
+    fake = device(nv, gpm_supported=True, gpm_values=values)
+    nv.fake_driver.devices = [fake]
+    source = open_clocked(Clock())
+    assert pcie(source) == [(None, None)]  # GPM's first tick: not known yet
+    for _ in range(3):
+        assert pcie(source) == [(1000 * 1024.0, 500 * 1024.0)]
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 2  # both once, then not due yet
+
+
+def test_throughput_fallback_is_one_direction_every_nth_tick(
+    nv: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = device(nv)
+    nv.fake_driver.devices = [fake]
+    source = open_clocked(Clock())
+    asked: list[tuple[int, str]] = []
+    seen: list[float | None] = []
+    real = nv.nvmlDeviceGetPcieThroughput
+
+    def throughput(device: Any, counter: int) -> int:
+        tick = len(seen)
+        asked.append((tick, "rx" if counter == nv.NVML_PCIE_UTIL_RX_BYTES else "tx"))
+        return int(real(device, counter))
+
+    monkeypatch.setattr(nv, "nvmlDeviceGetPcieThroughput", throughput)
+    n = PCIE_THROUGHPUT_EVERY
+    for _ in range(4 * n):
+        seen.append(pcie(source)[0][0])
+        fake.pcie_rx_kb += 1
+    assert asked == [(0, "rx"), (0, "tx"), (n, "tx"), (2 * n, "rx"), (3 * n, "tx")]
+    # The last value is kept between reads: rx read at tick 0 (kb 1000) and 2n (kb 1000 + 2n).
+    assert seen == [1000 * 1024.0] * (2 * n) + [(1000 + 2 * n) * 1024.0] * (2 * n)
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 1
+
+
+def test_throughput_fallback_is_spread_over_devices(
+    nv: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nv.fake_driver.devices = [device(nv, uuid=f"GPU-{i}") for i in range(8)]
+    source = open_clocked(Clock())
+    per_tick = []
+    for _ in range(4 * PCIE_THROUGHPUT_EVERY):
+        before = nv.fake_driver.calls["nvmlDeviceGetPcieThroughput"]
+        assert None not in [v for pair in pcie(source) for v in pair]
+        per_tick.append(nv.fake_driver.calls["nvmlDeviceGetPcieThroughput"] - before)
+    assert per_tick[0] == 16  # every device, both directions, once
+    assert max(per_tick[1:]) == 2  # ceil(8 / N) devices a tick, one direction each
+
+
+def test_counters_on_eight_gpus_cost_one_call_each_per_tick(nv: ModuleType) -> None:
+    processes = [(10_000 + i, MIB) for i in range(75)]
+    nv.fake_driver.devices = [
+        device(nv, uuid=f"GPU-{i}", pcie_rx_bytes=0, pcie_tx_bytes=0, processes=processes)
+        for i in range(8)
+    ]
+    source = open_clocked(Clock())
+    for _ in range(3):
+        report = source.sample()
+    assert sum(len(g.processes) for g in report.gpus) == 600
+    assert nv.fake_driver.calls["nvmlDeviceGetFieldValues"] == 3 * 8
+    assert nv.fake_driver.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
 # ------------------------------------------------------------------ memory API versions
 
 
@@ -308,9 +492,15 @@ def test_failing_process_calls_leave_the_device_reported(nv: ModuleType) -> None
     nv.fake_driver.devices = [fake]
     source = open_source(nv)
     gpu = source.sample().gpus[0]
-    source.sample()
+    later = source.sample().gpus[0]
     assert gpu.processes == () and gpu.util_percent == 50.0 and gpu.lost is False
+    assert gpu.processes_known is False and later.processes_known is False
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 1
+
+
+def test_no_processes_is_known_and_empty(nv: ModuleType) -> None:
+    gpu = open_source(nv).sample().gpus[0]
+    assert (gpu.processes, gpu.processes_known) == ((), True)
 
 
 def test_process_list_failing_for_a_tick_is_retried(nv: ModuleType) -> None:
@@ -318,9 +508,11 @@ def test_process_list_failing_for_a_tick_is_retried(nv: ModuleType) -> None:
     fake.errors["nvmlDeviceGetComputeRunningProcesses_v3"] = nv.NVML_ERROR_TIMEOUT
     nv.fake_driver.devices = [fake]
     source = open_source(nv)
-    assert source.sample().gpus[0].processes == ()
+    gpu = source.sample().gpus[0]
+    assert (gpu.processes, gpu.processes_known) == ((), False)
     del fake.errors["nvmlDeviceGetComputeRunningProcesses_v3"]
-    assert [p.pid for p in source.sample().gpus[0].processes] == [7]
+    gpu = source.sample().gpus[0]
+    assert ([p.pid for p in gpu.processes], gpu.processes_known) == ([7], True)
 
 
 def test_process_memory_not_available_is_none(nv: ModuleType) -> None:
@@ -441,8 +633,9 @@ def test_stand_in_mirrors_the_real_module() -> None:
         pytest.skip("the real nvidia-ml-py is not the importable pynvml")
     stand_in = load_stand_in()
     sys.modules["pynvml"] = real
-    used = _names_the_source_uses()
+    used = _names_the_source_uses() | {"c_nvmlFieldValue_t", "c_nvmlValue_t"}
     assert {"nvmlDeviceGetMemoryInfo", "nvmlGpmMetricsGet", "NVMLError"} <= used
+    assert {"nvmlDeviceGetFieldValues", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"} <= used
     for name in sorted(used):
         assert hasattr(real, name), f"real pynvml has no {name}"
         assert hasattr(stand_in, name), f"stand-in has no {name}"
@@ -513,6 +706,7 @@ def test_gpu_check_finds_gputop_agrees_with_raw_nvml(nv: ModuleType, gpu_check: 
     assert [raw["uuid"] for raw in ctx.raw] == [nv.FakeDevice().uuid, "GPU-1"]
     assert ctx.raw[0]["pcie_rx_bytes_per_s"] == ctx.report.gpus[0].pcie_rx_bytes_per_s
     assert ctx.raw[0]["gpm_supported"] is True and ctx.raw[1]["gpm_supported"] is False
+    assert ctx.raw[0]["pcie_counters"] == [(nv.NVML_ERROR_NOT_SUPPORTED, 0)] * 2
 
 
 def test_gpu_check_flags_a_field_gputop_lost(nv: ModuleType, gpu_check: ModuleType) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -14,6 +17,8 @@ from gputop.sources.base import GpuSource
 LOST_AFTER_UNKNOWN_TICKS = 3
 SLOW_REFRESH_TICKS = 30
 PCIE_KB = 1024
+MIB = 1 << 20
+PCIE_THROUGHPUT_EVERY = 5
 NOT_AVAILABLE_ULL = (1 << 64) - 1
 
 # Errors that will not go away by asking again: remember them per device and field.
@@ -24,6 +29,13 @@ _PERMANENT = (
     "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
 )
 _LOST = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_RESET_REQUIRED")
+# Union members of c_nvmlValue_t that can hold a byte counter, by value type.
+_COUNTER_MEMBERS = (
+    ("NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", "ullVal"),
+    ("NVML_VALUE_TYPE_UNSIGNED_LONG", "ulVal"),
+    ("NVML_VALUE_TYPE_UNSIGNED_INT", "uiVal"),
+    ("NVML_VALUE_TYPE_SIGNED_LONG_LONG", "sllVal"),
+)
 _INIT_NOTES = {
     "NVML_ERROR_LIBRARY_NOT_FOUND": "NVIDIA driver library (libnvidia-ml) not found",
     "NVML_ERROR_DRIVER_NOT_LOADED": "NVIDIA driver not loaded",
@@ -71,6 +83,9 @@ class _Device:
     unknown_now: bool = False
     process_util_seen: int = 0
     gpm: _Gpm | None = None
+    pcie_counts: dict[int, tuple[int, float]] = field(default_factory=dict)
+    pcie_kept: dict[str, float | None] = field(default_factory=dict)
+    pcie_turn: int = 0
 
 
 def _text(value: Any) -> str:
@@ -81,7 +96,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def open_nvml(module: ModuleType | None = None) -> GpuSource:
+def open_nvml(
+    module: ModuleType | None = None, clock: Callable[[], float] = time.monotonic
+) -> GpuSource:
     """Start NVML and return a source over its devices, or a NoGpuSource that says why not."""
     try:
         nv = module if module is not None else _import_pynvml()
@@ -102,7 +119,7 @@ def open_nvml(module: ModuleType | None = None) -> GpuSource:
     if count == 0:
         _shutdown(nv)
         return NoGpuSource(f"no GPU data: NVML (driver {driver}) found no GPUs")
-    return NvmlSource(nv, count, driver)
+    return NvmlSource(nv, count, driver, clock=clock)
 
 
 def _import_pynvml() -> ModuleType:
@@ -131,8 +148,15 @@ def _shutdown(nv: ModuleType) -> None:
 class NvmlSource:
     """Samples every NVML device once per call; fields NVML cannot give are None."""
 
-    def __init__(self, nv: ModuleType, count: int, driver_version: str) -> None:
+    def __init__(
+        self,
+        nv: ModuleType,
+        count: int,
+        driver_version: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._nv = nv
+        self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
         self._ticks = 0
@@ -141,6 +165,21 @@ class NvmlSource:
         self._lost = _codes(nv, _LOST)
         self._unknown = _codes(nv, ("NVML_ERROR_UNKNOWN",))
         self._memory_v2 = getattr(nv, "nvmlMemory_v2", None)
+        self._success = getattr(nv, "NVML_SUCCESS", 0)
+        self._pcie_fields = (
+            getattr(nv, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198),
+            getattr(nv, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197),
+        )
+        # SM occupancy, tensor activity, then PCIe rx and tx in MiB/s.
+        self._gpm_ids = (
+            getattr(nv, "NVML_GPM_METRIC_SM_OCCUPANCY", 3),
+            getattr(nv, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5),
+            getattr(nv, "NVML_GPM_METRIC_PCIE_RX_PER_SEC", 21),
+            getattr(nv, "NVML_GPM_METRIC_PCIE_TX_PER_SEC", 20),
+        )
+        self._counter_members = {
+            getattr(nv, name): member for name, member in _COUNTER_MEMBERS if hasattr(nv, name)
+        }
         self._devices = [self._open_device(index) for index in range(count)]
 
     def _open_device(self, index: int) -> _Device:
@@ -218,11 +257,8 @@ class NvmlSource:
                               getattr(nv, "NVML_CLOCK_SM", 1))
         mem_clock = self._call(dev, "memory_clock", "nvmlDeviceGetClockInfo", h,
                                getattr(nv, "NVML_CLOCK_MEM", 2))
-        rx = self._call(dev, "pcie_rx", "nvmlDeviceGetPcieThroughput", h,
-                        getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1))
-        tx = self._call(dev, "pcie_tx", "nvmlDeviceGetPcieThroughput", h,
-                        getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0))
-        occupancy, tensor = self._gpm_metrics(dev)
+        rx, tx, occupancy, tensor = self._pcie_and_gpm(dev)
+        processes = self._processes(dev)
         return GpuSample(
             index=dev.index,
             name=dev.name,
@@ -236,12 +272,90 @@ class NvmlSource:
             power_limit_w=dev.power_limit_w,
             sm_clock_mhz=int(sm_clock) if sm_clock is not None else None,
             memory_clock_mhz=int(mem_clock) if mem_clock is not None else None,
-            pcie_rx_bytes_per_s=float(rx * PCIE_KB) if rx is not None else None,
-            pcie_tx_bytes_per_s=float(tx * PCIE_KB) if tx is not None else None,
+            pcie_rx_bytes_per_s=rx,
+            pcie_tx_bytes_per_s=tx,
             sm_occupancy_percent=occupancy,
             tensor_active_percent=tensor,
-            processes=self._processes(dev),
+            processes=processes or (),
+            processes_known=processes is not None,
         )
+
+    def _pcie_and_gpm(
+        self, dev: _Device
+    ) -> tuple[float | None, float | None, float | None, float | None]:
+        """PCIe rx/tx from the cheapest source the device has, then SM occupancy and tensor.
+
+        Byte counters first; else GPM's PCIe metrics in the request GPM makes anyway;
+        else the slow throughput call, spread over ticks.
+        """
+        rx, tx = self._pcie_counters(dev)
+        gpm_pcie = "pcie_counters" in dev.unsupported and self._gpm_gives_pcie(dev)
+        ids = list(self._gpm_ids[:4] if gpm_pcie else self._gpm_ids[:2])
+        gpm = self._gpm_metrics(dev, ids)
+        if gpm_pcie:
+            rx, tx = _rate(gpm[2], MIB), _rate(gpm[3], MIB)
+        if "pcie_counters" in dev.unsupported and not self._gpm_gives_pcie(dev):
+            rx, tx = self._pcie_throughput(dev)
+        return rx, tx, _percent(gpm[0]), _percent(gpm[1])
+
+    def _pcie_counters(self, dev: _Device) -> tuple[float | None, float | None]:
+        """PCIe rx/tx bytes per second from the driver's byte counters, in one call."""
+        if "pcie_counters" in dev.unsupported:
+            return None, None
+        values = self._call(dev, "pcie_counters", "nvmlDeviceGetFieldValues", dev.handle,
+                            list(self._pcie_fields))
+        now = self._clock()
+        if values is None:
+            return None, None
+        counts: dict[int, int | None] = {}
+        for value in values:
+            code = int(value.nvmlReturn)
+            if code in self._permanent:
+                dev.unsupported.add("pcie_counters")
+                return None, None
+            counts[int(value.fieldId)] = self._counter(value) if code == self._success else None
+        rx, tx = (self._counter_rate(dev, i, counts.get(i), now) for i in self._pcie_fields)
+        return rx, tx
+
+    def _counter(self, value: Any) -> int | None:
+        """A field value as a byte count, or None for an unexpected type or a marker."""
+        member = self._counter_members.get(int(value.valueType))
+        if member is None:
+            return None
+        count = int(getattr(value.value, member))
+        return count if 0 <= count < NOT_AVAILABLE_ULL else None
+
+    def _counter_rate(
+        self, dev: _Device, field_id: int, count: int | None, now: float
+    ) -> float | None:
+        """Bytes per second since the last reading; None first, and where it went backwards."""
+        if count is None:
+            return None
+        previous = dev.pcie_counts.get(field_id)
+        dev.pcie_counts[field_id] = (count, now)
+        if previous is None or count < previous[0] or now <= previous[1]:
+            return None
+        return (count - previous[0]) / (now - previous[1])
+
+    def _gpm_gives_pcie(self, dev: _Device) -> bool:
+        return dev.gpm is not None and not {"gpm", "gpm_pcie"} & dev.unsupported
+
+    def _pcie_throughput(self, dev: _Device) -> tuple[float | None, float | None]:
+        """Last resort: each call samples for ~20 ms, so it is spread over ticks."""
+        nv = self._nv
+        directions = (
+            ("pcie_rx", getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)),
+            ("pcie_tx", getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+        )
+        # One direction per device every Nth tick, devices staggered: a value is up to 2N ticks old.
+        due = (self._ticks + dev.index) % PCIE_THROUGHPUT_EVERY == 0
+        for turn, (key, counter) in enumerate(directions):
+            if key not in dev.pcie_kept or (due and dev.pcie_turn == turn):
+                kb = self._call(dev, key, "nvmlDeviceGetPcieThroughput", dev.handle, counter)
+                dev.pcie_kept[key] = float(kb * PCIE_KB) if kb is not None else None
+        if due:
+            dev.pcie_turn = 1 - dev.pcie_turn
+        return dev.pcie_kept["pcie_rx"], dev.pcie_kept["pcie_tx"]
 
     def _memory(self, dev: _Device) -> Any:
         """v2 memory info (its `used` leaves out driver-reserved memory) where present, else v1."""
@@ -252,8 +366,11 @@ class NvmlSource:
                 return memory
         return self._call(dev, "memory", "nvmlDeviceGetMemoryInfo", dev.handle)
 
-    def _processes(self, dev: _Device) -> tuple[GpuProcess, ...]:
-        """Compute processes with their GPU memory, newest API first, SM util joined in."""
+    def _processes(self, dev: _Device) -> tuple[GpuProcess, ...] | None:
+        """Compute processes with their GPU memory, newest API first, SM util joined in.
+
+        None when NVML refused every query: the process list is unknown, not empty.
+        """
         infos = None
         for key, function in (
             ("processes_v3", "nvmlDeviceGetComputeRunningProcesses_v3"),
@@ -263,6 +380,8 @@ class NvmlSource:
             infos = self._call(dev, key, function, dev.handle)
             if infos is not None or key not in dev.unsupported:
                 break
+        if infos is None:
+            return None
         if not infos:
             return ()
         memory: dict[int, int | None] = {}
@@ -303,20 +422,20 @@ class NvmlSource:
             return None
         return gpm
 
-    def _gpm_metrics(self, dev: _Device) -> tuple[float | None, float | None]:
-        """SM occupancy and tensor activity between the previous tick's GPM sample and this one."""
+    def _gpm_metrics(self, dev: _Device, ids: list[int]) -> list[float | None]:
+        """GPM metrics `ids` between the previous tick's GPM sample and this one."""
         gpm = dev.gpm
+        result: list[float | None] = [None] * len(ids)
         if gpm is None:
-            return None, None
+            return result
         current = gpm.buffers[gpm.current]
         if self._call(dev, "gpm", "nvmlGpmSampleGet", dev.handle, current) is None:
             gpm.have_previous = False
             if "gpm" in dev.unsupported:
                 self._close_gpm(dev)
-            return None, None
-        result: tuple[float | None, float | None] = (None, None)
+            return result
         if gpm.have_previous:
-            result = self._gpm_between(dev, gpm.buffers[1 - gpm.current], current)
+            result = self._gpm_between(dev, ids, gpm.buffers[1 - gpm.current], current)
         gpm.have_previous = True
         gpm.current = 1 - gpm.current
         if "gpm" in dev.unsupported:
@@ -324,10 +443,9 @@ class NvmlSource:
         return result
 
     def _gpm_between(
-        self, dev: _Device, first: Any, second: Any
-    ) -> tuple[float | None, float | None]:
+        self, dev: _Device, ids: list[int], first: Any, second: Any
+    ) -> list[float | None]:
         nv = self._nv
-        ids = (nv.NVML_GPM_METRIC_SM_OCCUPANCY, nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL)
         request = nv.c_nvmlGpmMetricsGet_t()
         request.version = nv.NVML_GPM_METRICS_GET_VERSION
         request.numMetrics = len(ids)
@@ -337,12 +455,12 @@ class NvmlSource:
             request.metrics[i].metricId = metric_id
         got = self._call(dev, "gpm", "nvmlGpmMetricsGet", request)
         if got is None:
-            return None, None
-        values = [
-            _percent(m.value) if m.nvmlReturn == nv.NVML_SUCCESS else None
-            for m in (got.metrics[0], got.metrics[1])
-        ]
-        return values[0], values[1]
+            return [None] * len(ids)
+        metrics = [got.metrics[i] for i in range(len(ids))]
+        if any(m.metricId in self._gpm_ids[2:] and m.nvmlReturn in self._permanent
+               for m in metrics):
+            dev.unsupported.add("gpm_pcie")
+        return [float(m.value) if m.nvmlReturn == nv.NVML_SUCCESS else None for m in metrics]
 
     def _close_gpm(self, dev: _Device) -> None:
         if dev.gpm is not None:
@@ -376,6 +494,13 @@ def _percent(value: Any) -> float | None:
     return number if 0.0 <= number <= 100.0 else None
 
 
+def _rate(value: float | None, unit: int) -> float | None:
+    """A non-negative per-second reading in bytes, or None."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value * unit
+
+
 def _bytes_or_none(value: Any) -> int | None:
     if value is None or int(value) >= NOT_AVAILABLE_ULL:
         return None
@@ -389,4 +514,5 @@ def _lost_sample(dev: _Device) -> GpuSample:
         memory_util_percent=None, memory_used_bytes=None, memory_total_bytes=dev.memory_total,
         temperature_c=None, power_w=None, power_limit_w=dev.power_limit_w, sm_clock_mhz=None,
         memory_clock_mhz=None, pcie_rx_bytes_per_s=None, pcie_tx_bytes_per_s=None, lost=True,
+        processes_known=False,
     )

@@ -11,7 +11,22 @@ import ctypes
 import string
 import sys
 from collections import Counter
-from ctypes import POINTER, Structure, c_char_p, c_double, c_uint, c_ulonglong, c_void_p
+from ctypes import (
+    POINTER,
+    Structure,
+    Union,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int64,
+    c_longlong,
+    c_uint,
+    c_uint32,
+    c_ulong,
+    c_ulonglong,
+    c_ushort,
+    c_void_p,
+)
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,9 +72,20 @@ NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
 NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
 NVML_GPM_METRIC_SM_OCCUPANCY = 3
 NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20
+NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21
 NVML_GPM_METRIC_MAX = 477
 NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_SUPPORT_VERSION = 1
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198
 
 
 class NVMLLibraryMismatchError(Exception):
@@ -174,6 +200,30 @@ class c_nvmlGpmMetricsGet_t(Structure):
     ]
 
 
+class c_nvmlValue_t(Union):
+    _fields_ = [
+        ("dVal", c_double),
+        ("uiVal", c_uint),
+        ("ulVal", c_ulong),
+        ("ullVal", c_ulonglong),
+        ("sllVal", c_longlong),
+        ("siVal", c_int),
+        ("usVal", c_ushort),
+    ]
+
+
+class c_nvmlFieldValue_t(Structure):
+    _fields_ = [
+        ("fieldId", c_uint32),
+        ("scopeId", c_uint32),
+        ("timestamp", c_int64),
+        ("latencyUsec", c_int64),
+        ("valueType", c_uint),
+        ("nvmlReturn", c_uint),
+        ("value", c_nvmlValue_t),
+    ]
+
+
 class nvmlFriendlyObject:
     """Attribute bag the real module returns for process records."""
 
@@ -203,6 +253,11 @@ class FakeDevice:
     memory_clock: int = 2619
     pcie_rx_kb: int = 1000
     pcie_tx_kb: int = 500
+    # PCIe byte counters (field values 198/197); None: the driver refuses the field.
+    pcie_rx_bytes: int | None = None
+    pcie_tx_bytes: int | None = None
+    field_errors: dict[int, int] = field(default_factory=dict)
+    field_types: dict[int, int] = field(default_factory=dict)
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     process_util: list[tuple[int, int, int]] = field(default_factory=list)
     gpm_supported: bool = False
@@ -342,6 +397,26 @@ def nvmlDeviceGetClockInfo(handle: _Handle, type: int) -> int:
 def nvmlDeviceGetPcieThroughput(device: _Handle, counter: int) -> int:
     fake = _device("nvmlDeviceGetPcieThroughput", device)
     return fake.pcie_rx_kb if counter == NVML_PCIE_UTIL_RX_BYTES else fake.pcie_tx_kb
+
+
+def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list[Any]) -> Any:
+    """One call for many fields; each entry has its own nvmlReturn, as in the real library."""
+    device = _device("nvmlDeviceGetFieldValues", handle)
+    values = (c_nvmlFieldValue_t * len(fieldIds))()
+    counters = {
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES: device.pcie_rx_bytes,
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES: device.pcie_tx_bytes,
+    }
+    for value, field_id in zip(values, fieldIds, strict=True):
+        value.fieldId = field_id
+        reading = counters.get(field_id)
+        value.nvmlReturn = device.field_errors.get(
+            field_id, NVML_ERROR_NOT_SUPPORTED if reading is None else NVML_SUCCESS
+        )
+        value.valueType = device.field_types.get(field_id, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG)
+        if value.nvmlReturn == NVML_SUCCESS and reading is not None:
+            value.value.ullVal = reading
+    return values
 
 
 def _process_records(function: str, handle: _Handle) -> list[nvmlFriendlyObject]:
