@@ -73,6 +73,7 @@ def gpu_json(gpu: GpuSample) -> dict[str, Any]:
         "sm_occupancy_percent": gpu.sm_occupancy_percent,
         "tensor_active_percent": gpu.tensor_active_percent,
         "lost": gpu.lost,
+        "processes_known": gpu.processes_known,
         "processes": [
             {
                 "pid": p.pid,
