@@ -117,7 +117,7 @@ def _main(args: argparse.Namespace) -> int:
         check_attach(args.attach)
     if args.once:
         return _once(args)
-    from gputop.wiring import run_live
+    from gputop.tui.launch import run_live
 
     return run_live(
         interval_s=args.interval,
@@ -167,7 +167,7 @@ def _run(argv: list[str]) -> int:
     from gputop.wiring import build_sampler, start_probed
 
     child = start_probed(command)
-    from gputop.wiring import run_attached_child
+    from gputop.tui.launch import run_attached_child
 
     return run_attached_child(
         child, interval_s=args.interval, membw=args.membw, build_sampler=build_sampler

@@ -151,7 +151,7 @@ class Sampler:
 
     def close(self) -> None:
         """Release what the sources hold (NVML handles, perf fds, ring mappings)."""
-        for source in (self.gpu, self.membw, self.attach_source):
+        for source in (self.gpu, self.processes, self.membw, self.attach_source):
             if source is not None:
                 source.close()
 

@@ -35,6 +35,8 @@ class ProcessSource(Protocol):
         self, gpu: GpuReport, probe_pids: frozenset[int]
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]: ...
 
+    def close(self) -> None: ...
+
 
 class MemoryBandwidthSource(Protocol):
     """Host memory-bandwidth pressure from the best source allowed here."""
