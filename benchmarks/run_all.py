@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark in turn, each printing figures and ratios to a same-run reference."""
+"""`make bench`: every benchmark in turn, each with ratios to a reference from the same run."""
 
 from __future__ import annotations
 
