@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import pwd
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -130,3 +134,56 @@ def test_this_machine_has_no_uncore_pmu() -> None:
         meter.close()
         pytest.skip(f"this machine has uncore counters: {why}")
     assert why
+
+
+UNPRIVILEGED = r"""
+import errno, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from gputop.sources.membw import perf_event as pe
+from gputop.sources.membw.uncore import UncoreMeter, UncorePlan, PlannedEvent
+out = {"paranoid": pe.paranoid_level(), "refusal": pe.cpu_wide_refusal()}
+try:
+    with pe.PerfCounter.open(pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_TASK_CLOCK, pid=0,
+                             exclude_kernel=True) as c:
+        c.enable()
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+        out["task_clock"] = c.read().value
+except OSError as exc:
+    out["task_clock_errno"] = exc.errno
+ev = PlannedEvent("software", pe.PERF_TYPE_SOFTWARE, (0,), "cpu-clock",
+                  (pe.PERF_COUNT_SW_CPU_CLOCK, 0, 0), 1.0, "read")
+try:
+    UncoreMeter.open(UncorePlan("t", (ev,), "t")).close()
+    out["cpu_wide"] = "opened"
+except OSError as exc:
+    out["cpu_wide"] = exc.errno in pe.DENIED_ERRNOS and "denied" or exc.errno
+print(json.dumps(out))
+"""
+
+
+def test_unprivileged_user_gets_task_clock_and_a_clean_cpu_wide_refusal() -> None:
+    """As `nobody` (stdlib-only code, system python): what a normal user gets from perf."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("needs root to drop to nobody, and a system python3")
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no nobody user")
+    repo = str(Path(__file__).resolve().parent.parent)
+    run = subprocess.run([python, "-c", UNPRIVILEGED, repo], user="nobody", cwd="/",
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0 and "Permission denied" in run.stderr:
+        pytest.skip(f"nobody cannot read the checkout: {run.stderr.strip()[-200:]}")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    level = out["paranoid"]
+    if "task_clock_errno" in out:
+        assert out["task_clock_errno"] in (errno.EACCES, errno.EPERM)
+        pytest.skip(f"perf_event_paranoid={level} forbids even self-profiling for users")
+    assert out["task_clock"] > 0
+    if level is not None and level >= 1:
+        assert out["refusal"] and f"perf_event_paranoid={level}" in out["refusal"]
+        assert out["cpu_wide"] == "denied"
