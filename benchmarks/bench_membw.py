@@ -133,6 +133,12 @@ def main() -> None:
     assert source is not None
     print(f"ladder: {source.source} (opened in {opened * 1e3:.0f} ms); "
           f"refusals: {'; '.join(source.why) or 'none'}")
+    source.sample()  # calibrates
+    started = time.perf_counter()
+    for _ in range(200):
+        source.sample()  # canary not due: PSI + vmstat only
+    per_tick = (time.perf_counter() - started) / 200
+    print(f"sample() between canaries (PSI + vmstat): {per_tick * 1e6:.0f} us")
     source.close()
     estimator = CanaryEstimator(Canary(footprint))
     started = time.perf_counter()
