@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
     """Our environment with rings in `ring_dir` and this checkout importable."""
-    env = dict(os.environ, GPUTOP_RING_DIR=str(ring_dir), **extra)
+    env = {**os.environ, "GPUTOP_RING_DIR": str(ring_dir), **extra}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
 

@@ -221,7 +221,8 @@ def _ready(proc: subprocess.Popen[str]) -> bool:
 
 
 def test_a_killed_trainers_ring_is_ignored_and_removed(tmp_path: Path) -> None:
-    code = "import gputop.probe as p, time; p.annotate(x=1); print('up', flush=True); time.sleep(60)"
+    code = ("import gputop.probe as p, time; p.annotate(x=1); print('up', flush=True); "
+            "time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env=trainer_env(tmp_path), cwd=ROOT)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"

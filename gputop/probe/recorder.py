@@ -157,10 +157,7 @@ class Recorder:
         if self._trains:
             flags |= layout.F_OPTIMIZER
             if loader and self._train_loader != loader:
-                self._train_loader = loader
-                self._in_epoch = 1  # this loader's earlier steps were counted as other
-                if loader in self._loader_facts:
-                    self.annotate(self._loader_facts[loader])
+                self._switch_training_loader(loader)
         if loader and not self._is_training_loader(loader):
             flags |= layout.F_OTHER
         else:
@@ -184,6 +181,17 @@ class Recorder:
         self._step += 1
         acc[0] = acc[1] = acc[2] = acc[3] = NONE
         self._trains = False
+
+    def _switch_training_loader(self, loader: int) -> None:
+        """`loader` enclosed an optimizer step: it trains (a new one per epoch is an epoch)."""
+        if self._train_loader or loader != self._first_loader:
+            self._in_epoch = 0
+            if self._train_loader and self._step > self._epoch_mark:
+                self._epoch += 1
+                self._epoch_mark = self._step
+        self._train_loader = loader
+        if loader in self._loader_facts:
+            self.annotate(self._loader_facts[loader])
 
     def _is_training_loader(self, loader: int) -> bool:
         if self._train_loader:

@@ -76,7 +76,7 @@ class _Trainer:
         self.path = layout.ring_path(pid, directory=directory)
         self.reader: RingReader | None = None
         self.steps: deque[tuple[int, StepRecord]] = deque(maxlen=window)
-        self.train_loader = 0
+        self.train_loaders: set[int] = set()
         self.alive = True
         self.error: str | None = None
         self.config = TrainerConfig()
@@ -85,8 +85,8 @@ class _Trainer:
         if self.alive:
             self._read()
         steps = tuple(
-            s for loader, s in self.steps if not loader or not self.train_loader
-            or loader == self.train_loader
+            s for loader, s in self.steps
+            if not loader or not self.train_loaders or loader in self.train_loaders
         )
         summary = summarize(steps) if steps else EMPTY_SUMMARY
         dropped = self.reader.dropped if self.reader is not None else 0
@@ -121,7 +121,7 @@ class _Trainer:
         if raw.flags & layout.F_OTHER:
             return
         if raw.flags & layout.F_OPTIMIZER and raw.loader:
-            self.train_loader = raw.loader
+            self.train_loaders.add(raw.loader)  # its steps train (a loader per epoch is fine)
         self.steps.append((raw.loader, to_step(raw)))
 
     def close(self) -> None:

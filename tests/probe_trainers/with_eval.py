@@ -21,7 +21,7 @@ def main(code):
             loss.backward()
             opt.step()
         with torch.no_grad():
-            for x, y in evaluate:
+            for x, _ in evaluate:
                 model(x)
     return code
 
