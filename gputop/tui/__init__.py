@@ -18,14 +18,34 @@ def build_app(
     demo: DemoTrainer | None = None,
     start: bool = True,
 ) -> GputopApp:
-    """The app users run: sampling starts here, before Textual mounts, for an early first frame."""
+    """The app users run. Sampling starts first, so Textual loads while frame one is measured.
+
+    `attach_pid` (or else the demo trainer) is attached now if its ring exists, otherwise
+    as soon as a frame shows it with a probe.
+    """
+    from gputop.tui.slot import FrameSlot
+
+    slot = FrameSlot()
+    pending = attach_pid if attach_pid is not None else (demo.pid if demo else None)
+    if start:
+        pending = _attach_now(sampler, pending)
+        sampler.start(slot.put)
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
 
-    app = GputopApp(sampler, attach_pid=attach_pid, demo=demo, driver_class=QuietLinuxDriver)
-    if start:
-        app.start_sampling()
-    return app
+    return GputopApp(sampler, attach_pid=pending, demo=demo, slot=slot,
+                     driver_class=QuietLinuxDriver)
+
+
+def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
+    """Attach to `pid` now; return it when that has to wait for its ring to appear."""
+    if pid is None:
+        return None
+    try:
+        sampler.attach(pid)
+    except (ValueError, OSError):
+        return pid
+    return None
 
 
 def run_tui(

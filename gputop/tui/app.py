@@ -15,6 +15,7 @@ from textual.widgets import Footer, Input
 from gputop.model import Frame
 from gputop.tui.history import History
 from gputop.tui.messages import FrameReady, RowActivated
+from gputop.tui.slot import FrameSlot
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.gpus import gpu_lines
 from gputop.tui.views.header import header_lines
@@ -67,8 +68,9 @@ class GputopApp(App[int]):
         Binding("escape", "clear_filter", "clear filter", show=False),
     ]
 
-    def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,
-                 demo: object | None = None, **kwargs: object) -> None:
+    def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,  # still to attach
+                 demo: object | None = None, slot: FrameSlot | None = None,
+                 **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.sampler = sampler
         self.attach_pid = attach_pid
@@ -77,35 +79,21 @@ class GputopApp(App[int]):
         self.history = History()
         self.state = TableState()
         self.attach_error: str | None = None
-        self._want_attach = attach_pid if attach_pid is not None else getattr(demo, "pid", None)
-        self._slot_lock = threading.Lock()
-        self._parked: Frame | None = None
-        self._accepting = False
+        self._want_attach = attach_pid
+        self.slot = slot or FrameSlot()
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
     def deliver(self, frame: Frame) -> None:
         """Called on the sampler thread: park the frame and wake the UI (bursts collapse)."""
-        with self._slot_lock:
-            self._parked = frame
-            ready = self._accepting
-        if ready:
-            self.post_message(FrameReady())
+        self.slot.put(frame)
 
-    def start_sampling(self) -> None:
-        """Start the sampler now, before the app mounts, so the first frame is early."""
-        if self._want_attach is not None:
-            try:
-                self.sampler.attach(self._want_attach)
-                self._want_attach = None
-            except (ValueError, OSError):
-                pass  # no ring yet: retried when the process shows up with a probe
-        self.sampler.start(self.deliver)
+    def _wake(self) -> None:
+        self.post_message(FrameReady())
 
     def on_frame_ready(self, _message: FrameReady) -> None:
         """Take the newest parked frame and show it."""
-        with self._slot_lock:
-            frame, self._parked = self._parked, None
+        frame = self.slot.take()
         if frame is not None:
             self.show_frame(frame)
 
@@ -145,9 +133,7 @@ class GputopApp(App[int]):
         self.query_one("#filter", Input).display = False
         self.query_one(ProcessTable).focus()
         self._install_signal_handlers()
-        with self._slot_lock:
-            self._accepting = True
-            frame, self._parked = self._parked, None
+        frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)
         else:
