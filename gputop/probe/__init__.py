@@ -80,10 +80,11 @@ class _Phase:
         self._t0 = perf_counter_ns()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        ns = perf_counter_ns() - self._t0
         rec = _rec
         if rec is not None:
-            rec.add_phase(self._index, perf_counter_ns() - self._t0)
+            rec.add_phase(self._index, ns)
 
 
 _phases = {name: _Phase(index) for name, index in PHASES.items()}

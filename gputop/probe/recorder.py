@@ -22,6 +22,9 @@ WARMUP_STEPS = 3
 H2D, FORWARD, BACKWARD, OPTIMIZER = range(4)
 PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
 NONE = layout.NONE
+F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT = (
+    layout.F_WARMUP, layout.F_OPTIMIZER, layout.F_OTHER, layout.F_IMPLICIT
+)
 
 
 class Recorder:
@@ -153,16 +156,16 @@ class Recorder:
     def _close(self, t: int) -> None:
         self._open = False
         loader = self._loader
-        flags = 0 if loader else layout.F_IMPLICIT
+        flags = 0 if loader else F_IMPLICIT
         if self._trains:
-            flags |= layout.F_OPTIMIZER
+            flags |= F_OPTIMIZER
             if loader and self._train_loader != loader:
                 self._switch_training_loader(loader)
-        if loader and not self._is_training_loader(loader):
-            flags |= layout.F_OTHER
+        if loader and loader != (self._train_loader or self._first_loader):
+            flags |= F_OTHER
         else:
             if self._in_epoch < WARMUP_STEPS:
-                flags |= layout.F_WARMUP
+                flags |= F_WARMUP
             self._in_epoch += 1
         acc = self._acc
         if self.enabled:

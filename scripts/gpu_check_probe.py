@@ -1,0 +1,122 @@
+"""`make gpu-check`, probe part: a small CUDA trainer under `python -m gputop.probe` (≤ 2 min).
+
+Checks that steps carry GPU times (gpu_ns, gpu_gap_ns) and sensible verdicts for a
+data-starved and a compute-heavy run, and measures the slowdown with vs without the probe
+from alternating runs of the same script. No textual. Exit 0 when every check passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gputop.sources.attach import RingAttachSource  # noqa: E402
+
+TRAINER = r'''
+import json, sys, time
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+mode, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+class Samples(Dataset):
+    def __len__(self):
+        return 10**6
+    def __getitem__(self, i):
+        if mode == "starved":
+            time.sleep(0.0005)
+        return torch.randn(1024), i % 10
+
+torch.manual_seed(0)
+width = 4096 if mode == "heavy" else 256
+model = nn.Sequential(nn.Linear(1024, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                      nn.Linear(width, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(Samples(), batch_size=256, num_workers=2, pin_memory=True)
+t0 = None
+for i, (x, y) in enumerate(loader):
+    if i == 10:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+    if i == steps:
+        break
+    x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+    for _ in range(4 if mode == "heavy" else 1):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+torch.cuda.synchronize()
+json.dump({"loop_s": time.perf_counter() - t0}, open(out, "w"))
+'''
+
+
+def run(script: Path, mode: str, steps: int, ring_dir: Path, probed: bool) -> tuple[dict, object]:
+    """One trainer run; with the probe, also what the attach source read from its ring."""
+    out = ring_dir / f"{mode}-{probed}-{time.monotonic_ns()}.json"
+    env = {**os.environ, "GPUTOP_RING_DIR": str(ring_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    head = [sys.executable, "-m", "gputop.probe"] if probed else [sys.executable]
+    proc = subprocess.Popen([*head, str(script), mode, str(steps), str(out)], env=env)
+    source = RingAttachSource(directory=str(ring_dir))
+    source.attach(proc.pid)
+    while proc.poll() is None:
+        source.sample()
+        time.sleep(0.05)
+    state = source.sample()[0] if probed else None
+    source.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"trainer {mode} (probe={probed}) exited {proc.returncode}")
+    return json.loads(out.read_text()), state
+
+
+def check(name: str, ok: bool, detail: str) -> bool:
+    print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}", flush=True)
+    return ok
+
+
+def main() -> int:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ring_dir = Path(tmp)
+        script = ring_dir / "cuda_trainer.py"
+        script.write_text(TRAINER)
+        for mode, expected in (("starved", "data-bound"), ("heavy", "compute-bound")):
+            _, state = run(script, mode, 150, ring_dir, probed=True)
+            steps = [s for s in state.steps if not s.warmup]
+            timed = [s for s in steps if s.gpu_ns is not None and s.gpu_gap_ns is not None]
+            results.append(check(f"{mode}: GPU times", len(timed) >= 0.8 * max(1, len(steps)),
+                                 f"{len(timed)}/{len(steps)} steps have gpu_ns and gpu_gap_ns"))
+            s = state.summary
+            results.append(check(
+                f"{mode}: verdict", s.verdict == expected,
+                f"{s.verdict} (expected {expected}), input {s.input_bound_percent}% band "
+                f"{s.band}, device {state.config.device}, dropped {state.dropped_records}"))
+            if timed:
+                host = sorted(t.data_ns or 0 for t in timed)[len(timed) // 2]
+                gap = sorted(t.gpu_gap_ns or 0 for t in timed)[len(timed) // 2]
+                gpu = sorted(t.gpu_ns or 0 for t in timed)[len(timed) // 2]
+                print(f"      median host wait {host / 1e6:.2f} ms, GPU gap {gap / 1e6:.2f} ms,"
+                      f" GPU busy {gpu / 1e6:.2f} ms")
+        plain, probed = [], []
+        for i in range(4):  # alternate: plain, probed, probed, plain
+            with_probe = i in (1, 2)
+            own, _ = run(script, "heavy", 110, ring_dir, probed=with_probe)
+            (probed if with_probe else plain).append(own["loop_s"])
+        ratio = sum(probed) / sum(plain)
+        results.append(check("slowdown", ratio <= 1.02,
+                             f"x{ratio:.4f} with the probe (runs {plain} vs {probed})"))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
