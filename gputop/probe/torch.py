@@ -1,17 +1,16 @@
 """The torch integration: DataLoader iterators, backward, optimizer steps, CUDA events.
 
-Imported only after the program itself imported torch. Every patch forwards to the
-original first and records around it; none changes arguments, results or timing order.
+Used only after the program itself imported torch (torch is imported inside install(),
+so even importing this module costs nothing). Every patch forwards to the original and
+records around it; none changes arguments, results or the order of work.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from time import perf_counter_ns
 from typing import Any
-
-import torch
-from torch.utils.data import dataloader as _dl
 
 from gputop.probe import loader_facts, loader_id
 from gputop.probe.recorder import BACKWARD, NONE, Recorder
@@ -23,14 +22,17 @@ def install(rec: Recorder) -> None:
     """Patch torch once per process; later calls do nothing."""
     if _installed:
         return
+    import torch
+
     _installed.append(rec)
-    _patch_loaders(rec)
-    _patch_backward(rec)
-    _hook_optimizers(rec)
+    _patch_loaders(rec, torch)
+    _patch_backward(rec, torch)
+    _hook_optimizers(rec, torch)
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
 
 
-def _patch_loaders(rec: Recorder) -> None:
+def _patch_loaders(rec: Recorder, torch: Any) -> None:
+    _dl = importlib.import_module("torch.utils.data.dataloader")
     loader_cls = _dl.DataLoader
     iter_cls = _dl._BaseDataLoaderIter
     orig_iter = loader_cls.__iter__
@@ -42,14 +44,14 @@ def _patch_loaders(rec: Recorder) -> None:
         facts = loader_facts(self)
         facts["num_threads"] = torch.get_num_threads()
         try:
-            it._gputop_loader = lid  # type: ignore[attr-defined]
-            it._gputop_batch = (  # type: ignore[attr-defined]
+            it._gputop_loader = lid
+            it._gputop_batch = (
                 self.batch_size if isinstance(self.batch_size, int) else NONE
             )
         except AttributeError:
             pass
         rec.iteration_begin(lid, facts)
-        _maybe_time_gpu(rec)
+        _maybe_time_gpu(rec, torch)
         return it
 
     def __next__(self: Any) -> Any:
@@ -63,11 +65,11 @@ def _patch_loaders(rec: Recorder) -> None:
                       getattr(self, "_gputop_batch", NONE))
         return item
 
-    loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
-    iter_cls.__next__ = __next__  # type: ignore[method-assign]
+    loader_cls.__iter__ = __iter__
+    iter_cls.__next__ = __next__
 
 
-def _patch_backward(rec: Recorder) -> None:
+def _patch_backward(rec: Recorder, torch: Any) -> None:
     orig = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
@@ -82,11 +84,8 @@ def _patch_backward(rec: Recorder) -> None:
     torch.autograd.backward = backward
 
 
-def _hook_optimizers(rec: Recorder) -> None:
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
+def _hook_optimizers(rec: Recorder, torch: Any) -> None:
+    hooks = importlib.import_module("torch.optim.optimizer")
 
     started = [0]
     seen: set[int] = set()
@@ -99,10 +98,10 @@ def _hook_optimizers(rec: Recorder) -> None:
         if id(opt) not in seen:
             seen.add(id(opt))
             _note_device(rec, opt)
-            _maybe_time_gpu(rec)
+            _maybe_time_gpu(rec, torch)
 
-    register_optimizer_step_pre_hook(pre)
-    register_optimizer_step_post_hook(post)
+    hooks.register_optimizer_step_pre_hook(pre)
+    hooks.register_optimizer_step_post_hook(post)
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:
@@ -114,7 +113,7 @@ def _note_device(rec: Recorder, opt: Any) -> None:
     rec.annotate({"device": device})
 
 
-def _maybe_time_gpu(rec: Recorder) -> None:
+def _maybe_time_gpu(rec: Recorder, torch: Any) -> None:
     """Start GPU timing once the program itself has initialized CUDA (never before)."""
     if rec.gpu is not None or os.environ.get("GPUTOP_PROBE_GPU") == "0":
         return
