@@ -30,6 +30,7 @@ screenshots: $(STAMP)
 
 gpu-check:
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check.py
+	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check_probe.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
