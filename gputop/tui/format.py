@@ -99,7 +99,7 @@ def bar_parts(fraction: float | None, width: int) -> tuple[str, str]:
 
 
 def sparkline(values: Iterable[float | None], width: int, top: float = 100.0) -> str:
-    """The last `width` values as block characters scaled to `top`; gaps where unknown."""
+    """The last `width` values as block characters scaled to `top`; blank where unknown."""
     recent = list(values)[-width:] if width > 0 else []
     cells = []
     for value in recent:
@@ -107,7 +107,7 @@ def sparkline(values: Iterable[float | None], width: int, top: float = 100.0) ->
             cells.append(" ")
             continue
         level = 0 if top <= 0 else round(max(0.0, min(1.0, value / top)) * 8)
-        cells.append(_BLOCKS[level] if level or value <= 0 else _BLOCKS[1])
+        cells.append(_BLOCKS[max(1, level)])  # zero is a floor line; unknown stays blank
     return "".join(cells).rjust(width)
 
 

@@ -1,4 +1,4 @@
-"""SVG snapshots of the real app: fixed sizes, frozen frame clock, simulated GPUs, recorded processes.
+"""SVG snapshots of the real app: fixed sizes, frozen frame clock, simulated GPUs, recorded procs.
 
 Update after an intended change: `pytest tests/tui/test_snapshots.py --snapshot-update`.
 """
