@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench screenshots gpu-check clean
+.PHONY: demo test test-snapshot-update lint bench screenshots gpu-check clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ test: lint
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+test-snapshot-update: $(STAMP)
+	$(PY) -m pytest tests/tui/test_snapshots.py --snapshot-update
 
 screenshots: $(STAMP)
 	$(PY) scripts/screenshots.py
