@@ -48,8 +48,10 @@ def running_trainer(
             paths = [out / f"rank{r}" / "READY" for r in range(ranks)]
             yield {"launcher_pid": proc.pid, "ranks": _wait_ready(proc, paths, err)}
     finally:
+        doomed = _tagged(tag.encode())
         _kill_session(proc)
         _kill_tagged(tag.encode())
+        _wait_gone(doomed)
         err.close()
 
 
@@ -74,13 +76,24 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> None:
 def _kill_tagged(tag: bytes) -> None:
     """SIGKILL every process whose environment carries `tag` (ranks torchrun moved elsewhere)."""
     for _ in range(20):
-        found = [pid for pid in _pids() if b"\0" + tag + b"\0" in _environ(pid)]
+        found = _tagged(tag)
         if not found:
             return
         for pid in found:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def _tagged(tag: bytes) -> list[int]:
+    return [pid for pid in _pids() if b"\0" + tag + b"\0" in _environ(pid)]
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """A SIGKILLed process lingers (state R) while the kernel tears it down: wait it out."""
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:
