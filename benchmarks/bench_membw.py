@@ -1,9 +1,10 @@
-"""`make bench`: the memory-bandwidth canary's cost, its calibration, and idle vs hog bandwidth.
+"""`make bench`: the memory-bandwidth canary's start-up, memory, cost, and idle vs hog bandwidth.
 
-Prints the canary's CPU seconds per run and its average share of one core at the default
-period (after the CPU-budget stretch), how long calibration took, and the canary's
-bandwidth with and without `sysbench memory` streaming on the other core (interleaved
-phases, medians; the ratio is the figure to compare across machines).
+Prints how long opening the source and the first sample take (calibration, buffer
+included, runs behind them on its own thread), the process RSS after opening and between
+canaries, the canary's CPU seconds per run and its average share of one core at the
+default period, and the canary's bandwidth with and without `sysbench memory` streaming
+on the other core (interleaved phases, medians; the ratio is the figure to compare).
 """
 
 from __future__ import annotations
@@ -20,18 +21,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop.sources.membw import open_membw_source
-from gputop.sources.membw.estimate import (
-    DEFAULT_PERIOD_S,
-    Canary,
-    CanaryEstimator,
-    footprint_for,
-    llc_bytes,
-    next_delay,
-)
+from gputop.sources.membw.canary import footprint_for, llc_bytes
+from gputop.sources.membw.estimate import DEFAULT_PERIOD_S, CanaryEstimator, next_delay
 
 GiB = float(1 << 30)
+MiB = 1 << 20
 RUNS = 30
 ROUNDS, PER_PHASE = 4, 7
+OPENS = 5
+
+
+def rss_mib() -> float:
+    """This process's resident set (VmRSS) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def cost_and_share(estimator: CanaryEstimator) -> None:
@@ -121,34 +126,57 @@ def phase(estimator: CanaryEstimator) -> list[float]:
     return out
 
 
-def main() -> None:
-    """Run every measurement and print one line each."""
-    llc = llc_bytes()
-    footprint = footprint_for(llc)
-    print(f"LLC {llc and llc >> 20} MiB -> canary footprint {footprint >> 20} MiB "
-          f"(resident), chunk {Canary(32 << 20).chunk >> 20} MiB")
-    started = time.perf_counter()
+def start_up() -> CanaryEstimator | None:
+    """Open time, first-sample time, calibration time, per-tick cost and RSS between canaries."""
+    rss_before = rss_mib()
+    opens = []
+    for _ in range(OPENS):
+        started = time.perf_counter()
+        source = open_membw_source("auto")
+        opens.append(time.perf_counter() - started)
+        assert source is not None
+        source.close()
     source = open_membw_source("auto")
-    opened = time.perf_counter() - started
     assert source is not None
-    print(f"ladder: {source.source} (opened in {opened * 1e3:.0f} ms); "
-          f"refusals: {'; '.join(source.why) or 'none'}")
-    source.sample()  # calibrates
+    print(f"ladder: {source.source}; refusals: {'; '.join(source.why) or 'none'}")
+    print(f"open_membw_source: median {statistics.median(opens) * 1e3:.2f} ms ({OPENS} opens)")
+    started = time.perf_counter()
+    first = source.sample()
+    elapsed = time.perf_counter() - started
+    opened = rss_mib()
+    print(f"first sample(): {elapsed * 1e3:.2f} ms "
+          f"(confidence {first.confidence}, pressure {first.pressure})")
+    estimator = source.estimator
+    if estimator is None:
+        source.close()
+        return None
+    estimator.wait_calibrated()
+    cal = estimator.calibration
+    assert cal is not None
+    print(f"calibration (background): {cal.seconds * 1e3:.0f} ms; single thread "
+          f"{cal.single_bytes_per_s / GiB:.2f} GiB/s, {cal.threads} threads "
+          f"{cal.aggregate_bytes_per_s / GiB:.2f} GiB/s")
     started = time.perf_counter()
     for _ in range(200):
         source.sample()  # canary not due: PSI + vmstat only
     per_tick = (time.perf_counter() - started) / 200
     print(f"sample() between canaries (PSI + vmstat): {per_tick * 1e6:.0f} us")
-    source.close()
-    estimator = CanaryEstimator(Canary(footprint))
-    started = time.perf_counter()
-    cal = estimator.calibrate()
-    wall = time.perf_counter() - started
-    print(f"calibration: {wall * 1e3:.0f} ms wall; single thread {cal.single_bytes_per_s / GiB:.2f}"
-          f" GiB/s, {cal.threads} threads {cal.aggregate_bytes_per_s / GiB:.2f} GiB/s")
+    print(f"RSS: {rss_before:.1f} MiB before opening, {opened:.1f} MiB after opening and the "
+          f"first sample, {rss_mib():.1f} MiB between canaries "
+          f"(canary buffer {estimator.canary.footprint // MiB} MiB, resident on purpose)")
+    return estimator
+
+
+def main() -> None:
+    """Run every measurement and print one line each."""
+    llc = llc_bytes()
+    print(f"LLC {llc and llc >> 20} MiB -> canary footprint {footprint_for(llc) >> 20} MiB")
+    estimator = start_up()
+    if estimator is None:
+        return
     cost_and_share(estimator)
     hog_phases(estimator)
-    estimator.canary.close()
+    estimator.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.membw.estimate import Canary, CanaryEstimator, MiB
+from gputop.sources.membw.canary import Canary, MiB
+from gputop.sources.membw.estimate import CanaryEstimator
 
 pytestmark = pytest.mark.slow
 

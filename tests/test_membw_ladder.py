@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from gputop.model import MemoryBandwidthSample
 from gputop.sources.base import MemoryBandwidthSource
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
-from gputop.sources.membw.estimate import Canary, CanaryEstimator, MiB
+from gputop.sources.membw.canary import Calibration, Canary, MiB
+from gputop.sources.membw.estimate import CanaryEstimator
 
 FIX = Path(__file__).parent / "fixtures" / "membw"
 
@@ -29,13 +31,20 @@ def test_auto_on_this_machine_falls_back_to_the_estimate() -> None:
             pytest.skip(f"this machine has hardware counters: {source.source}")
         assert [w.split(":")[0] for w in source.why] == ["resctrl", "perf uncore"]
         _check_protocol(source)
-        sample = source.sample()  # calibrates
+        assert source.estimator is not None
+        assert source.estimator.canary._map is None and source.estimator.thread is None
+        first = source.sample()  # starts calibration, does not wait for it
+        assert first.confidence in ("calibrating", "estimated")
+        assert source.estimator.thread is not None
+        assert source.estimator.wait_calibrated(10)
+        sample = source.sample()
         assert sample.source == "estimate" and sample.confidence == "estimated"
         assert sample.peak_bytes_per_s and sample.peak_bytes_per_s > 0
         assert sample.read_bytes_per_s is None and sample.write_bytes_per_s is None
         assert "estimated" in (sample.note or "") and "resctrl" in (sample.note or "")
     finally:
         source.close()
+    assert not source.estimator.thread.is_alive()
 
 
 def _check_protocol(source: MemoryBandwidthSource) -> None:
@@ -80,16 +89,30 @@ def test_estimate_mode_skips_the_hardware_rungs(tmp_path: Path) -> None:
     source.close()
 
 
-def test_estimate_sample_carries_layout_comparison() -> None:
-    estimator = CanaryEstimator(Canary(32 * MiB, 4 * MiB), period_s=0.0,
-                                calibration_budget_s=0.2)
+def test_samples_say_calibrating_until_calibration_is_done() -> None:
+    gate = threading.Event()
+
+    def held(canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
+        gate.wait(10)
+        return Calibration(4e9, 8e9, 2, 0.0)
+
+    estimator = CanaryEstimator(Canary(32 * MiB, 4 * MiB), period_s=0.0, calibrator=held)
     from gputop.sources.membw.layout import read_udev
     monitor = MemoryBandwidthMonitor(None, estimator, FIX / "proc-zen2",
-                                     read_udev(FIX / "udev-one"))
+                                     read_udev(FIX / "udev-one"), why=("resctrl: off",))
     first = monitor.sample()
-    assert first.pressure is None and first.canary_bytes_per_s is None
+    again = monitor.sample()
+    for sample in (first, again):
+        assert sample.source == "estimate" and sample.confidence == "calibrating"
+        assert sample.pressure is None and sample.canary_bytes_per_s is None
+        assert sample.psi_some_avg10 == 12.5  # PSI and vmstat do not wait
+        assert "calibrating" in (sample.note or "") and "resctrl: off" in (sample.note or "")
+    gate.set()
+    assert estimator.wait_calibrated(10)
     second = monitor.sample()
     assert isinstance(second, MemoryBandwidthSample)
     assert second.canary_bytes_per_s and second.pressure is not None
+    assert second.confidence == "estimated" and second.peak_bytes_per_s == 4e9
     assert "of what 1 module at 3200 MT/s should give (25.6 GB/s)" in (second.note or "")
     monitor.close()
+    assert estimator.thread is not None and not estimator.thread.is_alive()

@@ -7,13 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.model import MemoryBandwidthSample
+from gputop.sources.membw.canary import Canary, footprint_for, llc_bytes
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
-    Canary,
     CanaryEstimator,
     VmstatReader,
-    footprint_for,
-    llc_bytes,
     read_psi,
 )
 from gputop.sources.membw.layout import MemoryLayout, compare_peak, read_layout
@@ -96,12 +94,19 @@ class MemoryBandwidthMonitor:
 
     def _estimate(self, estimator: CanaryEstimator, common: dict) -> MemoryBandwidthSample:
         estimator.tick()
-        calibration = estimator.calibration
-        measured = calibration.aggregate_bytes_per_s if calibration else None
+        why = "no hardware counters: " + ", ".join(self.why) if self.why else None
+        if estimator.calibration is None:
+            state = estimator.failure or "calibrating the canary's idle peak (about a second)"
+            return MemoryBandwidthSample(
+                source="estimate",
+                confidence="calibrating" if estimator.calibrating else "unavailable",
+                note="; ".join(n for n in (state, compare_peak(None, self.layout), why) if n),
+                **common,
+            )
         notes = [
             "pressure estimated from a timed copy against its idle peak",
-            compare_peak(measured, self.layout),
-            "no hardware counters: " + ", ".join(self.why) if self.why else None,
+            compare_peak(estimator.calibration.aggregate_bytes_per_s, self.layout),
+            why,
         ]
         return MemoryBandwidthSample(
             source="estimate",
@@ -114,11 +119,11 @@ class MemoryBandwidthMonitor:
         )
 
     def close(self) -> None:
-        """Close counters and drop the canary's buffers."""
+        """Close counters; stop and join the calibration thread and unmap the canary."""
         if self.meter is not None:
             self.meter.close()
         if self.estimator is not None:
-            self.estimator.canary.close()
+            self.estimator.close()
 
 
 def open_membw_source(
@@ -132,7 +137,8 @@ def open_membw_source(
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
-    The canary calibrates lazily, on the first sample (at most about a second).
+    Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
+    that the first sample starts; samples say "calibrating" until it is done.
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -149,6 +155,5 @@ def open_membw_source(
         if uncore is not None:
             return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
         why.append(reason)
-    canary = Canary(footprint_for(llc_bytes(sys_root)))
-    estimator = CanaryEstimator(canary, period_s)
+    estimator = CanaryEstimator(Canary(footprint_for(llc_bytes(sys_root))), period_s)
     return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why))

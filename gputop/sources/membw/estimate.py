@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import statistics
 import threading
 import time
@@ -13,12 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-MiB = 1 << 20
+from gputop.sources.membw.canary import Calibration, Canary, calibrate
+
 DEFAULT_PERIOD_S = 5.0
 CPU_BUDGET = 0.001  # share of one core the canary may use on average
-CHUNK_BYTES = 8 * MiB
-FOOTPRINT_MIN, FOOTPRINT_MAX = 32 * MiB, 128 * MiB
+CALIBRATION_BUDGET_S = 1.0
 SMOOTHING = 0.5
+
+Calibrator = Callable[[Canary, float, threading.Event], Calibration]
 
 
 class PsiMemory(NamedTuple):
@@ -33,15 +33,6 @@ class VmstatRates(NamedTuple):
 
     swap_in_per_s: float | None
     major_faults_per_s: float | None
-
-
-class Calibration(NamedTuple):
-    """Idle copy bandwidth: one thread (the canary's reference) and all threads together."""
-
-    single_bytes_per_s: float
-    aggregate_bytes_per_s: float
-    threads: int
-    seconds: float
 
 
 def parse_psi(text: str) -> PsiMemory:
@@ -106,111 +97,6 @@ class VmstatReader:
         return VmstatRates(rate("pswpin"), rate("pgmajfault"))
 
 
-def llc_bytes(sys_root: Path | str = "/sys") -> int | None:
-    """Size of cpu0's last-level (highest-level data or unified) cache."""
-    best: tuple[int, int] | None = None
-    for index in (Path(sys_root) / "devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = parse_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind != "Instruction" and (best is None or level > best[0]):
-            best = (level, size)
-    return best[1] if best else None
-
-
-def parse_size(text: str) -> int:
-    """'32768K' / '8M' / '512' -> bytes."""
-    text = text.strip().upper()
-    factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * factor
-
-
-def footprint_for(llc: int | None) -> int:
-    """Four times the LLC, so a chunk is never still cached when its turn comes again."""
-    if llc is None:
-        return FOOTPRINT_MAX
-    return max(FOOTPRINT_MIN, min(FOOTPRINT_MAX, 4 * llc))
-
-
-class Canary:
-    """Two resident buffers; each copy moves the next chunk, rotating through the footprint."""
-
-    def __init__(self, footprint_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> None:
-        half = max(chunk_bytes, footprint_bytes // 2 // chunk_bytes * chunk_bytes)
-        self.chunk = chunk_bytes
-        self.chunks = half // chunk_bytes
-        self.footprint = 2 * half
-        # Filled, not zeroed: every page is faulted in now, not during a timed copy.
-        # The addresses stay valid because the bytearrays are never resized before close().
-        self._src = bytearray(b"\x5a") * half
-        self._dst = bytearray(b"\xa5") * half
-        self._src_addr = ctypes.addressof(ctypes.c_char.from_buffer(self._src))
-        self._dst_addr = ctypes.addressof(ctypes.c_char.from_buffer(self._dst))
-        self.closed = False
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def _take(self, count: int = 1) -> int:
-        with self._lock:
-            index = self._next
-            self._next = (self._next + count) % self.chunks
-            return index
-
-    def copy_chunk(self, index: int) -> float:
-        """Copy chunk `index`; bytes per CPU-second of this thread (preemption is not counted)."""
-        if self.closed:
-            raise ValueError("canary is closed")
-        offset = (index % self.chunks) * self.chunk
-        start = time.thread_time_ns()
-        ctypes.memmove(self._dst_addr + offset, self._src_addr + offset, self.chunk)
-        spent = time.thread_time_ns() - start
-        return self.chunk / (max(spent, 1) / 1e9)
-
-    def copy(self) -> tuple[float, float]:
-        """One canary: (bytes/s, CPU seconds it cost)."""
-        start = time.thread_time()
-        bandwidth = self.copy_chunk(self._take())
-        return bandwidth, time.thread_time() - start
-
-    def close(self) -> None:
-        """Give the buffers back."""
-        self.closed = True
-        self._src = self._dst = bytearray()
-
-    def parallel(self, threads: int) -> float:
-        """`threads` chunks copied at once; aggregate bytes per wall second."""
-        first = self._take(threads)
-        workers = [
-            threading.Thread(target=self.copy_chunk, args=(first + i,)) for i in range(threads)
-        ]
-        start = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        return threads * self.chunk / max(time.perf_counter() - start, 1e-9)
-
-
-def calibrate(canary: Canary, budget_s: float = 1.0, threads: int | None = None) -> Calibration:
-    """Idle bandwidth within `budget_s`: robust best single copy, then the best parallel round."""
-    started = time.perf_counter()
-    deadline = started + budget_s
-    threads = max(1, min(threads or os.cpu_count() or 1, canary.chunks, 8))
-    for _ in range(2):  # warm the path (TLB, page tables) before timing
-        canary.copy()
-    singles: list[float] = []
-    while len(singles) < 12 and time.perf_counter() < started + budget_s * 0.4:
-        singles.append(canary.copy()[0])
-    single = sorted(singles)[-2] if len(singles) > 1 else singles[0] if singles else 0.0
-    aggregate = single
-    while threads > 1 and time.perf_counter() < deadline - budget_s * 0.1:
-        aggregate = max(aggregate, canary.parallel(threads))
-    return Calibration(single, aggregate, threads, time.perf_counter() - started)
-
-
 def next_delay(period_s: float, cost_s: float, budget: float = CPU_BUDGET) -> float:
     """Seconds until the next canary: the period, stretched so its cost stays within budget."""
     return max(period_s, cost_s / budget)
@@ -223,21 +109,34 @@ def pressure_of(bandwidth: float, peak: float) -> float:
     return min(1.0, max(0.0, 1.0 - bandwidth / peak))
 
 
+
+
+def _calibrate(canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
+    return calibrate(canary, budget_s, stop=stop)
+
+
 class CanaryEstimator:
-    """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak."""
+    """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak.
+
+    Calibration runs once, on a short-lived daemon thread started by the first tick, so no
+    tick ever waits for it; a lock keeps it and the canaries from running at the same time.
+    """
 
     def __init__(
         self,
         canary: Canary,
         period_s: float = DEFAULT_PERIOD_S,
         clock: Callable[[], float] = time.monotonic,
-        calibration_budget_s: float = 1.0,
+        calibration_budget_s: float = CALIBRATION_BUDGET_S,
+        calibrator: Calibrator = _calibrate,
     ) -> None:
         self.canary = canary
         self.period_s = period_s
         self._clock = clock
         self._budget_s = calibration_budget_s
+        self._calibrator = calibrator
         self.calibration: Calibration | None = None
+        self.failure: str | None = None
         self.peak = 0.0
         self.bandwidth: float | None = None
         self.pressure: float | None = None
@@ -246,28 +145,73 @@ class CanaryEstimator:
         self._recent: deque[float] = deque(maxlen=5)
         self._due = 0.0
         self._last_cost = 0.0
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def calibrate(self) -> Calibration:
-        """Measure the idle peak now (once; later calls return the first result)."""
-        if self.calibration is None:
-            self.calibration = calibrate(self.canary, self._budget_s)
-            self.peak = self.calibration.single_bytes_per_s
-            self._due = self._clock() + self.period_s
-        return self.calibration
+    @property
+    def calibrating(self) -> bool:
+        """True until calibration has a result or has failed."""
+        return self.calibration is None and self.failure is None
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The calibration thread, once started."""
+        return self._thread
+
+    def start_calibration(self) -> None:
+        """Start the calibration thread (once; later calls do nothing)."""
+        if self._thread is not None or not self.calibrating or self._stop.is_set():
+            return
+        self._thread = threading.Thread(
+            target=self._calibrate_quietly, name="gputop-membw-calibrate", daemon=True
+        )
+        self._thread.start()
+
+    def _calibrate_quietly(self) -> None:
+        try:
+            self.calibrate()
+        except (OSError, ValueError, MemoryError) as exc:
+            if not self._stop.is_set():
+                self.failure = f"canary unavailable: {exc}"
+
+    def calibrate(self) -> Calibration | None:
+        """Measure the idle peak now, on this thread (once; later calls return the first result)."""
+        with self._busy:
+            if self.calibration is None and not self._stop.is_set():
+                result = self._calibrator(self.canary, self._budget_s, self._stop)
+                if not self._stop.is_set():
+                    self.peak = result.single_bytes_per_s
+                    self._due = self._clock()  # the first canary is due at once
+                    self.calibration = result
+            return self.calibration
+
+    def wait_calibrated(self, timeout: float | None = None) -> bool:
+        """Wait for the calibration thread; True when a calibration is there."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.calibration is not None
 
     def tick(self) -> None:
-        """Run one canary if it is due (calibrating first on the very first tick)."""
+        """Run one canary if it is due; never waits (the first tick starts calibration)."""
         if self.calibration is None:
-            self.calibrate()
+            self.start_calibration()
             return
         now = self._clock()
-        if now < self._due:
+        if now < self._due or not self._busy.acquire(blocking=False):
             return
-        self.measure()
+        try:
+            self._measure()
+        finally:
+            self._busy.release()
         self._due = now + next_delay(self.period_s, self._last_cost)
 
     def measure(self) -> float:
         """Run one canary now and fold it into the pressure; returns its raw pressure."""
+        with self._busy:
+            return self._measure()
+
+    def _measure(self) -> float:
         bandwidth, cost = self.canary.copy()
         self._last_cost = cost
         self.cpu_seconds += cost
@@ -282,3 +226,10 @@ class CanaryEstimator:
             SMOOTHING * raw + (1 - SMOOTHING) * self.pressure
         )
         return raw
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop and join the calibration thread, then unmap the canary."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.canary.close()
