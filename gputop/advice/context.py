@@ -41,6 +41,16 @@ class Context:
         return max(0.0, host.cpu_count - busy)
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 worker', '2 workers'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def cpu_only(ctx: Context, state: AttachState) -> bool:
+    """The trainer says it trains on the CPU and holds no GPU memory."""
+    return state.config.device == "cpu" and not ctx.gpus_of(state.pid)
+
+
 def num_workers(ctx: Context, state: AttachState) -> int | None:
     """Workers the loader was configured with, else the workers grouping found."""
     if state.config.num_workers is not None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from gputop.advice.context import Context, input_evidence, is_data_bound, num_workers
+import re
+
+from gputop.advice.context import Context, counted, input_evidence, is_data_bound, num_workers
 from gputop.model import Advice, AttachState
 
 HIGH_PRESSURE = 0.6
 LOW_PEAK_SHARE = 0.5
 SWAP_IN_PER_S = 1.0
 MAJOR_FAULTS_PER_S = 50.0
+# MemoryLayout.summary(): "1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (B)"
+ONE_CHANNEL = re.compile(r"^\d+ of (\d+) slots: .*; 1 channel \(")
 
 
 def host_memory_bandwidth(ctx: Context) -> list[Advice]:
@@ -26,8 +30,7 @@ def host_memory_bandwidth(ctx: Context) -> list[Advice]:
             evidence=f"measured peak {m.peak_bytes_per_s / 1e9:.1f} GB/s is "
             f"{m.peak_bytes_per_s / expected:.0%} of the {expected / 1e9:.1f} GB/s the memory "
             f"layout should give" + (f" ({m.layout})" if m.layout else ""),
-            action="Check that the memory modules sit in the slots the board manual names for "
-            "dual-channel use (one module in the wrong slot halves bandwidth or worse).",
+            action=_layout_action(m.layout),
         ))
     starved = [a for a in ctx.frame.attached if is_data_bound(a)]
     if m.pressure is not None and m.pressure >= HIGH_PRESSURE and starved:
@@ -42,6 +45,17 @@ def host_memory_bandwidth(ctx: Context) -> list[Advice]:
             "for bandwidth.",
         ))
     return out[:1]
+
+
+def _layout_action(layout: str | None) -> str:
+    """What to do about the modules; a single populated channel of several gets its own line."""
+    one = ONE_CHANNEL.match(layout or "")
+    if one and int(one.group(1)) > 1:
+        return ("Only one memory channel is populated: add a matching module so a second "
+                "channel is used, and check each module sits in the slot the board manual "
+                "names (a module in the wrong slot halves bandwidth or worse).")
+    return ("Check that the memory modules sit in the slots the board manual names for "
+            "dual-channel use (one module in the wrong slot halves bandwidth or worse).")
 
 
 def swap(ctx: Context) -> list[Advice]:
@@ -85,7 +99,7 @@ def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
             severity="warn" if config.num_threads > free else "info",
             title="Intra-op threads don't match the free cores",
             evidence=f"torch.get_num_threads()={config.num_threads} on {cores} cores with "
-            f"{workers} DataLoader workers ({free} cores left for compute)",
+            f"{counted(workers, 'DataLoader worker')} ({counted(free, 'core')} left for compute)",
             action=f"Call torch.set_num_threads({free}) when training flat out "
             "(fewer if the machine must serve other work).",
         ))

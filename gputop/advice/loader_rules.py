@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from gputop.advice.context import (
     Context,
+    counted,
+    cpu_only,
     gpu_memory_fraction,
     input_evidence,
     is_data_bound,
@@ -19,11 +21,12 @@ SATURATED_HOST = 90.0
 H2D_SHARE = 0.05
 BATCH_MEMORY_TARGET = 0.90
 LOW_MEMORY = 0.60
+FREE_CORE = 0.75  # a core this idle can feed one more worker (the trainer itself uses a little)
 
 
 def suggested_workers(current: int, free_cores: float) -> int | None:
     """The next rung of 4/8/16 the free cores can feed, or None when none fits."""
-    ceiling = current + int(free_cores)
+    ceiling = current + int(free_cores + 1 - FREE_CORE)
     fits = [n for n in WORKER_LADDER if current < n <= ceiling]
     if fits:
         return fits[-1]
@@ -36,13 +39,14 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
         return []
     cores = ctx.frame.host.cpu_count
     advice_n = min(8, max(1, cores - 1))
+    pin = "" if cpu_only(ctx, state) else ", pin_memory=True"
     return [Advice(
         id="num-workers-zero",
         severity="critical",
         title="Batches are loaded in the training process itself (num_workers=0)",
         evidence=f"{input_evidence(state)}; num_workers=0 on a {cores}-core host",
-        action=f"Try DataLoader(num_workers={advice_n}, pin_memory=True, persistent_workers=True)"
-        " so batches are prepared while the model computes.",
+        action=f"Try DataLoader(num_workers={advice_n}{pin}, persistent_workers=True) so "
+        "batches are prepared while the model computes.",
     )]
 
 
@@ -60,49 +64,60 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
         id="raise-num-workers",
         severity="warn",
         title="Workers are saturated: add DataLoader workers",
-        evidence=f"{input_evidence(state)}; {n} workers at {busy:.0f}% CPU each, "
-        f"{free:.1f} cores idle",
+        evidence=f"{input_evidence(state)}; {counted(n, 'worker')} at {busy:.0f}% CPU"
+        f"{' each' if n > 1 else ''}, {free:.1f} cores idle",
         action=f"Try num_workers={target} (bounded by the idle cores; 4, 8 or 16 usually suffice).",
     )]
 
 
 def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
-    """More workers than cores, or idle workers on a saturated host."""
+    """More workers than cores, or starved idle workers on a saturated host."""
     n = num_workers(ctx, state)
     cores = ctx.frame.host.cpu_count
     if not n:
         return []
     busy = per_worker_cpu(ctx, state.pid)
     host_cpu = ctx.frame.host.cpu_percent or 0.0
-    if n > cores:
-        evidence = f"num_workers={n} on a {cores}-core host"
-    elif busy is not None and busy < IDLE_WORKER and host_cpu >= SATURATED_HOST:
-        evidence = (f"{n} workers average {busy:.0f}% CPU each while the host is "
-                    f"{host_cpu:.0f}% busy")
+    target = min(max([w for w in WORKER_LADDER if w <= cores] or [max(1, cores - 1)]), n - 1)
+    if target < 1:
+        return []
+    # Workers idle on a host with CPU to spare wait on storage: more than cores is fine then.
+    waiting = busy is not None and busy < IDLE_WORKER and host_cpu < SATURATED_HOST
+    if n > cores and not waiting:
+        evidence = f"num_workers={n} on a {cores}-core host" + (
+            "" if busy is None else f"; the workers average {busy:.0f}% CPU each, the host is "
+            f"{host_cpu:.0f}% busy")
+    elif (is_data_bound(state) and busy is not None and busy < IDLE_WORKER
+          and host_cpu >= SATURATED_HOST):
+        # Idle workers of a compute-bound trainer are simply ahead: only starved ones count.
+        evidence = (f"{input_evidence(state)}; {counted(n, 'worker')} average {busy:.0f}% "
+                    f"CPU each while the host is {host_cpu:.0f}% busy")
     else:
         return []
-    target = max([w for w in WORKER_LADDER if w <= cores] or [max(1, cores - 1)])
     return [Advice(
         id="too-many-workers",
         severity="warn",
         title="More DataLoader workers than the cores can run",
         evidence=evidence,
-        action=f"Try num_workers={min(target, n - 1)}: extra workers fight over cores and "
+        action=f"Try num_workers={target}: extra workers fight over cores and "
         "dispatch costs more than it gains.",
     )]
 
 
 def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
-    """Data-bound while the workers barely use the CPU: they wait on storage or network."""
+    """Data-bound while the workers barely use an unsaturated CPU: they wait on storage."""
     n = num_workers(ctx, state)
     busy = per_worker_cpu(ctx, state.pid)
     if not is_data_bound(state) or not n or busy is None or busy >= IDLE_WORKER:
         return []
+    if (ctx.frame.host.cpu_percent or 0.0) >= SATURATED_HOST:
+        return []  # on a full host, idle workers may be waiting for a core, not for storage
     return [Advice(
         id="io-bound-loading",
         severity="warn",
         title="Loading waits on storage or network, not on the CPU",
-        evidence=f"{input_evidence(state)} while {n} workers average {busy:.0f}% CPU each",
+        evidence=f"{input_evidence(state)} while {counted(n, 'worker')} "
+        f"{'average' if n > 1 else 'uses'} {busy:.0f}% CPU{' each' if n > 1 else ''}",
         action="Check the dataset's storage: cache it on local SSD or in RAM, pack small files "
         "into larger shards, or pre-decode; more workers help only if reads can overlap.",
     )]

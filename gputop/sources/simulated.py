@@ -7,11 +7,13 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputop.model import GpuProcess, GpuReport, GpuSample
 
-SCENARIOS = ("idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed")
+SCENARIOS = (
+    "idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed", "small-batch",
+)
 MAX_DEVICES = 16
 MIB = 1 << 20
 GIB = 1 << 30
@@ -92,11 +94,18 @@ def _memory_full_util_zero(tick: int, rng: random.Random) -> _Reading:
     )
 
 
+def _small_batch(tick: int, rng: random.Random) -> _Reading:
+    """Busy like compute-bound, but the batch fills only about a third of the memory."""
+    busy = _compute_bound(tick, rng)
+    return replace(busy, used_bytes=int(28.6 * GIB) + rng.randrange(0, 64) * MIB)
+
+
 _BEHAVIOURS: dict[str, Callable[[int, random.Random], _Reading]] = {
     "idle": _idle,
     "compute-bound": _compute_bound,
     "data-starved": _data_starved,
     "memory-full-util-zero": _memory_full_util_zero,
+    "small-batch": _small_batch,
 }
 
 

@@ -1,0 +1,93 @@
+"""A CPU trainer shaped by its flags; trains until killed, writes READY after its first step.
+
+--sleep-ms makes each sample wait (storage-like), --spin-ms makes it burn CPU (decode-like),
+--passes sets how much compute each batch gets. The probe records its loader settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+WIDTH = 64
+WARMUP_STEPS = 3
+
+
+class Samples(Dataset):
+    """Endless small samples that take --sleep-ms waiting and --spin-ms computing each."""
+
+    def __init__(self, sleep_ms: float, spin_ms: float) -> None:
+        self.sleep_s = sleep_ms / 1000
+        self.spin_ns = int(spin_ms * 1e6)
+
+    def __len__(self) -> int:
+        return 10_000_000
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        if self.spin_ns:
+            until = time.thread_time_ns() + self.spin_ns
+            x = 0
+            while time.thread_time_ns() < until:
+                x += 1
+        return torch.full((WIDTH,), float(index % 7)), torch.tensor(index % 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ready", required=True)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--sleep-ms", type=float, default=0.0)
+    parser.add_argument("--spin-ms", type=float, default=0.0)
+    parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--stats", help="write the trainer's own input share here now and then")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    loader = DataLoader(Samples(args.sleep_ms, args.spin_ms), batch_size=args.batch_size,
+                        num_workers=args.workers, persistent_workers=args.workers > 0,
+                        prefetch_factor=4 if args.workers else None)
+    model = nn.Sequential(nn.Linear(WIDTH, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                          nn.Linear(256, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ready = False
+    waited = total = steps = 0
+    it = iter(loader)
+    while True:
+        t0 = time.perf_counter_ns()
+        x, y = next(it)
+        t1 = time.perf_counter_ns()
+        for _ in range(args.passes):
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+        opt.step()
+        steps += 1
+        if steps > WARMUP_STEPS:  # the probe leaves the first steps of an epoch out too
+            waited += t1 - t0
+            total += time.perf_counter_ns() - t0
+        if args.stats and steps % 10 == 0 and total:
+            _write_json(args.stats, {"input_percent": 100.0 * waited / total, "steps": steps})
+        if not ready:
+            ready = True
+            _write_json(args.ready, {"pid": os.getpid(), "num_threads": torch.get_num_threads()})
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main()
