@@ -107,7 +107,8 @@ def test_ctrl_c_exits_cleanly(session: str) -> None:
     deadline = time.monotonic() + 20
     while not _dead_status(session).startswith("1:") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _dead_status(session) == "1:0"
+    signal = _tmux("display-message", "-p", "-t", session, "#{pane_dead_signal}").strip()
+    assert _dead_status(session) == "1:0", f"signal {signal!r}; screen:\n{_screen(session)}"
 
 
 def _gone(pid: int, timeout_s: float = 10.0) -> bool:
