@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gputop.advice import Advisor
 from gputop.model import (
-    Advice,
     AttachState,
     Frame,
     HostSample,
@@ -112,22 +112,13 @@ def steps(trainer: int, n: int = 30, data_ms: float = 60.0) -> AttachState:
                        summary=summary)
 
 
-ADVICE = (
-    Advice(id="loader-starved", severity="warn", title="DataLoader cannot keep up",
-           evidence="52% of step time waits for input (highly input-bound); 2 workers at 98% CPU",
-           action="raise num_workers to 6 (8 cores free) and set pin_memory=True"),
-    Advice(id="gpu-idle", severity="critical", title="GPU 0 mostly idle",
-           evidence="util 18% median over 60 s while trainer 4242 holds 61 GiB",
-           action="fix the input pipeline first (see above); then raise the batch size"),
-)
-
-
 def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
            advice: bool = False) -> list[Frame]:
     """`count` consecutive frames of one scenario, identical on every run."""
     procs, groups = recorded_processes()
     trainer = groups[0].pid
     source = SimulatedGpuSource(scenario, count=gpus, owner_pids=(trainer,))
+    advisor = Advisor()
     out = []
     for tick in range(count):
         report = source.report_at(tick)
@@ -136,11 +127,12 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
             replace(p, gpu_memory_bytes=gpu_mem.get(p.pid), gpu_indices=(0,) if p.pid in gpu_mem
                     else ()) for p in procs
         )
-        out.append(Frame(
+        frame = Frame(
             time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report, processes=rows,
             trainers=groups, memory_bandwidth=membw(tick),
-            attached=(steps(trainer),) if attach else (), advice=ADVICE if advice else (),
-        ))
+            attached=(steps(trainer),) if attach else (),
+        )
+        out.append(replace(frame, advice=advisor(frame)) if advice else frame)
     return out
 
 

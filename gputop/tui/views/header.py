@@ -47,8 +47,7 @@ def banner_text(frame: Frame) -> str | None:
     """The warning line for GPU data that is absent or not real."""
     gpu = frame.gpu
     if gpu.source == "none":
-        note = gpu.note or "NVML could not be loaded"
-        return f" CPU-only mode: no NVIDIA driver ({note})"
+        return f" CPU-only mode — {gpu.note or 'NVML could not be loaded'}"
     if gpu.source == "simulated":
         scenario = gpu.scenario or "default"
         return f" SIMULATED GPUs — scenario {scenario} — not real hardware"
