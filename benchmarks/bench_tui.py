@@ -25,15 +25,9 @@ SIZES = ((80, 24), (200, 50))
 
 
 def gputop_command() -> list[str]:
-    """`python -m gputop` once cli.py runs the TUI, else the TUI's own entry module."""
+    """`python -m gputop` from the project's venv (the interpreter running this, without one)."""
     python = str(REPO / ".venv" / "bin" / "python")
-    python = python if Path(python).exists() else sys.executable
-    try:
-        from gputop.wiring import run_live  # noqa: F401
-
-        return [python, "-m", "gputop"]
-    except ImportError:
-        return [python, "-m", "gputop.tui"]
+    return [python if Path(python).exists() else sys.executable, "-m", "gputop"]
 
 
 class ReplaySampler:

@@ -25,20 +25,9 @@ def _tmux(*args: str) -> str:
 
 
 def _entry() -> list[str]:
-    """`python -m gputop --demo` once cli.py runs the TUI; the TUI's own module until then."""
-    from gputop import cli
-
-    module = "gputop" if hasattr(cli, "main") and _cli_runs_tui() else "gputop.tui"
+    """`python -m gputop --demo data-starved` from the project's venv."""
     python = str(PYTHON) if PYTHON.exists() else sys.executable
-    return [python, "-m", module, "--demo", "data-starved"]
-
-
-def _cli_runs_tui() -> bool:
-    try:
-        from gputop.wiring import run_live  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return [python, "-m", "gputop", "--demo", "data-starved"]
 
 
 @pytest.fixture
