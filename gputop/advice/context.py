@@ -64,6 +64,9 @@ def per_worker_cpu(ctx: Context, pid: int) -> float | None:
     group = ctx.trainer(pid)
     if group is None or not group.worker_pids:
         return None
+    rows = [ctx.process(w) for w in group.worker_pids]
+    if any(r is None or r.cpu_percent is None for r in rows):
+        return None  # no rate yet (a first tick, a worker just born): unknown, not idle
     return group.workers_cpu_percent / len(group.worker_pids)
 
 

@@ -56,6 +56,8 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     busy = per_worker_cpu(ctx, state.pid)
     if not is_data_bound(state) or not n or busy is None or busy < BUSY_WORKER:
         return []
+    if ctx.frame.host.cpu_percent is None:
+        return []  # idle cores unknown until the host has a rate
     free = ctx.free_cores()
     target = suggested_workers(n, free)
     if target is None:
