@@ -10,13 +10,14 @@ from typing import Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from gputop.model import Frame
 from gputop.tui.history import History
 from gputop.tui.messages import FrameReady, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.views.advice import advice_lines
+from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
 from gputop.tui.views.header import header_lines
 from gputop.tui.views.host import host_lines
@@ -126,7 +127,7 @@ class GputopApp(App[int]):
         yield LinePane(id="advice")
         yield ProcessTable(id="procs")
         yield Input(placeholder="filter: name, command, user or PID", id="filter")
-        yield Footer()
+        yield LinePane(id="footer")
 
     def on_mount(self) -> None:
         """Focus the table, route SIGHUP/SIGTERM to a clean exit, show any early frame."""
@@ -149,6 +150,7 @@ class GputopApp(App[int]):
         frame = self.frame
         paused = self.sampler.paused
         self._pane("header").set_lines(header_lines(frame, width, paused=paused))
+        self._pane("footer").set_lines([footer_line(self.BINDINGS, width)])
         if frame is None:
             self.query_one(ProcessTable).show([], self.state, "waiting for the first sample…")
             return

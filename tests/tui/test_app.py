@@ -209,17 +209,18 @@ async def test_cursor_follows_its_process_when_rows_reorder() -> None:
 async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
     app, _ = _app()
     async with app.run_test(size=(160, 48)) as pilot:
-        frame = frames("data-starved", 1, attach=True, advice=True)[0]
+        frame = frames("data-starved", 20, attach=True, advice=True)[-1]
         app.show_frame(replace(frame, gpu=GpuReport(source="none", note="libnvidia-ml.so.1 "
                                                     "not found")))
         await pilot.pause()
         header = _text(app, "header")
-        assert "CPU-only mode: no NVIDIA driver (libnvidia-ml.so.1 not found)" in header
+        assert "CPU-only mode — libnvidia-ml.so.1 not found" in header
         steps = _text(app, "steps")
         assert "attached 4242" in steps and "input 52% (highly)" in steps
         assert "p95 140ms" in steps and "dropped 0" in steps and "workers 2" in steps
         advice = _text(app, "advice").splitlines()
-        assert advice[0].startswith("✖ GPU 0 mostly idle")  # critical before warn
+        assert advice[0].startswith("✖ GPUs are waiting for input")  # critical before warn
+        assert any(line.startswith("▲ Workers are saturated") for line in advice)
         assert advice[1].strip().startswith("→")
 
 
