@@ -6,8 +6,8 @@ matters, the real memory-bandwidth monitor on fixture folders where swap or layo
 matter) samples it until the advice shows, and each test checks the numbers the advice
 quotes against the frame it came from and against what the trainer measured itself.
 
-pin-memory-off and gpu-shared need CUDA or several processes on one real GPU; they stay
-as hand-built-frame tests in test_advice_rules.py (and make gpu-check on a GPU host).
+pin-memory-off and gpu-shared need CUDA, or several processes on one real GPU: they cannot
+be made real on a CPU-only host and stay as hand-built-frame tests in test_advice_rules.py.
 """
 
 from __future__ import annotations
@@ -176,13 +176,14 @@ def number(pattern: str, text: str) -> float:
 
 def host_not_saturated(frame: Frame) -> bool:
     """The host had CPU to spare this tick."""
-    return (frame.host.cpu_percent or 0.0) < 90
+    return frame.host.cpu_percent is not None and frame.host.cpu_percent < 90
 
 
 def busy_and_idle(frame: Frame) -> bool:
     """A worker near a full core while the host left most of a core idle."""
     busy = [t.workers_cpu_percent for t in frame.trainers if t.worker_pids]
-    return bool(busy) and max(busy) >= 80 and Context(frame, {}).free_cores() >= 0.75
+    known = frame.host.cpu_percent is not None
+    return known and bool(busy) and max(busy) >= 80 and Context(frame, {}).free_cores() >= 0.75
 
 
 def check_input_share(found: Advice, frame: Frame, trainer: Trainer) -> None:
