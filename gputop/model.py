@@ -136,6 +136,7 @@ class MemoryBandwidthSample:
     canary_bytes_per_s: float | None = None
     expected_peak_bytes_per_s: float | None = None
     layout: str | None = None
+    measured_peak_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

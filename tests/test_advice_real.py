@@ -404,11 +404,11 @@ def _calibrated(membw: MemoryBandwidthMonitor | None) -> MemoryBandwidthMonitor:
 
 @pytest.mark.slow
 def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
-    # This VM's canary first, then one module rated well above three times that.
+    # This VM's all-thread copy traffic first, then one module rated well above three times that.
     probe = _calibrated(open_membw_source(
         "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none"))
     try:
-        measured = probe.estimator.peak if probe.estimator else 0.0
+        measured = probe.sample().measured_peak_bytes_per_s or 0.0
     finally:
         probe.close()
     mts = max(3200, -(-int(3 * measured / 8e6) // 400) * 400)
@@ -420,11 +420,11 @@ def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
                                                     for a in f.advice))
     found = advice(frame, "host-memory-bandwidth")
     m = frame.memory_bandwidth
-    assert m is not None and m.peak_bytes_per_s and m.expected_peak_bytes_per_s
+    assert m is not None and m.measured_peak_bytes_per_s and m.expected_peak_bytes_per_s
     assert m.expected_peak_bytes_per_s == mts * 8e6
     assert found.evidence == (
-        f"measured peak {m.peak_bytes_per_s / 1e9:.1f} GB/s is "
-        f"{m.peak_bytes_per_s / m.expected_peak_bytes_per_s:.0%} of the "
+        f"measured peak traffic {m.measured_peak_bytes_per_s / 1e9:.1f} GB/s is "
+        f"{m.measured_peak_bytes_per_s / m.expected_peak_bytes_per_s:.0%} of the "
         f"{mts * 8 / 1e3:.1f} GB/s the memory layout should give "
         f"(1 of 4 slots: 16 GiB DDR4 {mts} MT/s; 1 channel (B))")
     assert "one memory channel" in found.action
@@ -510,7 +510,8 @@ def test_num_workers_zero_suggests_pinning_only_with_a_gpu() -> None:
 
 
 def test_one_channel_of_several_slots_says_so() -> None:
-    m = MemoryBandwidthSample(source="estimate", confidence="estimated", peak_bytes_per_s=9e9,
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated",
+                              measured_peak_bytes_per_s=9e9,
                               expected_peak_bytes_per_s=25.6e9,
                               layout="1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (B)")
     (found,) = [a for a in evaluate(Context(make_frame(membw=m), {}))]

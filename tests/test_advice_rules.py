@@ -138,10 +138,10 @@ def test_memory_bandwidth_pressure_during_data_bound_steps() -> None:
 
 def test_memory_bandwidth_layout_far_under_expected() -> None:
     m = MemoryBandwidthSample(source="estimate", confidence="estimated",
-                              peak_bytes_per_s=9e9, expected_peak_bytes_per_s=25.6e9,
+                              measured_peak_bytes_per_s=9e9, expected_peak_bytes_per_s=25.6e9,
                               layout="1 of 4 slots populated, 1 channel, 3200 MT/s")
     a = _advice(frame(membw=m))["host-memory-bandwidth"]
-    assert "9.0 GB/s is 35% of the 25.6 GB/s" in a.evidence and "1 channel" in a.evidence
+    assert "traffic 9.0 GB/s is 35% of the 25.6 GB/s" in a.evidence and "1 channel" in a.evidence
 
 
 def test_cpu_threads_oversubscribed() -> None:

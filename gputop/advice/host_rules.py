@@ -22,13 +22,14 @@ def host_memory_bandwidth(ctx: Context) -> list[Advice]:
         return []
     out = []
     expected = m.expected_peak_bytes_per_s
-    if expected and m.peak_bytes_per_s and m.peak_bytes_per_s < LOW_PEAK_SHARE * expected:
+    measured = m.measured_peak_bytes_per_s
+    if expected and measured and measured < LOW_PEAK_SHARE * expected:
         out.append(Advice(
             id="host-memory-bandwidth",
             severity="warn",
             title="Host memory is much slower than the installed modules should be",
-            evidence=f"measured peak {m.peak_bytes_per_s / 1e9:.1f} GB/s is "
-            f"{m.peak_bytes_per_s / expected:.0%} of the {expected / 1e9:.1f} GB/s the memory "
+            evidence=f"measured peak traffic {measured / 1e9:.1f} GB/s is "
+            f"{measured / expected:.0%} of the {expected / 1e9:.1f} GB/s the memory "
             f"layout should give" + (f" ({m.layout})" if m.layout else ""),
             action=_layout_action(m.layout),
         ))

@@ -149,6 +149,11 @@ def membw_json(m: MemoryBandwidthSample | None) -> dict[str, Any] | None:
         "psi_full_avg10": m.psi_full_avg10,
         "swap_in_per_s": m.swap_in_per_s,
         "major_faults_per_s": m.major_faults_per_s,
+        "total_bytes_per_s": m.total_bytes_per_s,
+        "canary_bytes_per_s": m.canary_bytes_per_s,
+        "measured_peak_bytes_per_s": m.measured_peak_bytes_per_s,
+        "expected_peak_bytes_per_s": m.expected_peak_bytes_per_s,
+        "layout": m.layout,
         "note": m.note,
     }
 

@@ -103,15 +103,17 @@ class MemoryBandwidthMonitor:
                 note="; ".join(n for n in (state, compare_peak(None, self.layout), why) if n),
                 **common,
             )
+        measured = traffic_of_copy(estimator.calibration.aggregate_bytes_per_s)
         notes = [
             "pressure estimated from a timed copy against its idle peak",
-            compare_peak(estimator.calibration.aggregate_bytes_per_s, self.layout),
+            compare_peak(measured, self.layout),
             why,
         ]
         return MemoryBandwidthSample(
             source="estimate",
             confidence="estimated",
             peak_bytes_per_s=estimator.peak or None,
+            measured_peak_bytes_per_s=measured,
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
@@ -124,6 +126,11 @@ class MemoryBandwidthMonitor:
             self.meter.close()
         if self.estimator is not None:
             self.estimator.close()
+
+
+def traffic_of_copy(copied_bytes_per_s: float) -> float:
+    """Memory traffic of a copy: every byte copied is read once and written once."""
+    return 2.0 * copied_bytes_per_s
 
 
 def open_membw_source(
