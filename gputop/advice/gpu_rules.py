@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import fmean
 
 from gputop.advice.context import Context, gpu_memory_fraction
-from gputop.model import Advice
+from gputop.model import Advice, GpuSample
 
 MIN_HISTORY = 5
 HIGH_MEMORY = 0.80
@@ -17,35 +18,89 @@ SHARED_MIN_BYTES = 256 * 1024**2
 GIB = 1024**3
 
 
+@dataclass(frozen=True, slots=True)
+class _Starved:
+    """What one starved GPU showed over its util history."""
+
+    index: int
+    memory: float
+    mean_util: float
+    samples: int
+    flat: bool
+    peak: float
+    idle_share: float
+
+
 def gpu_starved(ctx: Context) -> list[Advice]:
     """Memory held but util near zero, or util spiking and falling: waiting for input."""
-    starved = []
-    for gpu in ctx.frame.gpu.gpus:
-        history = ctx.gpu_util_history.get(gpu.index, ())
-        fraction = gpu_memory_fraction(gpu)
-        if gpu.lost or len(history) < MIN_HISTORY or fraction is None:
-            continue
-        idle_share = sum(u <= IDLE_UTIL for u in history) / len(history)
-        flat_idle = fraction >= HIGH_MEMORY and max(history) <= IDLE_UTIL
-        sawtooth = _rises(history) >= MIN_RISES and idle_share >= SAWTOOTH_IDLE_SHARE
-        if flat_idle or sawtooth:
-            shape = "near zero throughout" if flat_idle else (
-                f"spiking to {max(history):.0f}% then idle in {idle_share:.0%} of samples")
-            starved.append(
-                f"GPU {gpu.index}: memory {fraction:.0%} used, util averaged "
-                f"{fmean(history):.0f}% over {len(history)} samples, {shape}"
-            )
+    starved = [s for gpu in ctx.frame.gpu.gpus if (s := _starved(ctx, gpu)) is not None]
     if not starved:
         return []
     several = len(starved) > 1
     return [Advice(
         id="gpu-starved",
-        severity="critical" if several or "throughout" in starved[0] else "warn",
+        severity="critical" if several or starved[0].flat else "warn",
         title=("GPUs are" if several else "GPU is") + " waiting for input, not computing",
-        evidence="; ".join(starved),
-        action="Attach to the trainer (gputop --attach PID, or start it with gputop run) to time "
-        "its steps; the usual cause is the DataLoader: raise num_workers, set pin_memory=True.",
+        evidence=_evidence(starved),
+        action=_starved_action(ctx, [s.index for s in starved]),
     )]
+
+
+def _starved(ctx: Context, gpu: GpuSample) -> _Starved | None:
+    history = ctx.gpu_util_history.get(gpu.index, ())
+    fraction = gpu_memory_fraction(gpu)
+    if gpu.lost or len(history) < MIN_HISTORY or fraction is None:
+        return None
+    idle_share = sum(u <= IDLE_UTIL for u in history) / len(history)
+    flat = fraction >= HIGH_MEMORY and max(history) <= IDLE_UTIL
+    sawtooth = _rises(history) >= MIN_RISES and idle_share >= SAWTOOTH_IDLE_SHARE
+    if not (flat or sawtooth):
+        return None
+    return _Starved(gpu.index, fraction, fmean(history), len(history), flat, max(history),
+                    idle_share)
+
+
+def _evidence(starved: list[_Starved]) -> str:
+    """Each GPU in detail when there are one or two; otherwise one line per shape, as ranges."""
+    if len(starved) <= 2:
+        return "; ".join(
+            f"GPU {s.index}: memory {s.memory:.0%} used, util averaged {s.mean_util:.0f}% over "
+            f"{s.samples} samples, {_shape(s.flat, [s])}" for s in starved)
+    parts = []
+    for flat in (True, False):
+        group = [s for s in starved if s.flat == flat]
+        if group:
+            indices = ", ".join(str(s.index) for s in group)
+            parts.append(
+                f"GPUs {indices}: memory {_span([s.memory * 100 for s in group])}% used, util "
+                f"averaged {_span([s.mean_util for s in group])}% over {group[0].samples} "
+                f"samples, {_shape(flat, group)}")
+    return "; ".join(parts)
+
+
+def _shape(flat: bool, group: list[_Starved]) -> str:
+    if flat:
+        return "near zero throughout"
+    return (f"spiking to {_span([s.peak for s in group])}% then idle in "
+            f"{_span([s.idle_share * 100 for s in group])}% of samples")
+
+
+def _span(values: list[float]) -> str:
+    low, high = round(min(values)), round(max(values))
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
+def _starved_action(ctx: Context, indices: list[int]) -> str:
+    """Point at the attached trainer's timings, or name the owner to attach to."""
+    owners = sorted({p.pid for g in ctx.frame.gpu.gpus if g.index in indices for p in g.processes})
+    attached = [a.pid for a in ctx.frame.attached if a.pid in owners]
+    if attached:
+        return (f"Trainer {attached[0]} is attached: its step timings and the advice on its "
+                "input pipeline say what to change.")
+    who = f"trainer {owners[0]} (gputop --attach {owners[0]}" if owners else (
+        "the trainer (gputop --attach PID")
+    return (f"Time the steps of {who}, or start it with gputop run); the usual cause is the "
+            "DataLoader: raise num_workers, set pin_memory=True.")
 
 
 def _rises(history: tuple[float, ...]) -> int:
