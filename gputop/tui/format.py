@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-NA = "n/a"
+from gputop.fmt import NA, scaled
+from gputop.fmt import cpu_time as cpu_time  # the same on screen and in --once
+from gputop.fmt import uptime as uptime
+
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
@@ -13,56 +16,25 @@ def size(value: float | None) -> str:
     """Bytes in at most 6 cells, binary units: 1536 -> '1.5K', 3e10 -> '27.9G'."""
     if value is None:
         return NA
-    amount = float(value)
-    for unit in "BKMGTP":
-        if abs(amount) < 1000 or unit == "P":
-            if unit == "B":
-                return f"{amount:.0f}B"
-            return f"{amount:.1f}{unit}" if amount < 100 else f"{amount:.0f}{unit}"
-        amount /= 1024
-    raise AssertionError("unreachable")
+    amount, unit = scaled(value, 1024, "BKMGTP", 1000)
+    return f"{amount:.0f}B" if unit == "B" else _compact(amount, unit)
 
 
 def rate(value: float | None) -> str:
     """Bytes per second, decimal units as bandwidth is quoted: 2.5e9 -> '2.5G/s'."""
     if value is None:
         return NA
-    amount = float(value)
-    for unit in ("B", "k", "M", "G", "T"):
-        if abs(amount) < 1000 or unit == "T":
-            if unit == "B":
-                return f"{amount:.0f}B/s"
-            return f"{amount:.1f}{unit}/s" if amount < 100 else f"{amount:.0f}{unit}/s"
-        amount /= 1000
-    raise AssertionError("unreachable")
+    amount, unit = scaled(value, 1000, "BkMGT", 1000)
+    return f"{amount:.0f}B/s" if unit == "B" else _compact(amount, unit) + "/s"
+
+
+def _compact(amount: float, unit: str) -> str:
+    return f"{amount:.1f}{unit}" if amount < 100 else f"{amount:.0f}{unit}"
 
 
 def percent(value: float | None) -> str:
     """A whole percentage, or n/a."""
     return NA if value is None else f"{value:.0f}%"
-
-
-def cpu_time(seconds: float | None) -> str:
-    """Cumulative CPU time in at most 8 cells: '12:03.45', '3:25:07', '41d02h'."""
-    if seconds is None:
-        return NA
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours >= 100:
-        days, hours = divmod(hours, 24)
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}.{int((seconds - whole) * 100):02d}"
-
-
-def uptime(seconds: float) -> str:
-    """Uptime as days, hours, minutes: 93784 -> '1d 2h03m'."""
-    minutes = int(seconds) // 60
-    days, minutes = divmod(minutes, 1440)
-    hours, minutes = divmod(minutes, 60)
-    return f"{days}d {hours}h{minutes:02d}m" if days else f"{hours}h{minutes:02d}m"
 
 
 def duration_ns(value: int | None) -> str:
