@@ -189,6 +189,23 @@ async def test_quit_keys_end_the_app(key: str) -> None:
 
 
 @sync
+async def test_untouched_cursor_stays_on_the_busiest_row() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _fed(app, pilot)
+        table = app.query_one(ProcessTable)
+        first = table.selected
+        busy = frames("data-starved", 6)[-1]
+        procs = tuple(replace(p, cpu_percent=500.0) if p.pid == 6200 else p
+                      for p in busy.processes)
+        app.show_frame(replace(busy, processes=procs))
+        await pilot.pause()
+        assert first is not None and first.process.pid != 6200
+        assert table.selected is not None and table.selected.process.pid == 6200
+        assert table.top == 0 and _pids(app)[0] == 6200
+
+
+@sync
 async def test_cursor_follows_its_process_when_rows_reorder() -> None:
     app, _ = _app()
     async with app.run_test(size=(120, 40)) as pilot:

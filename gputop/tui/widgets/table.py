@@ -32,6 +32,7 @@ class ProcessTable(LinePane):
         self.cursor = 0
         self.top = 0
         self._cursor_key: tuple[int, int] | None = None
+        self._following = False  # the cursor follows its process only once the user moved it
         self._empty_note = "waiting for the first sample…"
 
     @property
@@ -43,7 +44,7 @@ class ProcessTable(LinePane):
         """New rows: keep the cursor on the same process when it is still listed."""
         self.rows, self.state = rows, state
         self._empty_note = empty_note or "no processes match"
-        if self._cursor_key is not None:
+        if self._following and self._cursor_key is not None:
             for index, row in enumerate(rows):
                 if row.key == self._cursor_key:
                     self.cursor = index
@@ -80,6 +81,7 @@ class ProcessTable(LinePane):
 
     def _set_cursor(self, index: int) -> None:
         self.cursor = max(0, min(index, len(self.rows) - 1))
+        self._following = True
         self._paint()
 
     def _body_height(self) -> int:
@@ -92,7 +94,9 @@ class ProcessTable(LinePane):
         if self.rows:
             self.cursor = max(0, min(self.cursor, len(self.rows) - 1))
             self._cursor_key = self.rows[self.cursor].key
-        if self.cursor < self.top:
+        if self.cursor < body:
+            self.top = 0  # the busiest rows stay in view whenever the cursor allows it
+        elif self.cursor < self.top:
             self.top = self.cursor
         elif body and self.cursor >= self.top + body:
             self.top = self.cursor - body + 1
