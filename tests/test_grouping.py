@@ -15,11 +15,11 @@ from gputop.analysis.grouping import (
 )
 from gputop.model import ProcessSample
 
-PY = "/work/main/.venv/bin/python"
+PY = "/home/ana/project/.venv/bin/python"
 TRAIN = (PY, "train.py", "--epochs", "3")
 TRACKER = (PY, "-B", "-c", "from multiprocessing.resource_tracker import main;main(5)")
 FORKSERVER = (PY, "-B", "-c", "from multiprocessing.forkserver import main; main(8, 9, "
-              "['__main__'], **{'sys_path': ['/work/main/tests/trainers']})")
+              "['__main__'], **{'sys_path': ['/home/ana/project/tests/trainers']})")
 SPAWNED = (PY, "-B", "-c", "from multiprocessing.spawn import spawn_main; "
            "spawn_main(tracker_fd=5, pipe_handle=7)", "--multiprocessing-fork")
 
