@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -85,7 +86,7 @@ def probe_cost(steps: int = STEPS) -> dict[str, float]:
     }
 
 
-def training_slowdown(pairs: int = 100, block: int = 5) -> dict[str, float]:
+def training_slowdown(pairs: int = 200, block: int = 5) -> dict[str, float]:
     """A real CPU loop of ~5 ms steps, blocks with and without the probe interleaved."""
     import torch
     from torch import nn
@@ -126,18 +127,22 @@ def training_slowdown(pairs: int = 100, block: int = 5) -> dict[str, float]:
 
     bare(), probed()  # warm both paths
     with_ns = without_ns = 0
+    ratios = []
     for i in range(pairs):
         if i % 2:
-            with_ns += probed()
-            without_ns += bare()
+            w, wo = probed(), bare()
         else:
-            without_ns += bare()
-            with_ns += probed()
+            wo, w = bare(), probed()
+        with_ns, without_ns = with_ns + w, without_ns + wo
+        ratios.append(w / wo)
     steps = pairs * block
     return {
         "step_ms_without": without_ns / steps / 1e6,
         "step_ms_with": with_ns / steps / 1e6,
         "slowdown_ratio": with_ns / without_ns,
+        # Adjacent blocks share the machine's state: their ratio's median shrugs off the
+        # other tenants' bursts that dominate the totals on a shared 2-core box.
+        "median_pair_ratio": statistics.median(ratios),
     }
 
 
@@ -163,7 +168,8 @@ def main() -> int:
     if loop:
         print(f"training loop:       {loop['step_ms_without']:.2f} ms/step without, "
               f"{loop['step_ms_with']:.2f} ms/step with the probe; "
-              f"slowdown x{loop['slowdown_ratio']:.4f} (target <= 1.01)")
+              f"slowdown x{loop['median_pair_ratio']:.4f} (median of paired blocks; "
+              f"ratio of totals x{loop['slowdown_ratio']:.4f}; target <= 1.01)")
     return 0
 
 
