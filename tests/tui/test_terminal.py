@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -112,3 +114,29 @@ def _gone(pid: int, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.25)
     return False
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(child) for child in text]
+    return found
+
+
+def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
+    """An SSH drop sends SIGHUP: gputop must leave the tty cooked and take its trainer along."""
+    command = " ".join(_entry())
+    script = (f"env PYTHONPATH={REPO} TERM=xterm {command}; echo EXIT=$?; "
+              "stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60")
+    _tmux("respawn-pane", "-k", "-t", session, f"sh -c \"{script}\"")
+    screen = _wait_for(session, lambda s: "SIMULATED GPUs" in s and "[3w" in s)
+    trainer_pid = int(next(line for line in screen.splitlines() if "[3w" in line).split()[0])
+    shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    (gputop_pid,) = _children(shell)
+    os.kill(gputop_pid, signal.SIGHUP)
+    screen = _wait_for(session, lambda s: "EXIT=" in s and "icanon" in s, timeout_s=30)
+    lines = screen.splitlines()
+    assert "EXIT=0" in lines, screen
+    assert "icanon" in lines and "-icanon" not in lines, screen  # canonical mode is back
+    assert _gone(trainer_pid), "the demo trainer outlived gputop"
