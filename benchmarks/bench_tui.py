@@ -40,7 +40,7 @@ class ReplaySampler:
         self.paused = False
         self._stop = threading.Event()
 
-    def start(self, on_frame) -> None:
+    def start(self, on_frame, *, on_prime=None) -> None:
         import threading
 
         def run() -> None:

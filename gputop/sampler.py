@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gputop.model import Advice, Frame
 from gputop.sources.base import (
@@ -17,6 +18,16 @@ from gputop.sources.base import (
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
+
+
+@dataclass(frozen=True)
+class LaterSources:
+    """Sources a live view can add after its first paint (they cost ~50 ms to import)."""
+
+    membw: MemoryBandwidthSource | None = None
+    attach: AttachSource | None = None
+    advisor: Advisor | None = None
+
 
 FIRST_GAP_S = 0.15
 
@@ -47,6 +58,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._paused = False
         self._last_sample_time: float | None = None
+        self._later: Callable[[], LaterSources] | None = None
 
     def sample(self) -> Frame:
         """Sample every source now into one Frame; rates cover the time since the last call."""
@@ -95,6 +107,23 @@ class Sampler:
         self._stop.wait(FIRST_GAP_S)
         return self.sample()
 
+    def defer(self, build: Callable[[], LaterSources]) -> None:
+        """Leave some sources to `complete()`, so the first frames come sooner."""
+        self._later = build
+
+    def complete(self) -> None:
+        """Build and add the deferred sources (after a first tick, memory bandwidth reads now)."""
+        build, self._later = self._later, None
+        if build is None:
+            return
+        later = build()
+        with self._lock:
+            if later.membw is not None and self._last_sample_time is not None:
+                later.membw.sample()  # like prime(): the next tick has a rate
+            self.membw = later.membw or self.membw
+            self.attach_source = later.attach or self.attach_source
+            self.advisor = later.advisor or self.advisor
+
     def attach(self, pid: int) -> None:
         """Start reading the ring of trainer `pid` from the next tick on."""
         if self.attach_source is None:
@@ -117,18 +146,32 @@ class Sampler:
         self._paused = paused
         self._wake.set()
 
-    def start(self, on_frame: FrameCallback, first_gap_s: float = FIRST_GAP_S) -> None:
-        """Run ticks on a daemon thread and hand each Frame to `on_frame`."""
+    def start(
+        self,
+        on_frame: FrameCallback,
+        first_gap_s: float = FIRST_GAP_S,
+        on_prime: FrameCallback | None = None,
+    ) -> None:
+        """Run ticks on a daemon thread and hand each Frame to `on_frame`.
+
+        `on_prime` gets the priming sample, whose rates are not yet meaningful (a splash
+        can show its GPUs and memory while the first real Frame is measured).
+        """
         if self._thread is not None:
             return
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self._run, args=(on_frame, first_gap_s), name="gputop-sampler", daemon=True
+            target=self._run, args=(on_frame, first_gap_s, on_prime), name="gputop-sampler",
+            daemon=True,
         )
         self._thread.start()
 
-    def _run(self, on_frame: FrameCallback, first_gap_s: float) -> None:
-        self.prime()
+    def _run(
+        self, on_frame: FrameCallback, first_gap_s: float, on_prime: FrameCallback | None
+    ) -> None:
+        primed = self.sample()
+        if on_prime is not None:
+            on_prime(primed)
         delay = first_gap_s
         while not self._stop.is_set():
             self._wake.clear()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from gputop.sampler import Sampler
+from gputop.sampler import LaterSources, Sampler
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 class BadInput(Exception):
@@ -36,25 +39,34 @@ def build_sampler(
     membw: str = "auto",
     interval_s: float = 1.0,
     advice_after: int = 2,
+    defer: bool = False,
 ) -> Sampler:
-    """The sampler for real hardware, or simulated GPUs when `demo` names a scenario."""
-    from gputop.advice import Advisor
-    from gputop.sources.attach import RingAttachSource
+    """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
+
+    With `defer`, memory bandwidth, attach and advice wait for `Sampler.complete()`: a
+    live view paints its first frame from GPUs, host and processes alone.
+    """
     from gputop.sources.gpu import open_gpu_source
     from gputop.sources.host import ProcHostSource
-    from gputop.sources.membw import open_membw_source
     from gputop.sources.processes import ProcProcessSource
 
     gpu = open_gpu_source(simulate=demo) if gpus is None else open_gpu_source(demo, count=gpus)
-    return Sampler(
-        gpu=gpu,
-        host=ProcHostSource(),
-        processes=ProcProcessSource(),
-        membw=open_membw_source(membw),
-        attach=RingAttachSource(),
-        advisor=Advisor(on_after=advice_after),
-        interval_s=interval_s,
+    sampler = Sampler(
+        gpu=gpu, host=ProcHostSource(), processes=ProcProcessSource(), interval_s=interval_s
     )
+    sampler.defer(lambda: _later_sources(membw, advice_after))
+    if not defer:
+        sampler.complete()
+    return sampler
+
+
+def _later_sources(membw: str, advice_after: int) -> LaterSources:
+    from gputop.advice import Advisor
+    from gputop.sources.attach import RingAttachSource
+    from gputop.sources.membw import open_membw_source
+
+    return LaterSources(membw=open_membw_source(membw), attach=RingAttachSource(),
+                        advisor=Advisor(on_after=advice_after))
 
 
 def start_probed(command: Sequence[str]) -> subprocess.Popen[bytes]:

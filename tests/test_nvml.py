@@ -125,14 +125,16 @@ def test_no_devices_gives_none_source_and_shuts_nvml_down(nv: ModuleType) -> Non
 )
 def test_real_pynvml_without_driver_gives_none_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    source = open_gpu_source()
+    note = "no GPU data: NVIDIA driver library (libnvidia-ml) not found"
+    if not nvml_source._driver_library_loads():  # no driver here: pynvml is not even imported
+        assert open_gpu_source().sample() == GpuReport(source="none", note=note)
+        assert "pynvml" not in sys.modules
+    source = nvml_source.open_nvml(importlib.import_module("pynvml"))
     report = source.sample()
     source.close()
     assert type(sys.modules["pynvml"]).__name__ == "module"
     assert Path(sys.modules["pynvml"].__file__ or "").parent.name == "site-packages"
-    assert report == GpuReport(
-        source="none", note="no GPU data: NVIDIA driver library (libnvidia-ml) not found"
-    )
+    assert report == GpuReport(source="none", note=note)
 
 
 # ------------------------------------------------------------------ a healthy device

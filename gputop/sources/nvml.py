@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -100,6 +101,8 @@ def open_nvml(
     module: ModuleType | None = None, clock: Callable[[], float] = time.monotonic
 ) -> GpuSource:
     """Start NVML and return a source over its devices, or a NoGpuSource that says why not."""
+    if module is None and not _driver_library_loads():
+        return NoGpuSource(f"no GPU data: {_INIT_NOTES['NVML_ERROR_LIBRARY_NOT_FOUND']}")
     try:
         nv = module if module is not None else _import_pynvml()
     except ImportError:
@@ -120,6 +123,22 @@ def open_nvml(
         _shutdown(nv)
         return NoGpuSource(f"no GPU data: NVML (driver {driver}) found no GPUs")
     return NvmlSource(nv, count, driver, clock=clock)
+
+
+def _driver_library_loads() -> bool:
+    """Whether the library pynvml would load is there: on CPU-only hosts this skips its import.
+
+    A pynvml already imported (or a stand-in put in its place) is used as it is.
+    """
+    if "pynvml" in sys.modules or not sys.platform.startswith("linux"):
+        return True
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def _import_pynvml() -> ModuleType:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gputop.model import Frame
     from gputop.tui.app import FrameFeed, GputopApp
     from gputop.tui.demo import DemoTrainer
+    from gputop.tui.splash import Splash
 
 __all__ = ["build_app", "run_tui"]
+
+SPLASH_WAIT_S = 0.5  # at most this long for the splash's first paint before importing Textual
 
 
 def build_app(
@@ -17,24 +22,48 @@ def build_app(
     attach_pid: int | None = None,
     demo: DemoTrainer | None = None,
     start: bool = True,
+    splash: Splash | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
 
     `attach_pid` (or else the demo trainer) is attached now if its ring exists, otherwise
-    as soon as a frame shows it with a probe.
+    as soon as a frame shows it with a probe. A `splash` shows the frames until the app
+    draws; its driver takes the terminal over from it.
     """
     from gputop.tui.slot import FrameSlot
 
     slot = FrameSlot()
     pending = attach_pid if attach_pid is not None else (demo.pid if demo else None)
     if start:
+        complete = getattr(sampler, "complete", None)  # sources deferred for a sooner paint
+        if complete is not None and (pending is not None or splash is None):
+            complete()  # attach first, so the first frame has steps
         pending = _attach_now(sampler, pending)
-        sampler.start(slot.put)
+        if splash is None:
+            sampler.start(slot.put)
+        else:
+            sampler.start(_splash_then(slot.put, splash),
+                          on_prime=lambda frame: splash.show(frame, rates=False))
+            splash.wait_painted(SPLASH_WAIT_S)
+            if complete is not None:
+                complete()  # while the first real frame is measured
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
 
-    return GputopApp(sampler, attach_pid=pending, demo=demo, slot=slot,
-                     driver_class=QuietLinuxDriver)
+    app = GputopApp(sampler, attach_pid=pending, demo=demo, slot=slot,
+                    driver_class=QuietLinuxDriver)
+    app.splash = splash
+    return app
+
+
+def _splash_then(deliver: Callable[[Frame], None], splash: Splash) -> Callable[[Frame], None]:
+    """Paint each frame on the splash (until the app draws), then hand it to the app."""
+
+    def on_frame(frame: Frame) -> None:
+        splash.show(frame)
+        deliver(frame)
+
+    return on_frame
 
 
 def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
@@ -51,11 +80,30 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 def run_tui(
     sampler: FrameFeed, *, attach_pid: int | None = None, demo: DemoTrainer | None = None
 ) -> int:
-    """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM; stop the sampler and any demo trainer."""
-    app = build_app(sampler, attach_pid=attach_pid, demo=demo)
+    """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM; stop the sampler and any demo trainer.
+
+    On a terminal a plain-text splash shows the first frames while Textual imports; Ctrl-C,
+    SIGHUP or SIGTERM before the app is up end the run as q would, with the terminal restored.
+    """
+    from gputop.tui.splash import Splash
+
+    splash = Splash.open()
+    failed = False
     try:
+        try:
+            app = build_app(sampler, attach_pid=attach_pid, demo=demo, splash=splash)
+            if splash is not None:
+                splash.stop()
+        except KeyboardInterrupt:
+            if splash is None:
+                raise
+            return 0
+        failed = True
         app.run()
+        failed = False
     finally:
+        if splash is not None:
+            splash.close(failed=failed)
         sampler.stop()
         if demo is not None:
             demo.stop()

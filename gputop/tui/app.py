@@ -16,6 +16,7 @@ from gputop.model import Frame
 from gputop.tui.history import History
 from gputop.tui.messages import FrameReady, RowActivated
 from gputop.tui.slot import FrameSlot
+from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
@@ -36,7 +37,7 @@ class FrameFeed(Protocol):
     @property
     def paused(self) -> bool: ...
 
-    def start(self, on_frame: object) -> None: ...
+    def start(self, on_frame: object, *, on_prime: object = None) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -82,6 +83,7 @@ class GputopApp(App[int]):
         self.attach_error: str | None = None
         self._want_attach = attach_pid
         self.slot = slot or FrameSlot()
+        self.splash: Splash | None = None  # the driver takes the terminal over from it
 
     # ---- frames from the sampler thread ----------------------------------------------------
 

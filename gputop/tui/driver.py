@@ -47,6 +47,13 @@ class QuietLinuxDriver(LinuxDriver):
         os.set_blocking(self._wake_r, False)
         self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
 
+    def start_application_mode(self) -> None:
+        """Start as usual; after a splash, restore the modes from before it at exit."""
+        super().start_application_mode()
+        splash = getattr(self._app, "splash", None)
+        if splash is not None:
+            self.attrs_before = splash.take_over()
+
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events; no periodic wake-ups."""
         self._drain_wake()

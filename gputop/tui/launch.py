@@ -28,7 +28,7 @@ def run_live(
 
         trainer = start_demo_trainer()
     try:
-        sampler = factory(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s)
+        sampler = factory(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s, defer=True)
         if trainer is not None and hasattr(sampler.gpu, "set_owner_pids"):
             sampler.gpu.set_owner_pids([trainer.pid])
     except BaseException:
@@ -50,7 +50,7 @@ def run_attached_child(
 
     factory = build_sampler or _default_factory()
     try:
-        sampler = factory(demo=None, gpus=None, membw=membw, interval_s=interval_s)
+        sampler = factory(demo=None, gpus=None, membw=membw, interval_s=interval_s, defer=True)
         run_tui(sampler, attach_pid=child.pid)
     finally:
         if child.poll() is None:

@@ -40,7 +40,7 @@ class FedSampler:
         self.attached: list[int] = []
         self.on_frame: Callable[[Frame], None] | None = None
 
-    def start(self, on_frame: Callable[[Frame], None]) -> None:
+    def start(self, on_frame: Callable[[Frame], None], *, on_prime: object = None) -> None:
         self.started = True
         self.on_frame = on_frame
 

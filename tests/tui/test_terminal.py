@@ -140,3 +140,75 @@ def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
     assert "EXIT=0" in lines, screen
     assert "icanon" in lines and "-icanon" not in lines, screen  # canonical mode is back
     assert _gone(trainer_pid), "the demo trainer outlived gputop"
+
+
+def _splash_then_app(name: str) -> list[str]:
+    """Poll fast from launch; the distinct screens seen: the splash's, then the app's."""
+    seen: list[str] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        screen = _screen(name)
+        kind = "app" if " q quit" in screen else "splash" if "starting the full view" in screen \
+            else ""
+        if kind and (not seen or seen[-1] != kind):
+            seen.append(kind)
+        if kind == "app" and "SIMULATED GPUs" in screen and "PID" in screen:
+            return seen
+        time.sleep(0.01)
+    raise AssertionError(f"the app never came up; seen {seen}; last screen:\n{_screen(name)}")
+
+
+def _splash_shown(name: str) -> str:
+    """Poll fast until the splash is on screen (it shows only while Textual loads)."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        screen = _screen(name)
+        if "starting the full view" in screen:
+            return screen
+        time.sleep(0.01)
+    raise AssertionError(f"no splash; last screen:\n{_screen(name)}")
+
+
+def test_splash_shows_first_then_the_app_and_q_exits_0(session: str) -> None:
+    """The plain first screen (banner, %CPU rows) is up before Textual draws; q still quits."""
+    command = " ".join(_entry())
+    script = (f"env PYTHONPATH={REPO} TERM=xterm-256color {command}; echo EXIT=$?; "
+              "stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60")
+    _tmux("respawn-pane", "-k", "-t", session, f"sh -c \"{script}\"")
+    assert _splash_then_app(session) == ["splash", "app"]
+    _tmux("send-keys", "-t", session, "q")
+    screen = _wait_for(session, lambda s: "EXIT=" in s and "icanon" in s, timeout_s=30)
+    lines = screen.splitlines()
+    assert "EXIT=0" in lines, screen
+    assert "icanon" in lines and "-icanon" not in lines, screen
+
+
+def test_keys_typed_during_the_splash_reach_the_app_unechoed(session: str) -> None:
+    """q pressed while the splash shows is not echoed; the app reads it and quits with 0."""
+    command = " ".join(_entry())
+    script = (f"env PYTHONPATH={REPO} TERM=xterm-256color {command}; echo EXIT=$?; "
+              "stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60")
+    _tmux("respawn-pane", "-k", "-t", session, f"sh -c \"{script}\"")
+    splash = _splash_shown(session)
+    _tmux("send-keys", "-t", session, "z")  # no key of the app's: it must not be echoed
+    _tmux("send-keys", "-t", session, "q")
+    screen = _wait_for(session, lambda s: "EXIT=" in s and "icanon" in s, timeout_s=60)
+    lines = screen.splitlines()
+    assert "EXIT=0" in lines, screen
+    assert "icanon" in lines and "-icanon" not in lines, screen
+    assert "z" not in splash.split()
+
+
+def test_ctrl_c_during_the_splash_exits_0_and_restores_the_terminal(session: str) -> None:
+    command = " ".join(_entry())
+    script = (f"env PYTHONPATH={REPO} TERM=xterm {command}; echo EXIT=$?; "
+              "stty -a | tr ' ' '\\n' | grep -x -- '-*echo'; sleep 60")
+    # Ctrl-C before the app is up is a SIGINT to the foreground group: bash, unlike dash,
+    # carries on when its child exits normally.
+    _tmux("respawn-pane", "-k", "-t", session, f"bash -c \"{script}\"")
+    _splash_shown(session)
+    _tmux("send-keys", "-t", session, "C-c")
+    screen = _wait_for(session, lambda s: "EXIT=" in s and "echo" in s, timeout_s=30)
+    lines = screen.splitlines()
+    assert "EXIT=0" in lines, screen
+    assert "echo" in lines and "-echo" not in lines, screen

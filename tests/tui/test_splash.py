@@ -1,0 +1,137 @@
+"""The plain-text first screen: a pure Frame -> ANSI paint, and the terminal it borrows."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+from dataclasses import replace
+
+from gputop.tui.splash import ENTER, LEAVE, LOADING, Splash, render
+from tests.tui.fixtures import frames
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _lines(paint: str) -> list[str]:
+    return ANSI.sub("", paint).split("\r\n")
+
+
+def test_paint_fits_the_terminal_and_sorts_by_cpu() -> None:
+    frame = frames("data-starved", count=3)[-1]
+    for width, height in ((80, 24), (40, 12), (200, 60), (1, 1)):
+        lines = _lines(render(frame, width, height))
+        assert len(lines) <= height
+        assert all(len(line) <= width for line in lines)
+    lines = _lines(render(frame, 120, 40))
+    assert lines[0].startswith("gputop") and LOADING in lines
+    assert "SIMULATED GPUs" in lines[1]
+    assert sum(line.startswith("GPU ") for line in lines) == len(frame.gpu.gpus)
+    head = next(i for i, line in enumerate(lines) if "%CPU" in line)
+    assert "COMMAND" in lines[head]
+    cpu = [float(line.split()[2]) for line in lines[head + 1:] if line.strip()]
+    assert cpu and cpu == sorted(cpu, reverse=True)
+    assert len(lines) == 40  # the rows fill the screen
+
+
+def test_first_sample_shows_no_cpu_rows() -> None:
+    frame = frames("idle", count=1)[0]
+    text = "\n".join(_lines(render(frame, 100, 30, rates=False)))
+    assert "measuring %CPU" in text and "COMMAND" not in text
+
+
+def test_banner_for_cpu_only_and_no_escape_from_command_lines() -> None:
+    frame = frames("idle", count=2)[-1]
+    evil = replace(frame.processes[0], cmdline=("x\x1b]0;owned\x07\x1b[2J",), cpu_percent=999.0)
+    frame = replace(frame, gpu=replace(frame.gpu, source="none", gpus=(), note="no driver"),
+                    processes=(evil, *frame.processes[1:]))
+    paint = render(frame, 100, 30)
+    assert "CPU-only mode — no driver" in paint
+    assert "owned" in paint and "\x1b]" not in paint and "\x07" not in paint
+    assert "\x1b[2J" not in paint
+
+
+def test_splash_borrows_the_terminal_and_gives_it_back() -> None:
+    """Echo off while it shows; the modes from before are restored or handed to the driver."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        before = termios.tcgetattr(slave)
+        with os.fdopen(os.dup(slave), "w") as stream:
+            splash = Splash.open(stream)
+            assert splash is not None
+            assert not termios.tcgetattr(slave)[3] & termios.ECHO
+            splash.show(frames("idle", count=2)[-1])
+            splash.stop()
+            splash.show(frames("idle", count=2)[-1])  # after stop: nothing more is drawn
+            splash.close()
+            assert termios.tcgetattr(slave) == before
+            splash = Splash.open(stream)
+            assert splash is not None
+            assert splash.take_over() == before
+            splash.close()  # a driver took over: it restores the modes at exit, not us
+            assert not termios.tcgetattr(slave)[3] & termios.ECHO
+        out = b""
+        while select.select([master], [], [], 0.2)[0]:
+            out += os.read(master, 1 << 16)
+        text = out.decode()
+        first, second = text.split(LEAVE)
+        assert first.startswith(ENTER) and first.count("\x1b[7mgputop") == 1
+        assert second == ENTER  # taken over: left on the alternate screen for the app
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_no_splash_without_a_terminal() -> None:
+    with open(os.devnull, "w") as stream:
+        assert Splash.open(stream) is None
+
+
+def test_splash_module_loads_no_textual() -> None:
+    code = "import gputop.tui.splash, sys; print(any(m.startswith('textual') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_deferred_sources_join_after_the_priming_sample() -> None:
+    """The live view primes from GPUs, host and processes; the rest joins before frame one."""
+    import threading
+
+    from gputop.wiring import build_sampler
+
+    sampler = build_sampler(demo="idle", membw="estimate", defer=True)
+    primed = threading.Event()
+    frames_seen: list = []
+    got = threading.Event()
+    assert sampler.membw is None and sampler.attach_source is None and sampler.advisor is None
+
+    def on_frame(frame) -> None:
+        frames_seen.append(frame)
+        got.set()
+
+    try:
+        sampler.start(on_frame, on_prime=lambda frame: primed.set())
+        assert primed.wait(30)
+        sampler.complete()
+        assert got.wait(30)
+    finally:
+        sampler.stop()
+    assert frames_seen[0].memory_bandwidth is not None
+    assert sampler.attach_source is not None and sampler.advisor is not None
+    assert all(p.cpu_percent is not None for p in frames_seen[0].processes if p.in_proc)
+
+
+def test_deferring_loads_neither_membw_nor_advice() -> None:
+    code = ("import sys; from gputop.wiring import build_sampler; "
+            "s = build_sampler(demo='idle', defer=True); s.sample(); "
+            "print(sorted(m for m in ('gputop.advice', 'gputop.sources.membw', "
+            "'gputop.sources.attach') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
