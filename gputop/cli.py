@@ -159,6 +159,9 @@ def _run(argv: list[str]) -> int:
     parser = _Parser(prog="gputop run", description="run CMD with the step probe, TUI attached")
     parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
+    parser.add_argument("--log", metavar="FILE",
+                        help="where CMD's output goes while the TUI has the terminal "
+                        "(default gputop-run-PID.log in the current directory)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -166,9 +169,35 @@ def _run(argv: list[str]) -> int:
         raise UsageError("run needs a command: gputop run -- python train.py")
     from gputop.wiring import build_sampler, start_probed
 
-    child = start_probed(command)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _run_without_terminal(command, args)
+    log = args.log or f"gputop-run-{os.getpid()}.log"
+    try:
+        child = start_probed(command, log=log)
+    except OSError as exc:
+        raise UsageError(f"cannot write the log {log}: {exc.strerror}") from None
     from gputop.tui.launch import run_attached_child
 
-    return run_attached_child(
+    code = run_attached_child(
         child, interval_s=args.interval, membw=args.membw, build_sampler=build_sampler
     )
+    print(f"gputop: {command[0]} exited with code {code}; its output is in {log}",
+          file=sys.stderr)
+    return code
+
+
+def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
+    """No terminal for a TUI: CMD keeps our stdio, and its step summary is printed at the end."""
+    from gputop.export.text import attach_summary
+    from gputop.sources.launch import exit_status
+    from gputop.wiring import build_sampler, start_probed, watch_child
+
+    sampler = build_sampler(membw=args.membw, interval_s=args.interval, advice_after=1)
+    try:
+        child = start_probed(command)
+        frame = watch_child(child, sampler)
+    finally:
+        sampler.close()
+    code = exit_status(child.wait())
+    sys.stderr.write(f"gputop: {command[0]} exited with code {code}\n{attach_summary(frame)}")
+    return code

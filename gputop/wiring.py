@@ -10,6 +10,8 @@ from gputop.sampler import LaterSources, Sampler
 if TYPE_CHECKING:
     import subprocess
 
+    from gputop.model import Frame
+
 
 class BadInput(Exception):
     """A choice the user made that cannot be honoured; the CLI prints it and exits 2."""
@@ -69,13 +71,32 @@ def _later_sources(membw: str, advice_after: int) -> LaterSources:
                         advisor=Advisor(on_after=advice_after))
 
 
-def start_probed(command: Sequence[str]) -> subprocess.Popen[bytes]:
+def start_probed(command: Sequence[str], log: str | None = None) -> subprocess.Popen[bytes]:
     """Start `command` with the step probe installed; a missing program is bad input."""
     from gputop.sources.launch import start_under_probe
 
     try:
-        return start_under_probe(list(command))
+        return start_under_probe(list(command), log=log)
     except FileNotFoundError:
         raise BadInput(f"command not found: {command[0]}") from None
     except PermissionError:
         raise BadInput(f"command not executable: {command[0]}") from None
+    except IsADirectoryError:
+        raise BadInput(f"command is a directory: {command[0]}") from None
+
+
+def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
+    """Sample `child` under the probe until it exits; the frame read right after it ended."""
+    sampler.attach(child.pid)
+    sampler.prime()
+    rings = sampler.attach_source
+    ring_open = rings is None
+    while child.poll() is None:
+        if ring_open:
+            sampler.wait(min(sampler.interval_s, 0.5))
+            sampler.sample()
+        else:  # the ring is unlinked when the command exits: open it as soon as it exists
+            sampler.wait(0.02)
+            attached = rings.sample() if rings is not None else ()
+            ring_open = bool(attached) and attached[0].error is None
+    return sampler.sample()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,36 @@ def test_attach_to_a_process_without_probe_says_how_to_start_one() -> None:
     assert out.returncode == 2
     assert str(sleeper.pid) in out.stderr and "gputop run" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+RUN_SCRIPT = Path(__file__).parent / "run_scripts" / "probed_exit3.py"
+
+
+def test_run_without_a_terminal_passes_exit_code_and_prints_steps() -> None:
+    out = gputop("run", "--membw", "off", "--", sys.executable, str(RUN_SCRIPT), timeout=120)
+    assert out.returncode == 3, out.stderr
+    assert "hello from the command" in out.stdout  # the command keeps our stdout
+    assert "exited with code 3" in out.stderr
+    summary = next(line for line in out.stderr.splitlines() if line.startswith("ATTACHED"))
+    steps = int(summary.split(": ")[1].split()[0])
+    assert steps >= 30 and "(exited)" in summary
+
+
+def test_run_reports_a_signal_as_128_plus_n() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "run", "--membw", "off", "--", sys.executable,
+         str(RUN_SCRIPT), "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "hello from the command"
+    command_pid = _child_of(child.pid)
+    os.kill(command_pid, signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert f"exited with code {128 + signal.SIGTERM}" in err
+
+
+def _child_of(pid: int) -> int:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])

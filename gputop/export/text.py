@@ -25,6 +25,14 @@ def render(frame: Frame, width: int = 100) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def attach_summary(frame: Frame) -> str:
+    """The attached trainers and the advice, for `gputop run` without a terminal."""
+    lines = [line for state in frame.attached for line in _attached(state)]
+    if frame.advice:
+        lines += _advice(frame)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def _header(frame: Frame) -> list[str]:
     host = frame.host
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.time))

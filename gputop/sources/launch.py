@@ -25,13 +25,28 @@ def probe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def start_under_probe(
-    command: Sequence[str], env: Mapping[str, str] | None = None, forward_sigint: bool = True
+    command: Sequence[str], env: Mapping[str, str] | None = None, forward_sigint: bool = True,
+    log: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop."""
-    child = subprocess.Popen(list(command), env=probe_env(env))
+    """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop.
+
+    With `log`, the child's output goes to that file and its stdin is empty: the terminal
+    belongs to the TUI, and a trainer's progress bars would tear it.
+    """
+    if log is None:
+        child = subprocess.Popen(list(command), env=probe_env(env))
+    else:
+        with open(log, "ab") as out:
+            child = subprocess.Popen(list(command), env=probe_env(env), stdin=subprocess.DEVNULL,
+                                     stdout=out, stderr=subprocess.STDOUT)
     if forward_sigint:
         _forward_sigint(child)
     return child
+
+
+def exit_status(returncode: int) -> int:
+    """The child's code as a shell reports it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def interrupt(child: subprocess.Popen[bytes]) -> None:

@@ -59,7 +59,9 @@ def run_attached_child(
                 child.wait(5)
             except subprocess.TimeoutExpired:
                 child.kill()
-    return child.wait()
+    from gputop.sources.launch import exit_status
+
+    return exit_status(child.wait())
 
 
 def _default_factory() -> SamplerFactory:

@@ -61,7 +61,14 @@ def _wait_for(name: str, ok: Callable[[str], bool], timeout_s: float = 90.0) -> 
 
 
 def _dead_status(name: str) -> str:
-    return _tmux("display-message", "-p", "-t", name, "#{pane_dead}:#{pane_dead_status}").strip()
+    """`dead:status`; tmux marks a pane dead a moment before it records the status, so wait."""
+    fmt = "#{pane_dead}:#{pane_dead_status}#{pane_dead_signal}"
+    status = _tmux("display-message", "-p", "-t", name, fmt).strip()
+    deadline = time.monotonic() + 20  # generous: a loaded box reaps slowly
+    while status == "1:" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = _tmux("display-message", "-p", "-t", name, fmt).strip()
+    return status
 
 
 def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> None:
@@ -212,3 +219,24 @@ def test_ctrl_c_during_the_splash_exits_0_and_restores_the_terminal(session: str
     lines = screen.splitlines()
     assert "EXIT=0" in lines, screen
     assert "echo" in lines and "-echo" not in lines, screen
+
+
+def test_run_keeps_the_commands_output_off_the_screen(session: str, tmp_path: Path) -> None:
+    """`gputop run`: the TUI attaches, CMD's output goes to the log, q exits with CMD's code."""
+    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    script = REPO / "tests" / "run_scripts" / "probed_exit3.py"
+    log = tmp_path / "run.log"
+    _tmux("respawn-pane", "-k", "-t", session,
+          f"env PYTHONPATH={REPO} TERM=xterm {python} -m gputop run --membw off --log {log} "
+          f"-- {python} {script} 3")
+    screen = _wait_for(session, lambda s: "attached" in s and "exited" in s and "steps" in s)
+    assert "hello from the command" not in screen
+    _tmux("send-keys", "-t", session, "q")
+    deadline = time.monotonic() + 20
+    while not _dead_status(session).startswith("1:") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    signal_name = _tmux("display-message", "-p", "-t", session, "#{pane_dead_signal}").strip()
+    assert _dead_status(session) == "1:3", f"signal {signal_name!r}; screen:\n{_screen(session)}"
+    assert "hello from the command" in log.read_text()
+    joined = _tmux("capture-pane", "-p", "-J", "-S", "-100", "-t", session)
+    assert f"exited with code 3; its output is in {log}" in joined.replace("\n", "")
