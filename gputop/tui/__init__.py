@@ -99,7 +99,12 @@ def run_tui(
                 raise
             return 0
         failed = True
-        app.run()
+        try:
+            app.run()
+        except KeyboardInterrupt:  # Ctrl-C while Textual starts up: quit, as it would once up
+            if splash is None:
+                raise
+            return 0
         failed = False
     finally:
         if splash is not None:

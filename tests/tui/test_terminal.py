@@ -63,7 +63,8 @@ def _wait_for(name: str, ok: Callable[[str], bool], timeout_s: float = 90.0) -> 
 def _spawn(name: str, command: str) -> None:
     """Run `command` under bash, which reports its exit code on screen: tmux can be slow to
     reap a dead pane on a loaded box (seen: a zombie left unreaped for 15 s)."""
-    script = f"trap : INT; {command}; echo EXIT=$?; sleep 60"
+    tty_mode = 'stty -a | tr " " "\\n" | grep -x -- "-*icanon"'  # icanon: cooked again
+    script = f"trap : INT; {command}; echo EXIT=$?; {tty_mode}; sleep 60"
     _tmux("respawn-pane", "-k", "-t", name, f"bash -c '{script}'")
 
 
@@ -230,3 +231,15 @@ def test_run_keeps_the_commands_output_off_the_screen(session: str, tmp_path: Pa
     assert "hello from the command" in log.read_text()
     joined = _tmux("capture-pane", "-p", "-J", "-S", "-100", "-t", session)
     assert f"exited with code 3; its output is in {log}" in joined.replace("\n", "")
+
+
+def test_ctrl_c_at_any_moment_of_startup_exits_0(session: str) -> None:
+    """Splash, handover, Textual start-up, running app: Ctrl-C always quits cleanly."""
+    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    for delay in (0.3, 0.5, 0.7, 0.9, 1.2):
+        _spawn(session, f"env PYTHONPATH={REPO} TERM=xterm {python} -m gputop --membw off")
+        time.sleep(delay)
+        _tmux("send-keys", "-t", session, "C-c")
+        assert _exit_code(session) == 0, f"Ctrl-C after {delay} s:\n{_screen(session)}"
+        screen = _wait_for(session, lambda s: "icanon" in s)
+        assert "-icanon" not in screen, f"terminal left raw after {delay} s"
