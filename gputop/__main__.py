@@ -1,5 +1,8 @@
 """`python -m gputop` runs the command-line interface."""
 
-from gputop.cli import main
+try:
+    from gputop.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python is still importing: quit quietly
+    raise SystemExit(130) from None
 
 raise SystemExit(main())

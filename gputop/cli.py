@@ -117,16 +117,19 @@ def _main(args: argparse.Namespace) -> int:
         check_attach(args.attach)
     if args.once:
         return _once(args)
-    from gputop.tui.launch import run_live
+    try:
+        from gputop.tui.launch import run_live
 
-    return run_live(
-        interval_s=args.interval,
-        demo=args.demo,
-        gpus=args.gpus,
-        membw=args.membw,
-        attach_pid=args.attach,
-        build_sampler=build_sampler,
-    )
+        return run_live(
+            interval_s=args.interval,
+            demo=args.demo,
+            gpus=args.gpus,
+            membw=args.membw,
+            attach_pid=args.attach,
+            build_sampler=build_sampler,
+        )
+    except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
+        return EXIT_OK
 
 
 def _once(args: argparse.Namespace) -> int:
