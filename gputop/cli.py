@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gputop: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        if os.environ.get("GPUTOP_DEBUG"):
+            raise
         return 130
     except Exception as exc:  # the one place internal errors become one line
         if os.environ.get("GPUTOP_DEBUG"):
