@@ -91,8 +91,9 @@ def _process_line(p: ProcessSample) -> str:
 class Splash:
     """Owns the terminal from the first Frame until Textual's driver takes it over.
 
-    `open` switches to the alternate screen and turns echo and line editing off (Ctrl-C,
-    SIGTERM and SIGHUP still interrupt, until the app installs its own handlers); `stop`
+    `open` switches to the alternate screen and turns echo, line editing and Ctrl-C as a
+    signal off (Ctrl-C then reaches the app as a key; SIGTERM and SIGHUP still interrupt
+    until the app installs its own handlers); `stop`
     ends painting; `take_over` hands the saved terminal modes to the driver, which
     restores them at exit; `close` puts everything back unless the driver did.
     """
@@ -122,7 +123,9 @@ class Splash:
         try:
             mode = termios.tcgetattr(fd)
             mode[tty.IFLAG] &= ~termios.IXON  # Ctrl-S must not stall a paint (and our stop)
-            mode[tty.LFLAG] &= ~(termios.ECHO | termios.ICANON)
+            # No ISIG: a Ctrl-C typed now waits in the input queue as a key and the app
+            # quits on it once it reads input, instead of interrupting start-up halfway.
+            mode[tty.LFLAG] &= ~(termios.ECHO | termios.ICANON | termios.ISIG)
             mode[tty.CC][termios.VMIN], mode[tty.CC][termios.VTIME] = 1, 0
             termios.tcsetattr(fd, termios.TCSANOW, mode)
             splash._write(ENTER)
