@@ -94,18 +94,11 @@ def run_tui(
             app = build_app(sampler, attach_pid=attach_pid, demo=demo, splash=splash)
             if splash is not None:
                 splash.stop()
-        except KeyboardInterrupt:
-            if splash is None:
-                raise
-            return 0
-        failed = True
-        try:
+            failed = True
             app.run()
-        except KeyboardInterrupt:  # Ctrl-C while Textual starts up: quit, as it would once up
-            if splash is None:
-                raise
+            failed = False
+        except KeyboardInterrupt:  # Ctrl-C before the app reads keys: quit, as it would then
             return 0
-        failed = False
     finally:
         if splash is not None:
             splash.close(failed=failed)
