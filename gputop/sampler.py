@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gputop.model import Advice, Frame
 from gputop.sources.base import (
@@ -89,9 +89,8 @@ class Sampler:
                 memory_bandwidth=membw,
                 attached=attached,
             )
-            if self.advisor is not None:
-                frame = _with_advice(frame, self.advisor(frame))
-            return _with_cost(frame, time.perf_counter() - started)
+            advice = self.advisor(frame) if self.advisor is not None else ()
+            return replace(frame, advice=advice, sample_cost_s=time.perf_counter() - started)
 
     def prime(self) -> None:
         """Take a first, throw-away sample so the next one already has meaningful rates."""
@@ -198,14 +197,3 @@ class Sampler:
             if source is not None:
                 source.close()
 
-
-def _with_advice(frame: Frame, advice: tuple[Advice, ...]) -> Frame:
-    from dataclasses import replace
-
-    return replace(frame, advice=advice)
-
-
-def _with_cost(frame: Frame, cost_s: float) -> Frame:
-    from dataclasses import replace
-
-    return replace(frame, sample_cost_s=cost_s)
