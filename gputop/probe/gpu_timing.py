@@ -36,7 +36,7 @@ class GpuTimer(GpuHook):
         # step, start, duration, data, acc[4], batch, epoch, flags, loader, ev_start, ev_end,
         # contiguous
         self._rows: list[list[Any]] = [
-            [0, 0, 0, 0, [NONE] * 4, 0, 0, 0, 0, None, None, False] for _ in range(queue_size)
+            [0, 0, 0, 0, [0] * 4, 0, 0, 0, 0, None, None, False] for _ in range(queue_size)
         ]
         self._first = 0
         self._count = 0

@@ -30,6 +30,13 @@ F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT = (
 class Recorder:
     """The probe's state in the training process; one per process."""
 
+    __slots__ = (
+        "_batch", "_data", "_depth", "_epoch", "_epoch_mark", "_facts_written", "_fetch_closed",
+        "_fetch_t0", "_first_loader", "_in_epoch", "_loader", "_loader_facts", "_open_ring",
+        "_step", "_t_open", "_train_loader", "_trains", "acc", "enabled", "facts", "gpu",
+        "manual", "open", "owner", "ring",
+    )
+
     def __init__(self, open_ring: Callable[[], layout.RingWriter | None]) -> None:
         self._open_ring = open_ring
         self.ring: layout.RingWriter | None = None
@@ -38,10 +45,10 @@ class Recorder:
         self.gpu: GpuHook | None = None
         self.facts: dict[str, object] = {}
         self._facts_written: dict[str, object] = {}
-        self._open = False
+        self.open = False
         self._t_open = 0
         self._data = NONE
-        self._acc = [NONE, NONE, NONE, NONE]
+        self.acc = [0, 0, 0, 0]  # ns per phase of the open step; 0 = not seen (written NONE)
         self._batch = NONE
         self._loader = 0
         self._trains = False
@@ -75,24 +82,24 @@ class Recorder:
 
     def fetch_begin(self) -> None:
         """`next()` on a loader starts: the open step ends here."""
-        self._depth += 1
-        if self._depth > 1:  # a watched iterable whose own iterator is patched too
+        depth = self._depth = self._depth + 1
+        if depth > 1:  # a watched iterable whose own iterator is patched too
             return
-        t = perf_counter_ns()
-        self._fetch_t0 = t
-        self._fetch_closed = self._open
-        if self._open:
+        t = self._fetch_t0 = perf_counter_ns()
+        if self.open:
+            self._fetch_closed = True
             self._close(t)
+        else:
+            self._fetch_closed = False
 
     def fetch_end(self, loader: int, batch_size: int = NONE) -> None:
         """`next()` returned a batch: a new step opens, its data wait is the blocked time."""
-        self._depth -= 1
-        if self._depth:
+        depth = self._depth = self._depth - 1
+        if depth:
             return
-        t = perf_counter_ns()
-        self._open = True
-        self._t_open = self._fetch_t0
-        self._data = t - self._fetch_t0
+        t0 = self._t_open = self._fetch_t0
+        self._data = perf_counter_ns() - t0
+        self.open = True
         self._loader = loader
         self._batch = batch_size
         if self.gpu is not None:
@@ -106,24 +113,21 @@ class Recorder:
 
     def add_phase(self, phase: int, ns: int) -> None:
         """Add `ns` to a phase of the open step (opening one when none is)."""
-        if not self._open:
+        if not self.open:
             self._open_implicit(perf_counter_ns() - ns)
-        acc = self._acc
-        acc[phase] = ns if acc[phase] < 0 else acc[phase] + ns
-        if phase >= BACKWARD:
-            self._trains = True
+        self.acc[phase] += max(ns, 1)
 
     def auto_phase(self, phase: int, ns: int) -> None:
         """A phase timed by the torch patch; the program's own phase() calls take precedence."""
         if self.manual:
-            self._trains = self._trains or (self._open and phase >= BACKWARD)
+            self._trains = self._trains or (self.open and phase >= BACKWARD)
             return
         self.add_phase(phase, ns)
 
     def auto_optimizer_done(self, ns: int) -> None:
         """An optimizer step timed by the torch patch (ignored under manual phases)."""
         if self.manual:
-            self._trains = self._trains or self._open
+            self._trains = self._trains or self.open
             return
         self.optimizer_done(ns)
 
@@ -136,7 +140,7 @@ class Recorder:
     def step_end(self, batch_size: int | None = None) -> None:
         """Close the open step now; without a loader the next step opens at once."""
         t = perf_counter_ns()
-        if not self._open:
+        if not self.open:
             self._open_implicit(t)
             return
         if batch_size is not None:
@@ -147,43 +151,44 @@ class Recorder:
             self._open_implicit(t)
 
     def _open_implicit(self, t: int) -> None:
-        self._open = True
+        self.open = True
         self._t_open = t
         self._data = NONE
         self._loader = 0
         self._batch = NONE
 
     def _close(self, t: int) -> None:
-        self._open = False
+        self.open = False
         loader = self._loader
+        acc = self.acc
         flags = 0 if loader else F_IMPLICIT
-        if self._trains:
+        if self._trains or acc[BACKWARD] or acc[OPTIMIZER]:
             flags |= F_OPTIMIZER
+            self._trains = False
             if loader and self._train_loader != loader:
                 self._switch_training_loader(loader)
         if loader and loader != (self._train_loader or self._first_loader):
             flags |= F_OTHER
-        else:
-            if self._in_epoch < WARMUP_STEPS:
-                flags |= F_WARMUP
+        elif self._in_epoch < WARMUP_STEPS:
+            flags |= F_WARMUP
             self._in_epoch += 1
-        acc = self._acc
-        if self.enabled:
-            if self.ring is None:
-                self._start_ring()
-            if self.gpu is not None:
+        ring = self.ring
+        if ring is None and self.enabled:
+            ring = self._start_ring()
+        if self.gpu is not None:
+            if self.enabled:
                 self.gpu.step_closed(
                     self, self._step, self._t_open, t - self._t_open, self._data, acc,
                     self._batch, self._epoch, flags, loader,
                 )
-            elif self.ring is not None:
-                self.ring.append(
-                    self._step, self._t_open, t - self._t_open, self._data, acc[0], acc[1],
-                    acc[2], acc[3], NONE, NONE, self._batch, self._epoch, flags, loader,
-                )
+        elif ring is not None and self.enabled:
+            ring.append(
+                self._step, self._t_open, t - self._t_open, self._data, acc[0] or NONE,
+                acc[1] or NONE, acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch,
+                self._epoch, flags, loader,
+            )
         self._step += 1
-        acc[0] = acc[1] = acc[2] = acc[3] = NONE
-        self._trains = False
+        acc[0] = acc[1] = acc[2] = acc[3] = 0
 
     def _switch_training_loader(self, loader: int) -> None:
         """`loader` enclosed an optimizer step: it trains (a new one per epoch is an epoch)."""
@@ -216,16 +221,17 @@ class Recorder:
         self._facts_written = dict(self.facts)
         self.ring.set_meta(bounded_json(self.facts, layout.META_CAP))
 
-    def _start_ring(self) -> None:
+    def _start_ring(self) -> layout.RingWriter | None:
         """Create the ring on first use; when that fails, go quiet after one warning."""
         if os.getpid() != self.owner:
             self.enabled = False
-            return
+            return None
         self.ring = self._open_ring()
         if self.ring is None:
             self.enabled = False
-            return
+            return None
         self._write_facts()
+        return self.ring
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -254,8 +260,8 @@ class Recorder:
         """Publish one step (called by the GPU hook once its times are known)."""
         if self.ring is not None and self.enabled:
             self.ring.append(
-                step, start, duration, data, acc[0], acc[1], acc[2], acc[3], gpu_ns, gap_ns,
-                batch, epoch, flags, loader,
+                step, start, duration, data, acc[0] or NONE, acc[1] or NONE, acc[2] or NONE,
+                acc[3] or NONE, gpu_ns, gap_ns, batch, epoch, flags, loader,
             )
 
 
