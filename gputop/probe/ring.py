@@ -36,6 +36,7 @@ META_LEN_OFFSET = HEAD_OFFSET + 16
 # gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, reserved
 RECORD = struct.Struct("@16q")
 RECORD_SIZE = RECORD.size
+RECORD_WORDS = RECORD_SIZE // 8
 FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
     "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
@@ -107,7 +108,12 @@ class RingWriter:
             self._mm, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, SLOTS, self.pid,
             start_ticks(self.pid) or 0, time.time_ns(), 0, 0, 0,
         )
-        self._words = memoryview(self._mm).cast("q")  # one 8-byte store costs a third of a pack
+        self._words = memoryview(self._mm).cast("q")
+        first = HEADER_SIZE // 8
+        self._slots = [
+            self._words[first + k * RECORD_WORDS : first + (k + 1) * RECORD_WORDS]
+            for k in range(SLOTS)
+        ]
         self._head = 0
         self._meta_seq = 0
         self.closed = False
@@ -118,16 +124,28 @@ class RingWriter:
         batch_size: int, epoch: int, flags: int, loader: int,
     ) -> None:
         """Write one record (NONE = -1 for an unmeasured field) and publish it."""
+        # One 8-byte store per field: a training step leaves the caches cold, and this
+        # costs half of what a struct.pack_into (a library the step never touches) does.
         n = self._head
-        off = HEADER_SIZE + (n % SLOTS) * RECORD_SIZE
-        RECORD.pack_into(
-            self._mm, off, 2 * n + 1, step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns,
-            backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, 0,
-        )
-        words = self._words
-        words[off >> 3] = 2 * n + 2
+        r = self._slots[n % SLOTS]
+        r[0] = 2 * n + 1
+        r[1] = step
+        r[2] = start_ns
+        r[3] = duration_ns
+        r[4] = data_ns
+        r[5] = h2d_ns
+        r[6] = forward_ns
+        r[7] = backward_ns
+        r[8] = optimizer_ns
+        r[9] = gpu_ns
+        r[10] = gpu_gap_ns
+        r[11] = batch_size
+        r[12] = epoch
+        r[13] = flags
+        r[14] = loader
+        r[0] = 2 * n + 2
         self._head = n = n + 1
-        words[HEAD_WORD] = n
+        self._words[HEAD_WORD] = n
 
     def set_meta(self, blob: bytes) -> None:
         """Replace the metadata area (bounded JSON); readers retry around its sequence."""
@@ -146,6 +164,8 @@ class RingWriter:
         self.closed = True
         if unlink and os.getpid() == self.pid:
             _unlink_quietly(self.path)
+        for view in self._slots:
+            view.release()
         self._words.release()
         try:
             self._mm.close()
