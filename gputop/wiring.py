@@ -10,7 +10,7 @@ from gputop.sampler import LaterSources, Sampler
 if TYPE_CHECKING:
     import subprocess
 
-    from gputop.model import Frame
+    from gputop.model import AttachState, Frame
 
 
 class BadInput(Exception):
@@ -85,6 +85,14 @@ def start_probed(command: Sequence[str], log: str | None = None) -> subprocess.P
         raise BadInput(f"command is a directory: {command[0]}") from None
 
 
+def _all_ranks_open(attached: Sequence[AttachState]) -> bool:
+    """Whether every rank of the job (by the world size it reports) has an open ring."""
+    open_ = [a for a in attached if a.error is None]
+    if not open_ or len(open_) < len(attached):
+        return False
+    return len(open_) >= max(a.config.world_size or 1 for a in open_)
+
+
 def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
     """Sample `child` under the probe until it exits; the frame read right after it ended."""
     sampler.attach(child.pid)
@@ -95,8 +103,8 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
         if ring_open:
             sampler.wait(min(sampler.interval_s, 0.5))
             sampler.sample()
-        else:  # the ring is unlinked when the command exits: open it as soon as it exists
+        else:  # rings are unlinked when their process exits: open each as soon as it exists
             sampler.wait(0.02)
             attached = rings.sample() if rings is not None else ()
-            ring_open = bool(attached) and attached[0].error is None
+            ring_open = _all_ranks_open(attached)
     return sampler.sample()

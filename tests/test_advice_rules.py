@@ -187,3 +187,14 @@ def test_gpu_starved_on_simulated_scenarios(scenario: str, fires: bool) -> None:
     assert ("gpu-starved" in ids) is fires, shown
     if fires:
         assert "GPU 0: memory" in next(a for a in shown if a.id == "gpu-starved").evidence
+
+
+def test_a_rank_waiting_far_longer_for_input_is_named_with_its_numbers() -> None:
+    ranks = (attached(20, data_ms=1, compute_ms=50, rank=0, world_size=2),
+             attached(21, data_ms=30, compute_ms=21, rank=1, world_size=2))
+    got = _advice(frame(attach=ranks))["input-straggler"]
+    assert got.title.startswith("rank 1 is slowest")
+    assert "rank 1 waits 30.0 ms for input per step (median), the other ranks 1.0 ms" \
+        in got.evidence
+    alike = (ranks[0], replace(ranks[0], pid=21))
+    assert "input-straggler" not in _advice(frame(attach=alike))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from gputop.advice import gpu_rules, host_rules, loader_rules
+from gputop.advice import gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
 from gputop.model import Advice, AttachState, Frame
 
@@ -17,6 +17,7 @@ FRAME_RULES: tuple[FrameRule, ...] = (
     gpu_rules.gpu_shared,
     host_rules.host_memory_bandwidth,
     host_rules.swap,
+    rank_rules.input_straggler_rank,
 )
 TRAINER_RULES: tuple[TrainerRule, ...] = (
     loader_rules.num_workers_zero,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from gputop import fmt
+from gputop.analysis.steps import input_straggler
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample
 
 TOP_PROCESSES = 15
@@ -19,7 +20,7 @@ def render(frame: Frame, width: int = 100) -> str:
     if frame.memory_bandwidth is not None:
         lines += [_membw(frame), ""]
     for state in frame.attached:
-        lines += [*_attached(state), ""]
+        lines += [*_attached(state, _straggler_pid(frame)), ""]
     if frame.advice:
         lines += [*_advice(frame), ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -27,7 +28,8 @@ def render(frame: Frame, width: int = 100) -> str:
 
 def attach_summary(frame: Frame) -> str:
     """The attached trainers and the advice, for `gputop run` without a terminal."""
-    lines = [line for state in frame.attached for line in _attached(state)]
+    slowest = _straggler_pid(frame)
+    lines = [line for state in frame.attached for line in _attached(state, slowest)]
     if frame.advice:
         lines += _advice(frame)
     return "\n".join(lines) + "\n" if lines else ""
@@ -124,10 +126,18 @@ def _membw(frame: Frame) -> str:
     return line + (f"\n  {m.note}" if m.note else "")
 
 
-def _attached(state: AttachState) -> list[str]:
+def _straggler_pid(frame: Frame) -> int | None:
+    straggler = input_straggler(frame.attached)
+    return straggler.pid if straggler is not None else None
+
+
+def _attached(state: AttachState, slowest: int | None) -> list[str]:
     s = state.summary
     c = state.config
-    head = f"ATTACHED {state.pid}" + ("" if state.alive else " (exited)")
+    rank = "" if c.rank is None else f" rank {c.rank}/{_opt(c.world_size)}"
+    head = f"ATTACHED {state.pid}{rank}" + ("" if state.alive else " (exited)")
+    if state.pid == slowest:
+        head += " [slowest: waits for input]"
     lines = [
         head + f": {s.steps} steps, verdict {s.verdict}, input-bound "
         f"{fmt.percent(s.input_bound_percent, 1)} ({s.band}), median step "

@@ -21,12 +21,21 @@ EMPTY_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
 
 
 class RingAttachSource:
-    """The AttachSource over ring files in /dev/shm (or $GPUTOP_RING_DIR)."""
+    """The AttachSource over ring files in /dev/shm (or $GPUTOP_RING_DIR).
+
+    Attaching to a PID attaches to its whole job on this node: the probed processes below
+    it (the ranks under a launcher such as torchrun, which has no ring itself) and, for a
+    rank, its sibling ranks of the same world size. Ranks that start later join as they
+    appear.
+    """
 
     def __init__(self, directory: str | None = None, window: int = WINDOW) -> None:
         self.directory = directory
         self.window = window
+        self._targets: list[int] = []
         self._trainers: dict[int, _Trainer] = {}
+        self._members: dict[int, list[int]] = {}
+        self._judged: set[tuple[int, int]] = set()  # (pid, start ticks) already placed
         self._verified: dict[tuple[int, int], bool] = {}
 
     def probe_pids(self) -> frozenset[int]:
@@ -51,21 +60,113 @@ class RingAttachSource:
         return frozenset(pids)
 
     def attach(self, pid: int) -> None:
-        """Read `pid`'s ring from the next sample on (it may appear later, e.g. under `run`)."""
+        """Read `pid`'s job from the next sample on (its ring may appear later, e.g. under
+        `run`)."""
+        if pid not in self._targets:
+            self._targets.append(pid)
+            self._members[pid] = []
         if pid not in self._trainers:
             self._trainers[pid] = _Trainer(pid, self._dir(), self.window)
 
     def sample(self) -> tuple[AttachState, ...]:
-        """One state per attached trainer, in attach order."""
-        return tuple(t.sample() for t in self._trainers.values())
+        """One state per trainer: each target, then its job's other ranks by rank."""
+        if self._targets:
+            self._find_job_members()
+        states = []
+        for target in self._targets:
+            members = [self._trainers[pid].sample() for pid in self._members[target]]
+            own = self._trainers[target].sample()
+            if not members or own.steps or own.error is None:  # a ring-less launcher hides
+                states.append(own)
+            states += sorted(members, key=_rank_order)
+        return tuple(states)
 
     def close(self) -> None:
         """Release every ring's file descriptor."""
         for trainer in self._trainers.values():
             trainer.close()
 
+    def _find_job_members(self) -> None:
+        """Place every ring not yet judged: a member of an attached job, or not."""
+        uid = os.getuid()
+        for _, ring_uid, pid, _ in _rings(self._dir()):
+            if ring_uid != uid or pid in self._trainers:
+                continue
+            ticks = layout.start_ticks(pid)
+            if ticks is None or (pid, ticks) in self._judged:
+                continue
+            target, final = self._job_of(pid)
+            if final:
+                self._judged.add((pid, ticks))
+            if target is not None:
+                self._members[target].append(pid)
+                self._trainers[pid] = _Trainer(pid, self._dir(), self.window)
+
+    def _job_of(self, pid: int) -> tuple[int | None, bool]:
+        """The attached target whose job `pid` belongs to (or None), and whether that is
+        final (a rank's world size or a target's may not be written yet)."""
+        ancestors = _ancestors(pid)
+        for target in self._targets:
+            if target in ancestors:
+                return target, True
+        if not ancestors:
+            return None, True
+        siblings = [t for t in self._targets if _parent(t) == ancestors[0]]
+        if not siblings:
+            return None, True
+        world = _meta_world_size(layout.ring_path(pid, directory=self._dir()))
+        if world is None:
+            return None, False
+        undecided = False
+        for target in siblings:
+            trainer = self._trainers[target]
+            if world > 1 and trainer.config.world_size == world:
+                return target, True
+            undecided = undecided or not trainer.meta_seen
+        return None, not undecided
+
     def _dir(self) -> str:
         return self.directory or layout.ring_dir()
+
+
+def _rank_order(state: AttachState) -> tuple[int, int]:
+    rank = state.config.rank
+    return (rank if rank is not None else 1 << 30, state.pid)
+
+
+def _parent(pid: int) -> int | None:
+    """Field 4 of /proc/PID/stat, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _ancestors(pid: int, limit: int = 16) -> list[int]:
+    """`pid`'s parent, grandparent, ... up to (not including) init."""
+    chain: list[int] = []
+    parent = _parent(pid)
+    while parent and parent != 1 and len(chain) < limit:
+        chain.append(parent)
+        parent = _parent(parent)
+    return chain
+
+
+def _meta_world_size(path: str) -> int | None:
+    """The world size a ring's trainer annotated (from WORLD_SIZE), or None."""
+    try:
+        reader = RingReader(path)
+    except RingError:
+        return None
+    try:
+        value = reader.read_meta().get("world_size")
+    except RingError:
+        return None
+    finally:
+        reader.close()
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class _Trainer:
@@ -80,6 +181,7 @@ class _Trainer:
         self.alive = True
         self.error: str | None = None
         self.config = TrainerConfig()
+        self.meta_seen = False
 
     def sample(self) -> AttachState:
         if self.alive:
@@ -108,6 +210,7 @@ class _Trainer:
             for raw in self.reader.read_new():
                 self._add(raw)
             self.config = config_from_meta(self.reader.read_meta())
+            self.meta_seen = True
             self.error = None
         except RingError as exc:
             self.error = str(exc)
@@ -186,6 +289,8 @@ def check_attachable(pid: int, directory: str | None = None) -> str | None:
         if owners:
             other = min(owners)
             return f"the probe ring of PID {pid} belongs to another user (uid {other})"
+        if _has_probed_descendant(pid, directory):
+            return None  # a launcher (torchrun, a shell): its ranks are attached
         return f"PID {pid} has no probe ring; {HOW_TO_START}"
     try:
         reader = RingReader(owners[uid])
@@ -199,6 +304,15 @@ def check_attachable(pid: int, directory: str | None = None) -> str | None:
     finally:
         reader.close()
     return None
+
+
+def _has_probed_descendant(pid: int, directory: str) -> bool:
+    """Whether a live process of ours below `pid` has a ring."""
+    uid = os.getuid()
+    return any(
+        ring_uid == uid and pid in _ancestors(ring_pid)
+        for _, ring_uid, ring_pid, _ in _rings(directory)
+    )
 
 
 def _rings(directory: str) -> list[tuple[str, int, int, int]]:

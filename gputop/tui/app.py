@@ -105,18 +105,19 @@ class GputopApp(App[int]):
         self.frame = frame
         self.history.add(frame)
         if self._want_attach is not None:
-            self._attach_when_probed(frame, self._want_attach)
+            self._attach_pending(self._want_attach)
         self.refresh_panes()
 
-    def _attach_when_probed(self, frame: Frame, pid: int) -> None:
-        """Attach to the trainer we were started for as soon as its ring exists."""
-        if not any(proc.pid == pid and proc.has_probe for proc in frame.processes):
-            return
-        self._want_attach = None
+    def _attach_pending(self, pid: int) -> None:
+        """Attach to the job we were started for once the sampler reads rings; its rings
+        (the command's own, or its ranks' under a launcher) are found as they appear."""
         try:
             self.sampler.attach(pid)
-        except (ValueError, OSError) as exc:
+        except ValueError:  # the ring reader is still starting
+            return
+        except OSError as exc:
             self.attach_error = f"cannot attach to {pid}: {exc}"
+        self._want_attach = None
 
     # ---- layout ----------------------------------------------------------------------------
 

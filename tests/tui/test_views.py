@@ -71,14 +71,13 @@ def test_membw_line_only_with_a_source() -> None:
                    host_lines(frame.host, None, History(), 120))
 
 
-def test_ranks_side_by_side_flag_the_one_waiting_most() -> None:
-    fast = steps(4242)
-    slow = replace(steps(4243), pid=4243,
-                   summary=replace(fast.summary, input_bound_percent=80.0))
-    lines = step_lines((fast, slow), 120, 8)
-    title = _text(lines[0])
+def test_ranks_side_by_side_flag_the_one_all_wait_for() -> None:
+    fast, slow = steps(4242, data_ms=4.0), steps(4243, data_ms=60.0)
+    title = _text(step_lines((fast, slow), 120, 8)[0])
     assert "attached 4242" in title and "attached 4243" in title
     assert title.index("slowest") > title.index("attached 4243")
+    alike = _text(step_lines((fast, replace(fast, pid=4243)), 120, 8)[0])
+    assert "slowest" not in alike  # ranks that wait alike have no straggler to name
 
 
 def test_warmup_steps_are_dimmed_and_labelled() -> None:

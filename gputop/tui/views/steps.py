@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputop.analysis.steps import input_straggler
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui import format as fmt
 from gputop.tui.lines import Line, Span, clip
@@ -22,7 +23,8 @@ def step_lines(attached: Sequence[AttachState], width: int, height: int) -> list
     per_row = max(1, min(len(attached), (width + 1) // (MIN_COLUMN + 1)))
     shown = list(attached[:per_row])
     col_w = (width - (per_row - 1)) // per_row
-    slowest = _slowest(attached) if len(attached) > 1 else None
+    straggler = input_straggler(attached)
+    slowest = straggler.pid if straggler is not None else None
     columns = [_column(state, col_w, height, state.pid == slowest) for state in shown]
     rows = max(len(column) for column in columns)
     lines: list[Line] = []
@@ -39,21 +41,12 @@ def step_lines(attached: Sequence[AttachState], width: int, height: int) -> list
     return lines
 
 
-def _slowest(attached: Sequence[AttachState]) -> int:
-    """The rank that waits longest for input (compute stragglers cannot be named, see DESIGN)."""
-    def cost(state: AttachState) -> tuple[float, int]:
-        summary = state.summary
-        return (summary.input_bound_percent or 0.0, summary.median_step_ns or 0)
-
-    return max(attached, key=cost).pid
-
-
 def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[Line]:
     config = state.config
     rank = "" if config.rank is None else f" rank {config.rank}/{config.world_size or '?'}"
     title: list[Span] = [(f"attached {state.pid}{rank}", "title")]
     if slowest:
-        title.append(("  ◀ slowest (most input wait)", "crit"))
+        title.append(("  ◀ slowest: waits for input", "crit"))
     if not state.alive:
         title.append(("  exited", "dim"))
     if state.error:
