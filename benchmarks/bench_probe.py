@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gputop.probe as probe
+import gputop.probe.torch as probe_torch
 from gputop.probe import ring as layout
 from gputop.probe.recorder import Recorder
 
@@ -85,22 +86,32 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
     }
 
 
-def interleaved(loops: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[int]]:
-    """ns of each loop in each round; the order rotates so none always runs first."""
+def interleaved(
+    loops: dict[str, Callable[[], object]], rounds: int,
+    setups: dict[str, tuple[Callable[[], object], Callable[[], object]]] | None = None,
+) -> dict[str, list[int]]:
+    """ns of each loop in each round; the order rotates so none always runs first.
+
+    `setups` gives a loop a (before, after) pair run around it, outside the timing.
+    """
     names = list(loops)
     times: dict[str, list[int]] = {name: [] for name in names}
-    for name in names:
-        loops[name]()  # warm up
-    for r in range(rounds):
+    nothing = (lambda: None, lambda: None)
+    for r in range(rounds + 1):  # round 0 warms every loop up
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
+            before, after = (setups or {}).get(name, nothing)
+            before()
             t0 = time.perf_counter_ns()
             loops[name]()
-            times[name].append(time.perf_counter_ns() - t0)
+            elapsed = time.perf_counter_ns() - t0
+            after()
+            if r:
+                times[name].append(elapsed)
     return times
 
 
-def training_slowdown(rounds: int = 300, block: int = 5) -> dict[str, float]:
+def training_slowdown(directory: str, rounds: int = 300, block: int = 5) -> dict[str, float]:
     """A real CPU loop of ~5 ms steps: blocks with the probe, without it, and without it again.
 
     The second bare block is the control: its ratio to the first says how far two runs of
@@ -149,9 +160,15 @@ def training_slowdown(rounds: int = 300, block: int = 5) -> dict[str, float]:
             with no_probe.phase("optimizer"):
                 opt.step()
 
+    zero_code_ring = os.path.join(directory, "zero-code.ring")
+    rec = Recorder(lambda: layout.RingWriter(zero_code_ring))  # its own: no manual phases
     times = interleaved(
-        {"bare": bare, "probed": probed, "shaped": shaped, "bare_again": bare}, rounds
+        {"bare": bare, "probed": probed, "shaped": shaped, "zero_code": bare,
+         "bare_again": bare},
+        rounds,
+        setups={"zero_code": (lambda: probe_torch.install(rec), probe_torch.uninstall)},
     )
+    rec.close()
     out: dict[str, float] = {
         "batch_size": batch,
         "step_ms_without": statistics.median(times["bare"]) / block / 1e6,
@@ -161,6 +178,7 @@ def training_slowdown(rounds: int = 300, block: int = 5) -> dict[str, float]:
         "slowdown": ("probed", "bare"),  # what a user pays
         "shape": ("shaped", "bare"),  # the loop's new shape alone: a generator, three withs
         "work": ("probed", "shaped"),  # the probe's own work
+        "zero_code": ("zero_code", "bare"),  # the unmodified loop, torch patched
         "control": ("bare_again", "bare"),  # the same code twice: this machine's resolution
     }.items():
         ratios = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
@@ -233,7 +251,7 @@ def main() -> int:
         rec = use_private_recorder(directory)
         cost = probe_cost()
         try:
-            loop = training_slowdown()
+            loop = training_slowdown(directory)
         except ImportError:
             loop = {}
         rec.close()
@@ -255,6 +273,8 @@ def main() -> int:
             ("slowdown", "slowdown", "target <= 1.01"),
             ("shape", "  loop shape alone", "a generator and three no-op withs"),
             ("work", "  probe's own work", "probed vs the same shape doing nothing"),
+            ("zero_code", "zero-code mode", "the unmodified loop with torch patched, as "
+             "`gputop run` does"),
             ("control", "control", "the same code twice: this machine's resolution"),
         ):
             print(f"{label + ':':21s}x{loop[name + '_ratio']:.4f} (95 % CI "

@@ -51,13 +51,13 @@ def _pid(text: str) -> int:
 
 
 def _gpu_count(text: str) -> int:
+    from gputop.sources.simulated import check_count
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a GPU count: {text!r}") from None
-    if not 1 <= value <= 16:
-        raise argparse.ArgumentTypeError(f"simulated GPU count must be 1..16, got {value}")
-    return value
+        return check_count(int(text))
+    except ValueError as exc:
+        message = str(exc) if text.strip().lstrip("-").isdigit() else f"not a GPU count: {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,10 +19,12 @@ class BadInput(Exception):
 
 def check_scenario(name: str) -> None:
     """Refuse an unknown simulated-GPU scenario with the list of known ones."""
-    from gputop.sources.gpu import SCENARIOS
+    from gputop.sources import simulated
 
-    if name not in SCENARIOS:
-        raise BadInput(f"unknown demo scenario {name!r}; choose one of: {', '.join(SCENARIOS)}")
+    try:
+        simulated.check_scenario(name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def check_attach(pid: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
@@ -16,6 +17,7 @@ from gputop.probe import loader_facts, loader_id
 from gputop.probe.recorder import BACKWARD, NONE, Recorder
 
 _installed: list[Recorder] = []
+_undo: list[Callable[[], None]] = []
 
 
 def install(rec: Recorder) -> None:
@@ -29,6 +31,20 @@ def install(rec: Recorder) -> None:
     _patch_backward(rec, torch)
     _hook_optimizers(rec, torch)
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
+
+
+def uninstall() -> None:
+    """Put torch back as it was (for benchmarks that compare with and without)."""
+    while _undo:
+        _undo.pop()()
+    _installed.clear()
+
+
+def _replace(owner: Any, name: str, new: Any) -> None:
+    """Set owner.name = new, remembering how to undo it."""
+    old = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, new)
+    _undo.append(lambda: setattr(owner, name, old))
 
 
 def _patch_loaders(rec: Recorder, torch: Any) -> None:
@@ -65,8 +81,8 @@ def _patch_loaders(rec: Recorder, torch: Any) -> None:
                       getattr(self, "_gputop_batch", NONE))
         return item
 
-    loader_cls.__iter__ = __iter__
-    iter_cls.__next__ = __next__
+    _replace(loader_cls, "__iter__", __iter__)
+    _replace(iter_cls, "__next__", __next__)
 
 
 def _patch_backward(rec: Recorder, torch: Any) -> None:
@@ -81,7 +97,7 @@ def _patch_backward(rec: Recorder, torch: Any) -> None:
 
     backward.__wrapped__ = orig  # type: ignore[attr-defined]
     backward.__doc__ = orig.__doc__
-    torch.autograd.backward = backward
+    _replace(torch.autograd, "backward", backward)
 
 
 def _hook_optimizers(rec: Recorder, torch: Any) -> None:
@@ -100,8 +116,9 @@ def _hook_optimizers(rec: Recorder, torch: Any) -> None:
             _note_device(rec, opt)
             _maybe_time_gpu(rec, torch)
 
-    hooks.register_optimizer_step_pre_hook(pre)
-    hooks.register_optimizer_step_post_hook(post)
+    for handle in (hooks.register_optimizer_step_pre_hook(pre),
+                   hooks.register_optimizer_step_post_hook(post)):
+        _undo.append(handle.remove)
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:

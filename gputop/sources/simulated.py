@@ -118,7 +118,7 @@ def check_scenario(scenario: str) -> str:
     """The scenario name, or ValueError with a one-line message listing the valid ones."""
     if scenario not in SCENARIOS:
         raise ValueError(
-            f"unknown GPU scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}"
+            f"unknown demo scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}"
         )
     return scenario
 
