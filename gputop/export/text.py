@@ -136,13 +136,12 @@ def _attached(state: AttachState, slowest: int | None) -> list[str]:
     c = state.config
     rank = "" if c.rank is None else f" rank {c.rank}/{_opt(c.world_size)}"
     head = f"ATTACHED {state.pid}{rank}" + ("" if state.alive else " (exited)")
-    if state.pid == slowest:
-        head += " [slowest: waits for input]"
     lines = [
         head + f": {s.steps} steps, verdict {s.verdict}, input-bound "
         f"{fmt.percent(s.input_bound_percent, 1)} ({s.band}), median step "
         f"{fmt.duration_ns(s.median_step_ns)}, p95 {fmt.duration_ns(s.p95_step_ns)}, "
-        f"{_num(s.samples_per_s, 1)} samples/s, dropped {state.dropped_records}",
+        f"{_num(s.samples_per_s, 1)} samples/s, dropped {state.dropped_records}"
+        + ("  <- slowest: waits for input" if state.pid == slowest else ""),
         f"  settings: num_workers={_opt(c.num_workers)} pin_memory={_opt(c.pin_memory)} "
         f"batch_size={_opt(c.batch_size)} threads={_opt(c.num_threads)} device={_opt(c.device)}",
     ]
