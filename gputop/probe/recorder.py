@@ -121,15 +121,19 @@ class Recorder:
         """A phase timed by the torch patch; the program's own phase() calls take precedence."""
         if self.manual:
             self._trains = self._trains or (self.open and phase >= BACKWARD)
-            return
-        self.add_phase(phase, ns)
+        elif self.open:  # the common case, without a further call: this runs every step
+            self.acc[phase] += max(ns, 1)
+        else:
+            self.add_phase(phase, ns)
 
     def auto_optimizer_done(self, ns: int) -> None:
         """An optimizer step timed by the torch patch (ignored under manual phases)."""
         if self.manual:
             self._trains = self._trains or self.open
-            return
-        self.optimizer_done(ns)
+        elif self.open and self._loader:  # the common case, as in auto_phase
+            self.acc[OPTIMIZER] += max(ns, 1)
+        else:
+            self.optimizer_done(ns)
 
     def optimizer_done(self, ns: int) -> None:
         """An optimizer step took `ns`; it ends a step that no loader opened."""
