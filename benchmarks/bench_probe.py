@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,6 @@ def training_slowdown(directory: str, rounds: int = 300, block: int = 5) -> dict
     loader = DataLoader(TensorDataset(torch.randn(samples, width),
                                       torch.randint(0, 10, (samples,))), batch_size=batch)
     loss_of = nn.functional.cross_entropy
-    phase = probe.phase
     clock = time.perf_counter_ns
 
     def bare() -> int:
@@ -149,33 +149,27 @@ def training_slowdown(directory: str, rounds: int = 300, block: int = 5) -> dict
             opt.step()
         return clock() - t0
 
-    def probed() -> int:
-        t0 = 0
-        for i, (x, y) in enumerate(probe.watch(loader)):
-            if i == 1:
-                t0 = clock()
-            with phase("forward"):
-                loss = loss_of(model(x), y)
-            with phase("backward"):
-                opt.zero_grad()
-                loss.backward()
-            with phase("optimizer"):
-                opt.step()
-        return clock() - t0
+    def instrumented(api: Any) -> Callable[[], int]:
+        """The loop as a user writes it for the probe, against `api` (probe or a no-op)."""
+        watch, phase = api.watch, api.phase
 
-    def shaped() -> int:
-        t0 = 0
-        for i, (x, y) in enumerate(no_probe.watch(loader)):
-            if i == 1:
-                t0 = clock()
-            with no_probe.phase("forward"):
-                loss = loss_of(model(x), y)
-            with no_probe.phase("backward"):
-                opt.zero_grad()
-                loss.backward()
-            with no_probe.phase("optimizer"):
-                opt.step()
-        return clock() - t0
+        def loop() -> int:
+            t0 = 0
+            for i, (x, y) in enumerate(watch(loader)):
+                if i == 1:
+                    t0 = clock()
+                with phase("forward"):
+                    loss = loss_of(model(x), y)
+                with phase("backward"):
+                    opt.zero_grad()
+                    loss.backward()
+                with phase("optimizer"):
+                    opt.step()
+            return clock() - t0
+
+        return loop
+
+    probed, shaped = instrumented(probe), instrumented(no_probe)
 
     zero_code_ring = os.path.join(directory, "zero-code.ring")
     rec = Recorder(lambda: layout.RingWriter(zero_code_ring))  # its own: no manual phases
@@ -221,7 +215,6 @@ def probe_time_in_loop(loader: Any, model: Any, opt: Any, batch: int,
     import torch
 
     rec = probe.recorder()
-    clock = time.perf_counter_ns
     fwd, bwd, opt_phase = (probe.phase(n) for n in ("forward", "backward", "optimizer"))
     lid = probe.loader_id(loader)
     spent: dict[bool, list[int]] = {True: [], False: []}
@@ -230,43 +223,34 @@ def probe_time_in_loop(loader: Any, model: Any, opt: Any, batch: int,
         rec.iteration_begin(lid, {})
         it = iter(loader)
         while True:
-            a = clock()
-            if on:
-                rec.fetch_begin()
-            ns = clock() - a
+            ns = bracket(on, rec.fetch_begin)
             try:
                 x, y = next(it)
             except StopIteration:
                 if on:
                     rec.fetch_stop()
                 break
-            a = clock()
-            if on:
-                rec.fetch_end(lid, batch)
-                fwd.__enter__()
-            ns += clock() - a
+            ns += bracket(on, partial(rec.fetch_end, lid, batch), fwd.__enter__)
             loss = torch.nn.functional.cross_entropy(model(x), y)
-            a = clock()
-            if on:
-                fwd.__exit__(None, None, None)
-                bwd.__enter__()
-            ns += clock() - a
+            ns += bracket(on, partial(fwd.__exit__, None, None, None), bwd.__enter__)
             opt.zero_grad()
             loss.backward()
-            a = clock()
-            if on:
-                bwd.__exit__(None, None, None)
-                opt_phase.__enter__()
-            ns += clock() - a
+            ns += bracket(on, partial(bwd.__exit__, None, None, None), opt_phase.__enter__)
             opt.step()
-            a = clock()
-            if on:
-                opt_phase.__exit__(None, None, None)
-            ns += clock() - a
+            ns += bracket(on, partial(opt_phase.__exit__, None, None, None))
             if r >= 2:  # the first pass of each kind warms up
                 spent[on].append(ns)
     empty = statistics.median(spent[False])
     return statistics.median(spent[True]) - empty, empty
+
+
+def bracket(on: bool, *calls: Callable[[], object]) -> int:
+    """ns the calls take (none when not `on`: then only the clock and this frame are)."""
+    t0 = time.perf_counter_ns()
+    if on:
+        for call in calls:
+            call()
+    return time.perf_counter_ns() - t0
 
 
 class NoProbe:
