@@ -9,6 +9,7 @@ from gputop.analysis.steps import classify, summarize
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
+from gputop.sources.procfs import parse_stat, read_bytes
 
 WINDOW = 256
 HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
@@ -89,8 +90,10 @@ class RingAttachSource:
     def _find_job_members(self) -> None:
         """Place every ring not yet judged: a member of an attached job, or not."""
         uid = os.getuid()
-        for _, ring_uid, pid, _ in _rings(self._dir()):
-            if ring_uid != uid or pid in self._trainers:
+        listed = [pid for _, ring_uid, pid, _ in _rings(self._dir()) if ring_uid == uid]
+        self._judged = {key for key in self._judged if key[0] in listed}
+        for pid in listed:
+            if pid in self._trainers:
                 continue
             ticks = layout.start_ticks(pid)
             if ticks is None or (pid, ticks) in self._judged:
@@ -135,13 +138,9 @@ def _rank_order(state: AttachState) -> tuple[int, int]:
 
 
 def _parent(pid: int) -> int | None:
-    """Field 4 of /proc/PID/stat, or None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    """The parent PID, or None when the process is gone."""
+    stat = parse_stat(read_bytes(f"/proc/{pid}/stat") or b"")
+    return stat.ppid if stat is not None else None
 
 
 def _ancestors(pid: int, limit: int = 16) -> list[int]:
