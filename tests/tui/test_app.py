@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.model import GpuReport
+from gputop.model import Frame, GpuReport
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
@@ -188,6 +188,14 @@ async def test_quit_keys_end_the_app(key: str) -> None:
         assert not app.is_running
 
 
+def _with_busy(pid: int) -> Frame:
+    """A later data-starved frame in which `pid` jumps to the top by %CPU."""
+    busy = frames("data-starved", 6)[-1]
+    procs = tuple(replace(p, cpu_percent=500.0) if p.pid == pid else p
+                  for p in busy.processes)
+    return replace(busy, processes=procs)
+
+
 @sync
 async def test_untouched_cursor_stays_on_the_busiest_row() -> None:
     app, _ = _app()
@@ -195,10 +203,7 @@ async def test_untouched_cursor_stays_on_the_busiest_row() -> None:
         await _fed(app, pilot)
         table = app.query_one(ProcessTable)
         first = table.selected
-        busy = frames("data-starved", 6)[-1]
-        procs = tuple(replace(p, cpu_percent=500.0) if p.pid == 6200 else p
-                      for p in busy.processes)
-        app.show_frame(replace(busy, processes=procs))
+        app.show_frame(_with_busy(6200))
         await pilot.pause()
         assert first is not None and first.process.pid != 6200
         assert table.selected is not None and table.selected.process.pid == 6200
@@ -213,10 +218,7 @@ async def test_cursor_follows_its_process_when_rows_reorder() -> None:
         table = app.query_one(ProcessTable)
         while table.selected is not None and table.selected.process.pid != 5310:
             await pilot.press("down")
-        busy = frames("data-starved", 6)[-1]
-        procs = tuple(replace(p, cpu_percent=500.0) if p.pid == 6200 else p
-                      for p in busy.processes)
-        app.show_frame(replace(busy, processes=procs))
+        app.show_frame(_with_busy(6200))
         await pilot.pause()
         assert _pids(app)[0] == 6200
         assert table.selected is not None and table.selected.process.pid == 5310
