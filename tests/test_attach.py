@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gputop.probe import ring as layout
+from gputop.sources import attach as attach_module
 from gputop.sources.attach import (
     RingAttachSource,
     check_attachable,
@@ -52,6 +54,10 @@ def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
     assert source.probe_pids() == {trainer.pid}
     source.attach(trainer.pid)
     (state,) = source.sample()
+    deadline = time.monotonic() + 10
+    while state.steps[-1:] and state.steps[-1].step < 399 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the last steps are published by the probe's thread (< 0.2 s)
+        (state,) = source.sample()
     assert state.alive and state.error is None and state.dropped_records == 0
     assert len(state.steps) == 256  # the newest window of 400 steps
     assert state.steps[-1].step == 399 and state.steps[-1].epoch == 3
@@ -68,6 +74,23 @@ def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
     (state,) = source.sample()
     assert not state.alive and len(state.steps) == 256
     assert not list(tmp_path.glob("*.ring"))  # the trainer unlinked it at exit
+    source.close()
+
+
+def test_a_tick_lists_the_ring_directory_once(trainer: subprocess.Popen[str], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    listings = []
+    real = attach_module._rings
+    monkeypatch.setattr(attach_module, "_rings", lambda d: listings.append(d) or real(d))
+    source = RingAttachSource(directory=str(tmp_path))
+    source.attach(trainer.pid)
+    for _ in range(3):  # as the sampler does each tick: the process table's marks, then steps
+        assert source.probe_pids() == {trainer.pid}
+        (state,) = source.sample()
+        assert state.steps
+    assert len(listings) == 3
+    source.sample()  # a tick without probe_pids() lists the directory itself
+    assert len(listings) == 4
     source.close()
 
 
@@ -105,6 +128,23 @@ def test_attach_reports_a_corrupt_ring_in_one_line(tmp_path: Path) -> None:
     source.attach(os.getpid())
     (state,) = source.sample()
     assert state.steps == () and state.error is not None
+
+
+def test_a_ring_caught_before_its_header_is_written_is_listed_once_it_is(
+    tmp_path: Path,
+) -> None:
+    """A trainer creates its ring, then writes the header: a tick between the two must not
+    strike the trainer off for good."""
+    path = layout.ring_path(os.getpid(), directory=str(tmp_path))
+    Path(path).write_bytes(b"\0" * layout.FILE_SIZE)  # created, header not written yet
+    source = RingAttachSource(directory=str(tmp_path))
+    assert source.probe_pids() == frozenset()
+    header = layout.HEADER.pack(
+        layout.MAGIC, layout.VERSION, layout.HEADER_SIZE, layout.RECORD_SIZE, layout.SLOTS,
+        os.getpid(), layout.start_ticks(os.getpid()), time.time_ns(), 0, 0, 0)
+    with open(path, "r+b") as f:  # the same file (inode), now complete
+        f.write(header)
+    assert source.probe_pids() == {os.getpid()}
 
 
 def test_attaching_before_the_ring_exists_waits_for_it(tmp_path: Path) -> None:

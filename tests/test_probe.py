@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ def rec(tmp_path: Path) -> Recorder:
 
 
 def _records(rec: Recorder) -> list[RawRecord]:
+    rec.publish()
     assert rec.ring is not None
     reader = RingReader(rec.ring.path)
     try:
@@ -54,6 +56,29 @@ def test_each_fetch_closes_the_open_step_and_phases_land_in_it(rec: Recorder) ->
     assert all(r.data_ns >= 0 and r.duration_ns >= r.data_ns for r in got)
     assert [bool(r.flags & layout.F_WARMUP) for r in got] == [True] * 3 + [False] * 2
     assert all(r.flags & layout.F_OPTIMIZER and r.batch_size == 8 for r in got)
+
+
+def test_a_paused_trainer_still_shows_its_last_steps(rec: Recorder) -> None:
+    """Steps are staged between publishes; a trainer that stops stepping (evaluation, a
+    checkpoint, a hang) has them published by the probe's own thread, in order, none lost."""
+    rec.iteration_begin(1)
+    for _ in range(300):
+        _fetch(rec, 1)
+        rec.optimizer_done(10)
+    rec.fetch_begin()
+    rec.fetch_stop()  # closes step 299; nothing else happens in this "trainer" from here
+    assert rec.ring is not None
+    reader = RingReader(rec.ring.path)
+    got: list[RawRecord] = []
+    deadline = time.monotonic() + 10
+    try:
+        while len(got) < 300 and time.monotonic() < deadline:
+            got += reader.read_new()
+            time.sleep(0.02)
+        assert reader.dropped == 0
+    finally:
+        reader.close()
+    assert [r.step for r in got] == list(range(300))
 
 
 def test_a_new_epoch_restarts_warm_up(rec: Recorder) -> None:
@@ -273,6 +298,7 @@ def test_forked_children_never_write_or_unlink_the_parents_ring(tmp_path: Path) 
             "        with p.phase('optimizer'): pass\n"
             "    raise SystemExit(0)\n"
             "os.waitpid(pid, 0)\n"
+            "p.recorder().publish()\n"
             "path = ring.ring_path(os.getpid())\n"
             "from gputop.probe.reader import RingReader\n"
             "print(os.path.exists(path), len(RingReader(path).read_new()),"

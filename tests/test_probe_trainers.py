@@ -54,6 +54,24 @@ def test_an_unmodified_script_yields_steps_and_its_loaders_settings(tmp_path: Pa
     assert all(s.optimizer_ns is not None and s.forward_ns is None for s in state.steps)
 
 
+@pytest.mark.parametrize("timed", ["forward", "forward,backward,optimizer"])
+def test_a_program_timing_its_own_phases_gets_the_torch_patch_only_where_it_needs_it(
+    tmp_path: Path, timed: str,
+) -> None:
+    """Evaluation comes first each epoch: the training loader is the one whose steps hold
+    a backward pass, which the patch sees when the program does not time it itself."""
+    proc = subprocess.Popen([sys.executable, str(TRAINERS / "manual_phases.py"), timed],
+                            env=trainer_env(tmp_path), cwd=ROOT)
+    state = watch_process(proc, tmp_path)
+    assert proc.returncode == 0
+    assert len(state.steps) == 16 and {s.batch_size for s in state.steps} == {8}
+    assert [s.epoch for s in state.steps] == [0] * 8 + [1] * 8
+    assert all(s.forward_ns is not None and s.data_ns is not None for s in state.steps)
+    own = timed != "forward"  # backward and optimizer times only from the program's phases
+    assert all((s.backward_ns is not None) == own for s in state.steps)
+    assert all((s.optimizer_ns is not None) == own for s in state.steps)
+
+
 def test_without_a_dataloader_steps_come_from_optimizer_steps(tmp_path: Path) -> None:
     code, state = run_probed("no_loader.py", ring_dir=tmp_path)
     assert code == 0 and len(state.steps) == 12

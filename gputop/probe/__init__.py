@@ -86,7 +86,7 @@ class _Phase:
     def __exit__(self, kind: object, value: object, tb: object) -> None:
         ns = perf_counter_ns() - self._t0
         if self._rec.open:
-            self._acc[self._index] += ns
+            self._acc[self._index] += ns or 1  # 0 means "not seen", as in add_phase
         else:
             self._rec.add_phase(self._index, ns)
 
@@ -100,6 +100,7 @@ class _PhaseTable(dict[str, "_Phase"]):
             raise ValueError(f"unknown phase {name!r}; use one of {', '.join(PHASES)}")
         rec = recorder()
         rec.manual = True
+        rec.times_own_training = rec.times_own_training or name in ("backward", "optimizer")
         ctx = self[name] = _Phase(rec, PHASES[name])
         return ctx
 

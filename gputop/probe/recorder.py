@@ -4,12 +4,19 @@ Exactly one step is open at a time. A loader's `next()` closes the open step and
 the next one (its blocked time is that step's data wait); `step_end()` or an optimizer
 step closes a step no loader opened. Steps of a loader that does not train (evaluation)
 are written with F_OTHER so readers keep them apart.
+
+Closed steps are staged in a list and published to the ring at most every PUBLISH_NS
+(at once when steps are longer). After a training step the caches are cold, and a
+shared-memory store then costs microseconds (the first touch of memoryview's C code)
+where a list append costs a fraction of one. A publisher thread writes what a paused
+trainer left staged, so a reader sees every step at most ~0.15 s late.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from time import perf_counter_ns
 
 from gputop.probe import ring as layout
@@ -17,8 +24,12 @@ from gputop.probe import ring as layout
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from threading import Lock
 
 WARMUP_STEPS = 3
+PUBLISH_NS = 50_000_000
+STAGE_MAX = 64  # steps staged before publishing regardless of time (bounds memory)
+STALL_CHECK_S = 0.1  # how often the publisher thread looks for steps a pause left staged
 H2D, FORWARD, BACKWARD, OPTIMIZER = range(4)
 PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
 NONE = layout.NONE
@@ -31,10 +42,11 @@ class Recorder:
     """The probe's state in the training process; one per process."""
 
     __slots__ = (
-        "_batch", "_data", "_depth", "_epoch", "_epoch_mark", "_facts_written", "_fetch_closed",
-        "_fetch_t0", "_first_loader", "_in_epoch", "_loader", "_loader_facts", "_open_ring",
-        "_step", "_t_open", "_train_loader", "_trains", "acc", "enabled", "facts", "gpu",
-        "manual", "open", "owner", "ring",
+        "_batch", "_data", "_epoch", "_epoch_mark", "_facts_written", "_fetch_closed",
+        "_fetch_t0", "_first_loader", "_in_epoch", "_loader", "_loader_facts", "_lock",
+        "_open_ring", "_publish_at", "_staged", "_step", "_t_open", "_train_loader", "_trains",
+        "acc", "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
+        "times_own_training",
     )
 
     def __init__(self, open_ring: Callable[[], layout.RingWriter | None]) -> None:
@@ -58,11 +70,15 @@ class Recorder:
         self._train_loader = 0
         self._first_loader = 0
         self._loader_facts: dict[int, dict[str, object]] = {}
-        self._depth = 0
+        self.fetching = 0  # next() calls in progress: a watched loader's own is patched too
         self._fetch_t0 = 0
         self._fetch_closed = False
         self._epoch_mark = 0
-        self.manual = False
+        self.manual = False  # the program times its own phases
+        self.times_own_training = False  # ... and among them backward or optimizer
+        self._staged: list[tuple[int, ...]] = []
+        self._publish_at = 0
+        self._lock: Lock | None = None  # with the ring comes the publisher thread
 
     # -- loaders ---------------------------------------------------------------------------
 
@@ -82,7 +98,7 @@ class Recorder:
 
     def fetch_begin(self) -> None:
         """`next()` on a loader starts: the open step ends here."""
-        depth = self._depth = self._depth + 1
+        depth = self.fetching = self.fetching + 1
         if depth > 1:  # a watched iterable whose own iterator is patched too
             return
         t = self._fetch_t0 = perf_counter_ns()
@@ -94,7 +110,7 @@ class Recorder:
 
     def fetch_end(self, loader: int, batch_size: int = NONE) -> None:
         """`next()` returned a batch: a new step opens, its data wait is the blocked time."""
-        depth = self._depth = self._depth - 1
+        depth = self.fetching = self.fetching - 1
         if depth:
             return
         t0 = self._t_open = self._fetch_t0
@@ -107,7 +123,7 @@ class Recorder:
 
     def fetch_stop(self) -> None:
         """`next()` raised (StopIteration or an error): no step opens."""
-        self._depth = max(0, self._depth - 1)
+        self.fetching = max(0, self.fetching - 1)
 
     # -- phases and explicit boundaries ----------------------------------------------------
 
@@ -115,14 +131,14 @@ class Recorder:
         """Add `ns` to a phase of the open step (opening one when none is)."""
         if not self.open:
             self._open_implicit(perf_counter_ns() - ns)
-        self.acc[phase] += max(ns, 1)
+        self.acc[phase] += ns or 1
 
     def auto_phase(self, phase: int, ns: int) -> None:
         """A phase timed by the torch patch; the program's own phase() calls take precedence."""
         if self.manual:
             self._trains = self._trains or (self.open and phase >= BACKWARD)
         elif self.open:  # the common case, without a further call: this runs every step
-            self.acc[phase] += max(ns, 1)
+            self.acc[phase] += ns or 1
         else:
             self.add_phase(phase, ns)
 
@@ -131,7 +147,7 @@ class Recorder:
         if self.manual:
             self._trains = self._trains or self.open
         elif self.open and self._loader:  # the common case, as in auto_phase
-            self.acc[OPTIMIZER] += max(ns, 1)
+            self.acc[OPTIMIZER] += ns or 1
         else:
             self.optimizer_done(ns)
 
@@ -165,6 +181,31 @@ class Recorder:
         self.open = False
         loader = self._loader
         acc = self.acc
+        if (loader and loader == self._train_loader and self._in_epoch >= WARMUP_STEPS
+                and (acc[BACKWARD] or acc[OPTIMIZER])):
+            flags = F_OPTIMIZER  # a steady training step: the common case, decided at once
+            self._trains = False
+        else:
+            flags = self._flags(loader, acc)
+        if self.gpu is None:
+            t_open = self._t_open
+            self._staged.append((
+                self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
+                acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags,
+                loader,
+            ))
+            if t >= self._publish_at or len(self._staged) >= STAGE_MAX:
+                self.publish(t)
+        elif self.enabled:
+            self.gpu.step_closed(
+                self, self._step, self._t_open, t - self._t_open, self._data, acc,
+                self._batch, self._epoch, flags, loader,
+            )
+        self._step += 1
+        acc[0] = acc[1] = acc[2] = acc[3] = 0
+
+    def _flags(self, loader: int, acc: list[int]) -> int:
+        """A step's flags in general: implicit, training, another loader's, warm-up."""
         flags = 0 if loader else F_IMPLICIT
         if self._trains or acc[BACKWARD] or acc[OPTIMIZER]:
             flags |= F_OPTIMIZER
@@ -176,23 +217,38 @@ class Recorder:
         elif self._in_epoch < WARMUP_STEPS:
             flags |= F_WARMUP
             self._in_epoch += 1
-        ring = self.ring
-        if ring is None and self.enabled:
-            ring = self._start_ring()
-        if self.gpu is not None:
-            if self.enabled:
-                self.gpu.step_closed(
-                    self, self._step, self._t_open, t - self._t_open, self._data, acc,
-                    self._batch, self._epoch, flags, loader,
-                )
-        elif ring is not None and self.enabled:
-            ring.append(
-                self._step, self._t_open, t - self._t_open, self._data, acc[0] or NONE,
-                acc[1] or NONE, acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch,
-                self._epoch, flags, loader,
-            )
-        self._step += 1
-        acc[0] = acc[1] = acc[2] = acc[3] = 0
+        return flags
+
+    def publish(self, now: int | None = None, wait: bool = False) -> None:
+        """Write every staged step to the ring (creating it on first use).
+
+        Once the ring exists a publisher thread may be writing too: without `wait`, this
+        returns at once when it is (the steps stay staged for the next publish).
+        """
+        lock = self._lock
+        if lock is not None and not lock.acquire(wait):
+            return
+        try:
+            staged = self._staged
+            count = len(staged)  # the training thread may stage more meanwhile: keep those
+            self._publish_at = (perf_counter_ns() if now is None else now) + PUBLISH_NS
+            ring = self.ring
+            if ring is None and self.enabled:
+                ring = self._start_ring()
+            if ring is not None and self.enabled:
+                for i in range(count):
+                    ring.append(*staged[i])
+            del staged[:count]
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _publish_when_stalled(self) -> None:
+        """The publisher thread: steps a paused trainer left staged reach the ring anyway."""
+        while self.enabled:
+            time.sleep(STALL_CHECK_S)
+            if self._staged and perf_counter_ns() >= self._publish_at:
+                self.publish(wait=True)
 
     def _switch_training_loader(self, loader: int) -> None:
         """`loader` enclosed an optimizer step: it trains (a new one per epoch is an epoch)."""
@@ -235,6 +291,11 @@ class Recorder:
             self.enabled = False
             return None
         self._write_facts()
+        import threading
+
+        self._lock = threading.Lock()
+        threading.Thread(target=self._publish_when_stalled, name="gputop-probe-publisher",
+                         daemon=True).start()
         return self.ring
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -246,6 +307,7 @@ class Recorder:
             self.ring.closed = True  # the parent still owns the file
         self.ring = None
         self.gpu = None
+        self._staged.clear()
 
     def close(self) -> None:
         """At exit: publish steps still waiting for GPU times, then unlink the ring."""
@@ -253,20 +315,30 @@ class Recorder:
             return
         if self.gpu is not None and self.ring is not None:
             self.gpu.flush(self)
-        if self.ring is not None:
-            self.ring.close()
-        self.enabled = False
+        self.publish(wait=True)
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()  # the publisher thread is never mid-write when the ring goes
+        try:
+            self.enabled = False
+            if self.ring is not None:
+                self.ring.close()
+        finally:
+            if lock is not None:
+                lock.release()
 
     def write(
         self, step: int, start: int, duration: int, data: int, acc: list[int], gpu_ns: int,
         gap_ns: int, batch: int, epoch: int, flags: int, loader: int,
     ) -> None:
-        """Publish one step (called by the GPU hook once its times are known)."""
-        if self.ring is not None and self.enabled:
-            self.ring.append(
-                step, start, duration, data, acc[0] or NONE, acc[1] or NONE, acc[2] or NONE,
-                acc[3] or NONE, gpu_ns, gap_ns, batch, epoch, flags, loader,
-            )
+        """Stage one step (called by the GPU hook once its times are known)."""
+        self._staged.append((
+            step, start, duration, data, acc[0] or NONE, acc[1] or NONE, acc[2] or NONE,
+            acc[3] or NONE, gpu_ns, gap_ns, batch, epoch, flags, loader,
+        ))
+        now = perf_counter_ns()
+        if now >= self._publish_at or len(self._staged) >= STAGE_MAX:
+            self.publish(now)
 
 
 class GpuHook:

@@ -7,6 +7,7 @@ records around it; none changes arguments, results or the order of work.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Callable
@@ -59,26 +60,26 @@ def _patch_loaders(rec: Recorder, torch: Any) -> None:
         lid = loader_id(self)
         facts = loader_facts(self)
         facts["num_threads"] = torch.get_num_threads()
-        try:
-            it._gputop_loader = lid
-            it._gputop_batch = (
-                self.batch_size if isinstance(self.batch_size, int) else NONE
-            )
-        except AttributeError:
-            pass
+        with contextlib.suppress(AttributeError):  # an iterator without a __dict__
+            it._gputop = (lid, self.batch_size if isinstance(self.batch_size, int) else NONE)
         rec.iteration_begin(lid, facts)
         _maybe_time_gpu(rec, torch)
         return it
 
     def __next__(self: Any) -> Any:
+        if rec.fetching:  # inside probe.watch(), which times this very next()
+            return orig_next(self)
         rec.fetch_begin()
         try:
             item = orig_next(self)
         except BaseException:
             rec.fetch_stop()
             raise
-        rec.fetch_end(getattr(self, "_gputop_loader", 0) or loader_id(self),
-                      getattr(self, "_gputop_batch", NONE))
+        try:
+            lid, batch = self._gputop
+        except AttributeError:  # an iterator made before the patch, or one without __dict__
+            lid, batch = loader_id(self), NONE
+        rec.fetch_end(lid, batch)
         return item
 
     _replace(loader_cls, "__iter__", __iter__)
@@ -89,6 +90,8 @@ def _patch_backward(rec: Recorder, torch: Any) -> None:
     orig = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
+        if rec.times_own_training:  # the program's phase("backward"/"optimizer") say it
+            return orig(*args, **kwargs)
         t0 = perf_counter_ns()
         try:
             return orig(*args, **kwargs)
@@ -110,7 +113,8 @@ def _hook_optimizers(rec: Recorder, torch: Any) -> None:
         started[0] = perf_counter_ns()
 
     def post(opt: Any, args: Any, kwargs: Any) -> None:
-        rec.auto_optimizer_done(perf_counter_ns() - started[0])
+        if not rec.times_own_training:
+            rec.auto_optimizer_done(perf_counter_ns() - started[0])
         if id(opt) not in seen:
             seen.add(id(opt))
             _note_device(rec, opt)

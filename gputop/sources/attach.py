@@ -38,20 +38,24 @@ class RingAttachSource:
         self._members: dict[int, list[int]] = {}
         self._judged: set[tuple[int, int]] = set()  # (pid, start ticks) already placed
         self._verified: dict[tuple[int, int], bool] = {}
+        self._listing: list[tuple[str, int, int, int]] | None = None  # this tick's rings
 
     def probe_pids(self) -> frozenset[int]:
         """Live PIDs of this user with a readable ring; dead trainers' rings are removed."""
         uid = os.getuid()
         pids = set()
         seen = set()
-        for path, ring_uid, pid, inode in _rings(self._dir()):
+        self._listing = _rings(self._dir())  # sample() in the same tick reuses it
+        for path, ring_uid, pid, inode in self._listing:
             if ring_uid != uid:
                 continue
             ticks = layout.start_ticks(pid)
             key = (pid, inode)
             seen.add(key)
             if ticks is not None and key not in self._verified:
-                self._verified[key] = _ring_matches(path, pid, ticks)
+                matches = _ring_matches(path, pid, ticks)
+                if matches is not None:  # unreadable may be mid-creation: look again later
+                    self._verified[key] = matches
             if ticks is None or not self._verified.get(key, False):
                 if ticks is None or _is_stale(path, ticks):
                     _remove_stale(path)
@@ -71,8 +75,9 @@ class RingAttachSource:
 
     def sample(self) -> tuple[AttachState, ...]:
         """One state per trainer: each target, then its job's other ranks by rank."""
+        listing, self._listing = self._listing, None
         if self._targets:
-            self._find_job_members()
+            self._find_job_members(_rings(self._dir()) if listing is None else listing)
         states = []
         for target in self._targets:
             members = [self._trainers[pid].sample() for pid in self._members[target]]
@@ -87,10 +92,10 @@ class RingAttachSource:
         for trainer in self._trainers.values():
             trainer.close()
 
-    def _find_job_members(self) -> None:
+    def _find_job_members(self, rings: list[tuple[str, int, int, int]]) -> None:
         """Place every ring not yet judged: a member of an attached job, or not."""
         uid = os.getuid()
-        listed = [pid for _, ring_uid, pid, _ in _rings(self._dir()) if ring_uid == uid]
+        listed = [pid for _, ring_uid, pid, _ in rings if ring_uid == uid]
         self._judged = {key for key in self._judged if key[0] in listed}
         for pid in listed:
             if pid in self._trainers:
@@ -328,12 +333,13 @@ def _rings(directory: str) -> list[tuple[str, int, int, int]]:
     return found
 
 
-def _ring_matches(path: str, pid: int, ticks: int) -> bool:
-    """Whether the ring at `path` is readable and was written by this very process."""
+def _ring_matches(path: str, pid: int, ticks: int) -> bool | None:
+    """Whether the ring at `path` was written by this very process (None: unreadable now,
+    e.g. its header not written yet)."""
     try:
         reader = RingReader(path)
     except RingError:
-        return False
+        return None
     try:
         return reader.header.pid == pid and reader.header.start_ticks == ticks
     finally:
