@@ -339,3 +339,12 @@ def test_sitecustomize_finds_the_probe_in_an_interpreter_without_gputop(tmp_path
                           " import sitecustomize; " + code], capture_output=True, text=True,
                          env=env, timeout=60, cwd=tmp_path)
     assert out.stdout.strip().endswith("gputop/probe/__init__.py"), out.stderr
+
+
+def test_a_process_that_never_steps_leaves_no_ring(tmp_path: Path) -> None:
+    """A launcher (torchrun) runs under the probe too; at exit it must not create a ring."""
+    out = _run("import gputop.probe as p\nrec = p.install()\nrec.close()  # what exit does\n"
+               "print(rec.ring is None)\n", tmp_path)
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.split() == ["True"]  # never created (a ring made at exit is unlinked
+    # at once: a reader sampling then would show a launcher as a trainer without steps)

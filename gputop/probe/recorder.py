@@ -233,7 +233,7 @@ class Recorder:
             count = len(staged)  # the training thread may stage more meanwhile: keep those
             self._publish_at = (perf_counter_ns() if now is None else now) + PUBLISH_NS
             ring = self.ring
-            if ring is None and self.enabled:
+            if ring is None and self.enabled and count:  # a process with no steps has none
                 ring = self._start_ring()
             if ring is not None and self.enabled:
                 for i in range(count):
