@@ -28,7 +28,8 @@ def rec(tmp_path: Path) -> Recorder:
 
 def _records(rec: Recorder) -> list[RawRecord]:
     rec.publish()
-    assert rec.ring is not None
+    if rec.ring is None:  # made with the first step to publish
+        return []
     reader = RingReader(rec.ring.path)
     try:
         return reader.read_new()
@@ -258,7 +259,7 @@ def test_importing_the_probe_loads_only_a_few_stdlib_modules(tmp_path: Path) -> 
     out = _run("import sys; a = set(sys.modules); import gputop.probe; "
                "print(' '.join(sorted(set(sys.modules) - a)))", tmp_path)
     loaded = set(out.stdout.split())
-    assert loaded <= {"__future__", "_struct", "struct", "mmap", "itertools", "gputop",
+    assert loaded <= {"__future__", "_struct", "struct", "mmap", "zlib", "itertools", "gputop",
                       "gputop.probe", "gputop.probe.ring", "gputop.probe.recorder"}, loaded
 
 

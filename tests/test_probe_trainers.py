@@ -61,9 +61,12 @@ def test_a_program_timing_its_own_phases_gets_the_torch_patch_only_where_it_need
     """Evaluation comes first each epoch: the training loader is the one whose steps hold
     a backward pass, which the patch sees when the program does not time it itself."""
     proc = subprocess.Popen([sys.executable, str(TRAINERS / "manual_phases.py"), timed],
-                            env=trainer_env(tmp_path), cwd=ROOT)
+                            env=trainer_env(tmp_path), cwd=ROOT, stdout=subprocess.PIPE)
     state = watch_process(proc, tmp_path)
-    assert proc.returncode == 0
+    assert proc.returncode == 0 and proc.stdout is not None
+    patched = timed == "forward"  # else the backward wrapper and the pre-hook stepped aside
+    assert proc.stdout.read().decode().split() == [
+        "backward", "wrapped:", f"{patched},", "optimizer", "pre-hooks:", str(int(patched))]
     assert len(state.steps) == 16 and {s.batch_size for s in state.steps} == {8}
     assert [s.epoch for s in state.steps] == [0] * 8 + [1] * 8
     assert all(s.forward_ns is not None and s.data_ns is not None for s in state.steps)

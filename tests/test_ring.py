@@ -71,6 +71,49 @@ def test_a_lapped_reader_counts_what_it_lost(ring_dir: Path) -> None:
     writer.close()
 
 
+def _slot_words(path: str, index: int) -> tuple[int, list[int]]:
+    """The file offset of record `index`'s slot and its 16 words."""
+    offset = layout.HEADER_SIZE + (index % layout.SLOTS) * layout.RECORD_SIZE
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return offset, list(layout.RECORD.unpack(f.read(layout.RECORD_SIZE)))
+
+
+def _put_words(path: str, offset: int, words: list[int]) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(layout.RECORD.pack(*words))
+
+
+def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
+    ring_dir: Path,
+) -> None:
+    """What a weakly ordered CPU can show a reader, which the sequence numbers alone would
+    pass: record n's completed sequence over the previous lap's payload, and a payload
+    torn in the middle. The check turns both into drops, never into steps."""
+    writer = _writer(ring_dir)
+    reader = RingReader(writer.path)
+    for n in range(layout.SLOTS + 3):
+        writer.append(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    assert len(reader.read_new()) == layout.SLOTS
+    for n in range(layout.SLOTS + 3, layout.SLOTS + 6):
+        writer.append(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    stale = layout.SLOTS + 3  # its slot held record 3: keep that payload and check
+    offset, words = _slot_words(writer.path, stale)
+    old_payload = [3, 30, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1]
+    old_check = layout.record_check(3, layout.PAYLOAD.pack(*old_payload))
+    _put_words(writer.path, offset, [words[0], *old_payload, old_check])
+    torn = stale + 1
+    offset, words = _slot_words(writer.path, torn)
+    words[2] += 1  # one field from another write
+    _put_words(writer.path, offset, words)
+    got = reader.read_new()
+    assert [g.index for g in got] == [stale + 2]
+    assert got[0].step == stale + 2 and got[0].start_ns == 10 * (stale + 2)
+    assert reader.dropped == 2 + 3  # the two bad ones, and the three the lap took before
+    writer.close()
+
+
 def test_metadata_round_trips_and_stays_bounded(ring_dir: Path) -> None:
     from gputop.probe.recorder import bounded_json
 

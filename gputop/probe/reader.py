@@ -136,8 +136,11 @@ class RingReader:
             if seq_b < want:  # not yet complete: the head we read ran ahead of the slot
                 return False
             seq_a = layout.SEQ.unpack_from(before, i * size)[0]
-            fields = layout.RECORD.unpack_from(payload, i * size)
-            record = _checked(n, fields) if seq_a == fields[0] == seq_b == want else None
+            record = None
+            if seq_a == seq_b == want:
+                record = _verified(n, payload, i * size)
+                if record is None:  # its stores may not all be visible yet: look once more
+                    record = _verified(n, self._pread(size, offset + i * size), 0)
             if record is None:
                 self.dropped += 1
             else:
@@ -186,6 +189,17 @@ def _contiguous_slot_runs(first: int, end: int, slots: int) -> list[tuple[int, i
         runs.append((first, stop))
         first = stop
     return runs
+
+
+def _verified(index: int, raw: bytes, at: int) -> RawRecord | None:
+    """Record `index` from the slot bytes at `at`, if its sequence and check say it is
+    complete and its own, and every field is in range."""
+    fields = layout.RECORD.unpack_from(raw, at)
+    start = at + layout.PAYLOAD_OFFSET
+    check = layout.record_check(index, raw[start : start + layout.PAYLOAD.size])
+    if fields[0] != 2 * index + 2 or fields[layout.CHECK_WORD] != check:
+        return None
+    return _checked(index, fields)
 
 
 def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:

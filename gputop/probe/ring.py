@@ -5,7 +5,12 @@ Layout (native byte order, every field 8-byte aligned):
   slots   SLOTS records of RECORD_SIZE bytes; record n lives in slot n % SLOTS
 
 A slot's first field is its sequence number: 2n+1 while record n is being written,
-2n+2 once it is complete. `head` counts completed records. Readers never lock.
+2n+2 once it is complete; its last is a CRC-32 of the payload seeded with n. `head`
+counts completed records. Readers never lock, and they trust a record only when its
+sequence and check both match: Python has no memory barrier, and on a weakly ordered
+CPU (aarch64) a reader may see the new sequence before the payload it guards; the
+check catches that (and a stale payload under a new sequence), where the seqlock alone
+relies on x86's store order.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import mmap
 import os
 import struct
 import time
+from zlib import crc32
 
 MAGIC = b"GPUTOPRG"
-VERSION = 1
+VERSION = 2  # 2: the record's last field is a check (v1: reserved, zero)
 HEADER_SIZE = 4096
 SLOTS = 1024
 META_OFFSET = 128
@@ -33,14 +39,17 @@ META_SEQ_OFFSET = HEAD_OFFSET + 8
 META_LEN_OFFSET = HEAD_OFFSET + 16
 
 # seq, step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, optimizer_ns,
-# gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, reserved
+# gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, check
 RECORD = struct.Struct("@16q")
 RECORD_SIZE = RECORD.size
 RECORD_WORDS = RECORD_SIZE // 8
+PAYLOAD = struct.Struct("@14q")  # step .. loader: what the check covers
+PAYLOAD_OFFSET = 8
+CHECK_WORD = RECORD_WORDS - 1
 FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
     "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
-    "flags", "loader", "reserved",
+    "flags", "loader", "check",
 )
 SEQ = struct.Struct("@q")
 HEAD_WORD = HEAD_OFFSET // 8
@@ -52,6 +61,12 @@ F_OTHER = 4  # belongs to a loader known not to be the training loader
 F_IMPLICIT = 8  # opened by a phase or an optimizer step, not by a loader
 
 assert HEADER.size <= META_OFFSET and RECORD_SIZE == 128
+assert PAYLOAD_OFFSET + PAYLOAD.size == CHECK_WORD * 8
+
+
+def record_check(index: int, payload: bytes) -> int:
+    """The check of record `index`: CRC-32 of its payload, seeded with the index."""
+    return crc32(payload, index & 0xFFFFFFFF)
 
 
 def ring_dir() -> str:
@@ -124,25 +139,17 @@ class RingWriter:
         batch_size: int, epoch: int, flags: int, loader: int,
     ) -> None:
         """Write one record (NONE = -1 for an unmeasured field) and publish it."""
-        # One 8-byte store per field: a training step leaves the caches cold, and this
-        # costs half of what a struct.pack_into (a library the step never touches) does.
         n = self._head
-        r = self._slots[n % SLOTS]
+        k = n % SLOTS
+        payload = PAYLOAD.pack(
+            step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns,
+            optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader,
+        )
+        r = self._slots[k]
         r[0] = 2 * n + 1
-        r[1] = step
-        r[2] = start_ns
-        r[3] = duration_ns
-        r[4] = data_ns
-        r[5] = h2d_ns
-        r[6] = forward_ns
-        r[7] = backward_ns
-        r[8] = optimizer_ns
-        r[9] = gpu_ns
-        r[10] = gpu_gap_ns
-        r[11] = batch_size
-        r[12] = epoch
-        r[13] = flags
-        r[14] = loader
+        start = HEADER_SIZE + k * RECORD_SIZE + PAYLOAD_OFFSET
+        self._mm[start : start + PAYLOAD.size] = payload
+        r[CHECK_WORD] = record_check(n, payload)
         r[0] = 2 * n + 2
         self._head = n = n + 1
         self._words[HEAD_WORD] = n

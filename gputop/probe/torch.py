@@ -29,8 +29,7 @@ def install(rec: Recorder) -> None:
 
     _installed.append(rec)
     _patch_loaders(rec, torch)
-    _patch_backward(rec, torch)
-    _hook_optimizers(rec, torch)
+    _hook_optimizers(rec, torch, _patch_backward(rec, torch))
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
 
 
@@ -86,7 +85,8 @@ def _patch_loaders(rec: Recorder, torch: Any) -> None:
     _replace(iter_cls, "__next__", __next__)
 
 
-def _patch_backward(rec: Recorder, torch: Any) -> None:
+def _patch_backward(rec: Recorder, torch: Any) -> Callable[[], None]:
+    """Time backward() as a phase; returns how to put the original back."""
     orig = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
@@ -102,12 +102,26 @@ def _patch_backward(rec: Recorder, torch: Any) -> None:
     backward.__doc__ = orig.__doc__
     _replace(torch.autograd, "backward", backward)
 
+    def restore() -> None:
+        if torch.autograd.backward is backward:
+            torch.autograd.backward = orig
 
-def _hook_optimizers(rec: Recorder, torch: Any) -> None:
+    return restore
+
+
+def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], None]) -> None:
+    """Time optimizer steps and note each optimizer's device.
+
+    A program that times its own backward or optimizer phase needs neither timing: once
+    its first optimizer step is noted, the pre-hook and the backward wrapper step aside.
+    (The post-hook stays, doing two checks: torch iterates its hooks while calling them,
+    so it cannot remove itself.)
+    """
     hooks = importlib.import_module("torch.optim.optimizer")
 
     started = [0]
     seen: set[int] = set()
+    handles: list[Any] = []
 
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         started[0] = perf_counter_ns()
@@ -119,10 +133,13 @@ def _hook_optimizers(rec: Recorder, torch: Any) -> None:
             seen.add(id(opt))
             _note_device(rec, opt)
             _maybe_time_gpu(rec, torch)
+            if rec.times_own_training:
+                handles[0].remove()  # the pre-hook: its dict is not being iterated now
+                restore_backward()
 
-    for handle in (hooks.register_optimizer_step_pre_hook(pre),
-                   hooks.register_optimizer_step_post_hook(post)):
-        _undo.append(handle.remove)
+    handles += (hooks.register_optimizer_step_pre_hook(pre),
+                hooks.register_optimizer_step_post_hook(post))
+    _undo.extend(handle.remove for handle in handles)
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:

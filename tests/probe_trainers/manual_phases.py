@@ -4,7 +4,9 @@ Usage: manual_phases.py PHASES, e.g. "forward" or "forward,backward,optimizer": 
 the program times itself (the probe's torch patch covers what it leaves out).
 """
 
+import importlib
 import sys
+import time
 
 import torch
 from torch import nn
@@ -35,6 +37,10 @@ def main(timed):
             opt.zero_grad()
             run("backward", loss.backward)
             run("optimizer", opt.step)
+    pre_hooks = importlib.import_module("torch.optim.optimizer")._global_optimizer_pre_hooks
+    wrapped = hasattr(torch.autograd.backward, "__wrapped__")
+    print(f"backward wrapped: {wrapped}, optimizer pre-hooks: {len(pre_hooks)}")
+    time.sleep(0.5)  # its 32 steps take ~30 ms: stay long enough for a 20 ms poller to see
 
 
 if __name__ == "__main__":
