@@ -45,6 +45,7 @@ RECORD_SIZE = RECORD.size
 RECORD_WORDS = RECORD_SIZE // 8
 PAYLOAD = struct.Struct("@14q")  # step .. loader: what the check covers
 PAYLOAD_OFFSET = 8
+PAYLOAD_SIZE = PAYLOAD.size
 CHECK_WORD = RECORD_WORDS - 1
 FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
@@ -139,19 +140,25 @@ class RingWriter:
         batch_size: int, epoch: int, flags: int, loader: int,
     ) -> None:
         """Write one record (NONE = -1 for an unmeasured field) and publish it."""
+        self.append_all([(step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns,
+                          backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch,
+                          flags, loader)], 1)
+
+    def append_all(self, records: list[tuple[int, ...]], count: int) -> None:
+        """Write and publish the first `count` records, each a tuple of append()'s fields."""
+        pack, check, mm, slots = PAYLOAD.pack, record_check, self._mm, self._slots
         n = self._head
-        k = n % SLOTS
-        payload = PAYLOAD.pack(
-            step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns,
-            optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader,
-        )
-        r = self._slots[k]
-        r[0] = 2 * n + 1
-        start = HEADER_SIZE + k * RECORD_SIZE + PAYLOAD_OFFSET
-        self._mm[start : start + PAYLOAD.size] = payload
-        r[CHECK_WORD] = record_check(n, payload)
-        r[0] = 2 * n + 2
-        self._head = n = n + 1
+        for i in range(count):
+            k = n % SLOTS
+            payload = pack(*records[i])
+            r = slots[k]
+            r[0] = 2 * n + 1
+            start = HEADER_SIZE + k * RECORD_SIZE + PAYLOAD_OFFSET
+            mm[start : start + PAYLOAD_SIZE] = payload
+            r[CHECK_WORD] = check(n, payload)
+            r[0] = 2 * n + 2
+            n += 1
+        self._head = n
         self._words[HEAD_WORD] = n
 
     def set_meta(self, blob: bytes) -> None:
