@@ -199,6 +199,7 @@ def training_slowdown(directory: str, rounds: int = ROUNDS_LOOP, block: int = 4,
     out: dict[str, float] = {
         **in_loop,
         "probe_in_loop_share": in_loop["probe_in_loop_us_per_step"] * 1e3 / step_ns,
+        "zero_code_in_loop_share": in_loop["zero_code_in_loop_us_per_step"] * 1e3 / step_ns,
         "batch_size": batch,
         "rounds": rounds,
         "timed_steps_per_arm": rounds * block,
@@ -424,6 +425,9 @@ def main() -> int:
               f"(its work {loop['probe_work_in_loop_us_per_step']:.1f} us, the loop's shape "
               f"{loop['shape_in_loop_us_per_step']:.1f} us; bare loop "
               f"{loop['outside_model_bare_us_per_step']:.1f} us there)")
+        print(f"zero-code in the loop: {loop['zero_code_in_loop_us_per_step']:.1f} us/step = "
+              f"{100 * loop['zero_code_in_loop_share']:.2f} % of a step (next() patch, "
+              f"backward wrapper, optimizer hooks)")
         print(f"training loop:       {loop['step_ms_without']:.2f} ms/step without, "
               f"{loop['step_ms_with']:.2f} ms/step with the probe (MLP, batch "
               f"{loop['batch_size']:.0f}, one thread; {loop['timed_steps_per_arm']:.0f} timed "
