@@ -307,6 +307,7 @@ class Recorder:
         self.ring = None
         self.gpu = None
         self._staged.clear()
+        self._lock = None  # the publisher thread is not in the child; its lock may be held
 
     def close(self) -> None:
         """At exit: publish steps still waiting for GPU times, then unlink the ring."""
