@@ -196,7 +196,7 @@ def _verified(index: int, raw: bytes, at: int) -> RawRecord | None:
     complete and its own, and every field is in range."""
     fields = layout.RECORD.unpack_from(raw, at)
     start = at + layout.PAYLOAD_OFFSET
-    check = layout.record_check(index, raw[start : start + layout.PAYLOAD.size])
+    check = layout.record_check(index, raw[start : start + layout.PAYLOAD_SIZE])
     if fields[0] != 2 * index + 2 or fields[layout.CHECK_WORD] != check:
         return None
     return _checked(index, fields)

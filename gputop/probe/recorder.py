@@ -187,7 +187,7 @@ class Recorder:
             self._trains = False
         else:
             flags = self._flags(loader, acc)
-        if self.gpu is None:
+        if self.gpu is None:  # staged as write() does, spelled out: this runs every step
             t_open = self._t_open
             self._staged.append((
                 self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
