@@ -44,7 +44,7 @@ def test_records_round_trip(tmp_path_factory: pytest.TempPathFactory, records: l
     try:
         reader = RingReader(writer.path)
         for r in records:
-            writer.append(*r)
+            writer.append([r])  # one at a time: each published as it comes
         got = reader.read_new()
         assert [tuple(g)[1:] for g in map(_astuple, got)] == [tuple(r) for r in records]
         assert [g.index for g in got] == list(range(len(records)))
@@ -62,8 +62,7 @@ def test_a_lapped_reader_counts_what_it_lost(ring_dir: Path) -> None:
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
     total = layout.SLOTS * 2 + 10
-    for n in range(total):
-        writer.append(n, 1, 2, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0)
+    writer.append([(n, 1, 2, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0) for n in range(total)])
     got = reader.read_new()
     assert len(got) == layout.SLOTS
     assert reader.dropped == total - layout.SLOTS
@@ -93,11 +92,11 @@ def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
     torn in the middle. The check turns both into drops, never into steps."""
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
-    for n in range(layout.SLOTS + 3):
-        writer.append(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+                   for n in range(layout.SLOTS + 3)])
     assert len(reader.read_new()) == layout.SLOTS
-    for n in range(layout.SLOTS + 3, layout.SLOTS + 6):
-        writer.append(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+                   for n in range(layout.SLOTS + 3, layout.SLOTS + 6)])
     stale = layout.SLOTS + 3  # its slot held record 3: keep that payload and check
     offset, words = _slot_words(writer.path, stale)
     old_payload = [3, 30, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1]
@@ -167,8 +166,7 @@ def test_random_files_never_raise_anything_but_ring_error(
 
 def test_truncated_and_corrupted_rings_never_raise(ring_dir: Path) -> None:
     writer = _writer(ring_dir)
-    for n in range(50):
-        writer.append(n, n, n, n, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    writer.append([(n, n, n, n, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1) for n in range(50)])
     writer.set_meta(b'{"num_workers": 2}')
     good = Path(writer.path).read_bytes()
     writer.close()
@@ -206,8 +204,8 @@ w = ring.RingWriter(sys.argv[1])
 print("ready", flush=True)
 sys.stdin.readline()
 for n in range(int(sys.argv[2])):
-    w.append(n, 3*n+1, 5*n+2, 7*n+3, 11*n+4, 13*n+5, 17*n+6, 19*n+7, 23*n+8, 29*n+9,
-             n % 97, n % 13, n & 15, n % 5)
+    w.append([(n, 3*n+1, 5*n+2, 7*n+3, 11*n+4, 13*n+5, 17*n+6, 19*n+7, 23*n+8, 29*n+9,
+               n % 97, n % 13, n & 15, n % 5)])
 print("done", flush=True)
 sys.stdin.readline()
 w.close()

@@ -236,7 +236,7 @@ class Recorder:
             if ring is None and self.enabled and count:  # a process with no steps has none
                 ring = self._start_ring()
             if ring is not None and self.enabled:
-                ring.append_all(staged, count)
+                ring.append(staged[:count])
             del staged[:count]
         finally:
             if lock is not None:

@@ -134,23 +134,15 @@ class RingWriter:
         self._meta_seq = 0
         self.closed = False
 
-    def append(
-        self, step: int, start_ns: int, duration_ns: int, data_ns: int, h2d_ns: int,
-        forward_ns: int, backward_ns: int, optimizer_ns: int, gpu_ns: int, gpu_gap_ns: int,
-        batch_size: int, epoch: int, flags: int, loader: int,
-    ) -> None:
-        """Write one record (NONE = -1 for an unmeasured field) and publish it."""
-        self.append_all([(step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns,
-                          backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch,
-                          flags, loader)], 1)
-
-    def append_all(self, records: list[tuple[int, ...]], count: int) -> None:
-        """Write and publish the first `count` records, each a tuple of append()'s fields."""
+    def append(self, records: list[tuple[int, ...]]) -> None:
+        """Write and publish records, each (step, start_ns, duration_ns, data_ns, h2d_ns,
+        forward_ns, backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags,
+        loader), NONE = -1 for an unmeasured field."""
         pack, check, mm, slots = PAYLOAD.pack, record_check, self._mm, self._slots
         n = self._head
-        for i in range(count):
+        for record in records:
             k = n % SLOTS
-            payload = pack(*records[i])
+            payload = pack(*record)
             r = slots[k]
             r[0] = 2 * n + 1
             start = HEADER_SIZE + k * RECORD_SIZE + PAYLOAD_OFFSET
