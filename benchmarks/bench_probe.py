@@ -1,8 +1,9 @@
 """Probe cost: ns per event beside a bare pack_into floor, and a real training loop's slowdown.
 
 Run from the repository root: `python benchmarks/bench_probe.py [--json] [--rounds N]`.
-Every figure compares loops run interleaved in the same process, so the shared machine's
-drift (its speed changes 2x within seconds) hits both sides alike. Three figures:
+Every figure compares loops run interleaved in the same process, in a new random order
+each round, so the shared machine's drift (its speed changes 2x within seconds) hits all
+sides alike and no loop always follows the same one. Three figures:
 - warm: the probe in a tight loop (ns per event), beside one struct.pack_into;
 - in the loop: what the probe adds between the steps of a real ~5 ms CPU training loop,
   read off clocks placed around the model's work (resolves microseconds);
@@ -16,6 +17,7 @@ import importlib
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -97,17 +99,15 @@ def interleaved(
     loops: dict[str, Callable[[], object]], rounds: int,
     setups: dict[str, tuple[Callable[[], object], Callable[[], object]]] | None = None,
 ) -> dict[str, list[int]]:
-    """ns of each loop in each round; the order rotates so none always runs first.
+    """ns of each loop in each round, the loops in a new random order each round.
 
     A loop that returns an int has timed itself. `setups` gives a loop a (before, after)
     pair run around it, outside the timing.
     """
-    names = list(loops)
-    times: dict[str, list[int]] = {name: [] for name in names}
+    times: dict[str, list[int]] = {name: [] for name in loops}
     nothing = (lambda: None, lambda: None)
-    for r in range(rounds + 1):  # round 0 warms every loop up
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
+    for r, names in enumerate(shuffled_rounds(list(loops), rounds + 1)):
+        for name in names:  # round 0 warms every loop up
             before, after = (setups or {}).get(name, nothing)
             before()
             t0 = time.perf_counter_ns()
@@ -117,6 +117,18 @@ def interleaved(
             if r:
                 times[name].append(elapsed)
     return times
+
+
+def shuffled_rounds(names: list[str], rounds: int) -> Iterator[list[str]]:
+    """`names` in a new random order for each of `rounds` rounds (seeded: runs repeat).
+
+    A fixed order, even rotated, gives each loop the same predecessor every round, and
+    what a loop leaves behind (its caches, a patch just removed) then biases the next.
+    """
+    order = random.Random(0)
+    for _ in range(rounds):
+        order.shuffle(names)
+        yield names
 
 
 def training_slowdown(directory: str, rounds: int = ROUNDS_LOOP, block: int = 4,
@@ -224,17 +236,17 @@ def probe_time_in_loop(model: Any, opt: Any, batch: int, width: int, directory: 
                        rounds: int = 90, steps: int = 14) -> dict[str, float]:
     """What the probe adds where it runs, timed between the steps of a real loop.
 
-    Four loops take turns, an epoch each: bare, the probe's (watch + three phase blocks),
-    the same shape doing nothing, and zero-code (the bare loop, torch patched). Each reads
-    the clock at the same places: around the loader's next() and at the edges of the
-    model's work. What lies outside the model's work — the loader's next(), the
-    generator, the with-statements, the probe — is compared per step, so the model's own
-    noisy milliseconds never enter. Zero-code's patches run inside backward() and step():
-    there the probe's own timing of the work is taken off what a clock saw around it —
-    the caller's clock around backward(), hooks registered first and last around the
-    optimizer's — leaving the probe's wrapper and hooks. The loader hands out ready
-    batches, so its next() is cheap and steady. The first `warm` steps of an epoch follow
-    another loop (and a patch or unpatch) and are not used.
+    Four loops take turns, an epoch each, in a new order each round: bare, the probe's
+    (watch + three phase blocks), the same shape doing nothing, and zero-code (the bare
+    loop, torch patched). Each reads the clock at the same places: around the loader's
+    next() and at the edges of the model's work. What lies outside the model's work — the
+    loader's next(), the generator, the with-statements, the probe — is compared per step,
+    so the model's own noisy milliseconds never enter. Zero-code's patches run inside
+    backward() and step(): there the probe's own timing of the work is taken off what a
+    clock saw around it — the caller's clock around backward(), hooks registered first and
+    last around the optimizer's — leaving the probe's wrapper and hooks. The loader hands
+    out ready batches, so its next() is cheap and steady. The first `warm` steps of an epoch
+    follow another loop (and a patch or unpatch) and are not used.
     """
     import torch
     from torch.utils.data import DataLoader
@@ -321,9 +333,8 @@ def probe_time_in_loop(model: Any, opt: Any, batch: int, width: int, directory: 
 
     setups = {"zero_code": (patch, unpatch)}
     outside: dict[str, list[int]] = {name: [] for name in loops}
-    names = list(loops)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+    for names in shuffled_rounds(list(loops), rounds):
+        for name in names:
             before, after = setups.get(name, (lambda: None, lambda: None))
             before()
             loops[name](outside[name])
