@@ -252,9 +252,9 @@ def probe_time_in_loop(model: Any, opt: Any, batch: int, width: int, directory: 
     from torch.utils.data import DataLoader
 
     loss_of = torch.nn.functional.cross_entropy
-    batches = [(torch.randn(batch, width), torch.randint(0, 10, (batch,)))
-               for _ in range(steps)]
-    loader = DataLoader(batches, batch_size=None)  # each item is already a batch
+    batches: Any = [(torch.randn(batch, width), torch.randint(0, 10, (batch,)))
+                    for _ in range(steps)]
+    loader: Any = DataLoader(batches, batch_size=None)  # each item is already a batch
     clock = time.perf_counter_ns
     warm = 4
     patched = Recorder(lambda: layout.RingWriter(os.path.join(directory, "in-loop.ring")))

@@ -3,6 +3,7 @@
 Checks that steps carry GPU times (gpu_ns, gpu_gap_ns) and sensible verdicts for a
 data-starved and a compute-heavy run, and measures the slowdown with vs without the probe
 from alternating runs of the same script. No textual. Exit 0 when every check passes.
+The tests dry-run its trainer on the CPU (GPU_CHECK_DEVICE=cpu).
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gputop.model import AttachState  # noqa: E402
 from gputop.sources.attach import RingAttachSource  # noqa: E402
 
 TRAINER = r'''
-import json, sys, time
+import json, os, sys, time
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 mode, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+device = os.environ.get("GPU_CHECK_DEVICE", "cuda")  # "cpu": the tests' dry run
 
 class Samples(Dataset):
     def __len__(self):
@@ -39,28 +42,32 @@ class Samples(Dataset):
 torch.manual_seed(0)
 width = 4096 if mode == "heavy" else 256
 model = nn.Sequential(nn.Linear(1024, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                      nn.Linear(width, 10)).cuda()
+                      nn.Linear(width, 10)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Samples(), batch_size=256, num_workers=2, pin_memory=True)
+loader = DataLoader(Samples(), batch_size=256, num_workers=2, pin_memory=device == "cuda")
 t0 = None
 for i, (x, y) in enumerate(loader):
     if i == 10:
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
     if i == steps:
         break
-    x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     for _ in range(4 if mode == "heavy" else 1):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-torch.cuda.synchronize()
+if device == "cuda":
+    torch.cuda.synchronize()
 json.dump({"loop_s": time.perf_counter() - t0}, open(out, "w"))
 '''
 
 
-def run(script: Path, mode: str, steps: int, ring_dir: Path, probed: bool) -> tuple[dict, object]:
+def run(
+    script: Path, mode: str, steps: int, ring_dir: Path, probed: bool
+) -> tuple[dict[str, float], AttachState | None]:
     """One trainer run; with the probe, also what the attach source read from its ring."""
     out = ring_dir / f"{mode}-{probed}-{time.monotonic_ns()}.json"
     env = {**os.environ, "GPUTOP_RING_DIR": str(ring_dir),
@@ -92,6 +99,8 @@ def main() -> int:
         script.write_text(TRAINER)
         for mode, expected in (("starved", "data-bound"), ("heavy", "compute-bound")):
             _, state = run(script, mode, 150, ring_dir, probed=True)
+            if state is None:
+                raise SystemExit(f"trainer {mode}: the attach source read nothing")
             steps = [s for s in state.steps if not s.warmup]
             timed = [s for s in steps if s.gpu_ns is not None and s.gpu_gap_ns is not None]
             results.append(check(f"{mode}: GPU times", len(timed) >= 0.8 * max(1, len(steps)),
@@ -107,7 +116,8 @@ def main() -> int:
                 gpu = sorted(t.gpu_ns or 0 for t in timed)[len(timed) // 2]
                 print(f"      median host wait {host / 1e6:.2f} ms, GPU gap {gap / 1e6:.2f} ms,"
                       f" GPU busy {gpu / 1e6:.2f} ms")
-        plain, probed = [], []
+        plain: list[float] = []
+        probed: list[float] = []
         for i in range(4):  # alternate: plain, probed, probed, plain
             with_probe = i in (1, 2)
             own, _ = run(script, "heavy", 110, ring_dir, probed=with_probe)
