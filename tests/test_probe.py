@@ -245,6 +245,39 @@ def test_a_gpu_that_falls_behind_never_blocks_the_host(rec: Recorder) -> None:
     assert gpu.created <= 12
 
 
+def test_a_paused_gpu_trainer_shows_its_last_steps_once_the_gpu_finishes(
+    rec: Recorder,
+) -> None:
+    """Steps wait for their GPU events; when the trainer stops stepping (a checkpoint, a
+    hang), the probe's thread polls the events, so the last steps still reach the ring."""
+    gpu = FakeGpu()
+    rec.gpu = GpuTimer(gpu.event, queue_size=8)
+    for i in range(8):
+        _fetch(rec, 1)
+        gpu.now_ms += 5.0
+        rec.optimizer_done(1)
+        if i == 3:
+            gpu.done_through = gpu.recorded  # the first steps finish; the rest are queued
+    rec.fetch_begin()
+    rec.fetch_stop()  # step 7 closed; from here the trainer does nothing
+    assert rec.ring is not None
+    reader = RingReader(rec.ring.path)
+    got: list[RawRecord] = []
+    try:
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += reader.read_new()
+            time.sleep(0.02)
+        gpu.done_through = gpu.recorded  # the GPU gets through the queued work
+        while len(got) < 8 and time.monotonic() < deadline:
+            got += reader.read_new()
+            time.sleep(0.02)
+    finally:
+        reader.close()
+    assert [r.step for r in got] == list(range(8))
+    assert all(r.gpu_ns == 5_000_000 for r in got)
+
+
 def test_bad_phase_names_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown phase"):
         probe.phase("loss")

@@ -9,7 +9,8 @@ Closed steps are staged in a list and published to the ring at most every PUBLIS
 (at once when steps are longer). After a training step the caches are cold, and a
 shared-memory store then costs microseconds (the first touch of memoryview's C code)
 where a list append costs a fraction of one. A publisher thread writes what a paused
-trainer left staged, so a reader sees every step at most ~0.15 s late.
+trainer left staged (and, on a GPU, polls the events of steps still waiting for their
+GPU times), so a reader sees every step at most ~0.15 s late.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from _thread import allocate_lock  # threading's lock without importing threading (start-up)
 from time import perf_counter_ns
 
 from gputop.probe import ring as layout
@@ -42,8 +44,9 @@ class Recorder:
     """The probe's state in the training process; one per process."""
 
     __slots__ = (
-        "_batch", "_data", "_epoch", "_epoch_mark", "_facts_written", "_fetch_closed",
-        "_fetch_t0", "_first_loader", "_in_epoch", "_loader", "_loader_facts", "_lock",
+        "_batch", "_closed_at", "_data", "_epoch", "_epoch_mark", "_facts_written",
+        "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock", "_in_epoch", "_loader",
+        "_loader_facts", "_lock",
         "_open_ring", "_publish_at", "_staged", "_step", "_t_open", "_train_loader", "_trains",
         "acc", "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
         "times_own_training",
@@ -79,6 +82,8 @@ class Recorder:
         self._staged: list[tuple[int, ...]] = []
         self._publish_at = 0
         self._lock: Lock | None = None  # with the ring comes the publisher thread
+        self._gpu_lock = allocate_lock()  # the GPU hook's queue: that thread polls it too
+        self._closed_at = 0  # when the last step closed (kept with a GPU hook only)
 
     # -- loaders ---------------------------------------------------------------------------
 
@@ -119,7 +124,8 @@ class Recorder:
         self._loader = loader
         self._batch = batch_size
         if self.gpu is not None:
-            self.gpu.step_opened(self._fetch_closed)
+            with self._gpu_lock:
+                self.gpu.step_opened(self._fetch_closed)
 
     def fetch_stop(self) -> None:
         """`next()` raised (StopIteration or an error): no step opens."""
@@ -197,10 +203,12 @@ class Recorder:
             if t >= self._publish_at or len(self._staged) >= STAGE_MAX:
                 self.publish(t)
         elif self.enabled:
-            self.gpu.step_closed(
-                self, self._step, self._t_open, t - self._t_open, self._data, acc,
-                self._batch, self._epoch, flags, loader,
-            )
+            self._closed_at = t
+            with self._gpu_lock:
+                self.gpu.step_closed(
+                    self, self._step, self._t_open, t - self._t_open, self._data, acc,
+                    self._batch, self._epoch, flags, loader,
+                )
         self._step += 1
         acc[0] = acc[1] = acc[2] = acc[3] = 0
 
@@ -243,9 +251,18 @@ class Recorder:
                 lock.release()
 
     def _publish_when_stalled(self) -> None:
-        """The publisher thread: steps a paused trainer left staged reach the ring anyway."""
+        """The publisher thread: steps a paused trainer left staged reach the ring anyway,
+        and so do steps still waiting for their GPU times once the GPU gets there."""
+        poll_gpu = True
         while self.enabled:
             time.sleep(STALL_CHECK_S)
+            gpu = self.gpu
+            if poll_gpu and gpu is not None and perf_counter_ns() - self._closed_at >= PUBLISH_NS:
+                try:
+                    with self._gpu_lock:
+                        gpu.poll(self)
+                except Exception:  # a GPU error surfaces in the trainer's own calls, not here
+                    poll_gpu = False
             if self._staged and perf_counter_ns() >= self._publish_at:
                 self.publish(wait=True)
 
@@ -308,13 +325,15 @@ class Recorder:
         self.gpu = None
         self._staged.clear()
         self._lock = None  # the publisher thread is not in the child; its lock may be held
+        self._gpu_lock = allocate_lock()
 
     def close(self) -> None:
         """At exit: publish steps still waiting for GPU times, then unlink the ring."""
         if os.getpid() != self.owner:
             return
         if self.gpu is not None and self.ring is not None:
-            self.gpu.flush(self)
+            with self._gpu_lock:
+                self.gpu.flush(self)
         self.publish(wait=True)
         lock = self._lock
         if lock is not None:
@@ -352,6 +371,9 @@ class GpuHook:
         batch: int, epoch: int, flags: int, loader: int,
     ) -> None:
         """A step closed; write it now or once its GPU times are known."""
+
+    def poll(self, rec: Recorder) -> None:
+        """Write every waiting step whose GPU work has finished."""
 
     def flush(self, rec: Recorder) -> None:
         """Write every step still waiting, with unknown GPU times."""

@@ -1,5 +1,7 @@
 """Trains from in-memory tensors without a DataLoader: steps come from optimizer steps."""
 
+import time
+
 import torch
 from torch import nn
 
@@ -12,3 +14,4 @@ for _ in range(12):
     opt.zero_grad()
     loss.backward()
     opt.step()
+time.sleep(0.5)  # its 12 steps take a few ms: stay long enough for a 20 ms poller to see
