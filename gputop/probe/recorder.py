@@ -46,10 +46,9 @@ class Recorder:
     __slots__ = (
         "_batch", "_closed_at", "_data", "_epoch", "_epoch_mark", "_facts_written",
         "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock", "_in_epoch", "_loader",
-        "_loader_facts", "_lock",
-        "_open_ring", "_publish_at", "_staged", "_step", "_t_open", "_train_loader", "_trains",
-        "acc", "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
-        "times_own_training",
+        "_loader_facts", "_lock", "_open_ring", "_publish_at", "_staged", "_step", "_t_open",
+        "_train_loader", "_trains", "acc", "enabled", "facts", "fetching", "gpu", "manual",
+        "open", "owner", "ring", "times_own_training",
     )
 
     def __init__(self, open_ring: Callable[[], layout.RingWriter | None]) -> None:
