@@ -80,18 +80,17 @@ def measure(target: int, sleepers: list[int], repeats: int) -> dict[str, float]:
     """All figures for the machine as it is now."""
     none = GpuReport("none")
     source = ProcProcessSource()
-    source.sample(none, frozenset())
-    rows, _ = source.sample(none, frozenset())
-    steady = median_ms(lambda: source.sample(none, frozenset()), repeats)
+    source.sample(none)
+    rows = source.sample(none).rows
+    steady = median_ms(lambda: source.sample(none), repeats)
 
     def relisted() -> None:
-        source._listed_at = None  # as if a PID was allocated: list /proc and regroup
-        source._group_inputs = None
-        source.sample(none, frozenset())
+        source._listed_at = None  # as if a PID was allocated: list /proc again
+        source.sample(none)
 
     relist = median_ms(relisted, repeats)
     classify = median_ms(lambda: grouping.classify(rows), repeats)
-    first = median_ms(lambda: ProcProcessSource().sample(none, frozenset()), 3)
+    first = median_ms(lambda: ProcProcessSource().sample(none), 3)
     source.close()
 
     sampler = Sampler(gpu=gpu_source(sleepers), host=ProcHostSource(),

@@ -57,6 +57,9 @@ class ReplaySampler:
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
 
+    def add_deferred_sources(self) -> None:
+        pass
+
     def attach(self, pid: int) -> None:
         raise ValueError("replay")
 

@@ -14,6 +14,8 @@ Role = Literal["trainer", "worker", "launcher", "other"]
 Verdict = Literal["data-bound", "compute-bound", "unknown"]
 Band = Literal["highly", "moderately", "not", "unknown"]
 Severity = Literal["info", "warn", "critical"]
+TrainerState = Literal["running", "stalled", "exited"]
+SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class StepRecord:
     epoch: int = 0
     warmup: bool = False
     verdict: Verdict = "unknown"
+    end_ns: int | None = None  # when the step closed, on the trainer's monotonic clock
 
     @property
     def input_ns(self) -> int | None:
@@ -209,7 +212,11 @@ class StepSummary:
 
 @dataclass(frozen=True, slots=True)
 class AttachState:
-    """What the ring of one attached trainer says right now."""
+    """What the ring of one attached trainer says right now.
+
+    `alive` is the source's raw fact (the process is there); `state` and `idle_s` are
+    derived by the sampler: stalled when no step closed for max(5 s, 10x the median step).
+    """
 
     pid: int
     config: TrainerConfig
@@ -218,6 +225,55 @@ class AttachState:
     summary: StepSummary
     alive: bool = True
     error: str | None = None
+    state: TrainerState = "running"
+    idle_s: float | None = None  # since the newest step closed (None: no step yet)
+
+    @property
+    def current(self) -> bool:
+        """Whether its numbers describe the trainer now (not stalled, not exited)."""
+        return self.state == "running"
+
+
+@dataclass(frozen=True, slots=True)
+class InputStraggler:
+    """A rank whose steps wait for input far longer than the other ranks' do."""
+
+    pid: int
+    rank: int | None
+    median_input_ns: int
+    others_median_input_ns: int
+    median_step_ns: int
+
+    @property
+    def who(self) -> str:
+        """The rank, or the PID when no rank was annotated."""
+        return f"rank {self.rank}" if self.rank is not None else f"PID {self.pid}"
+
+    @property
+    def evidence(self) -> str:
+        """The numbers, in words."""
+        return (
+            f"{self.who} waits {self.median_input_ns / 1e6:.1f} ms for input per step (median), "
+            f"the other ranks {self.others_median_input_ns / 1e6:.1f} ms, "
+            f"in steps of {self.median_step_ns / 1e6:.1f} ms"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SourceError:
+    """A source that failed: its part of the Frame is the last good one (or empty)."""
+
+    source: SourceName
+    message: str  # one line: the exception's type and text
+    failures: int  # in a row
+    retry_in_s: float
+    last_good: float | None = None  # time of the last good sample of this source
+
+    def line(self) -> str:
+        """The error as one line for any pane."""
+        stale = "" if self.last_good is None else "; showing its last good sample"
+        return (f"{self.source} failed: {self.message} ({self.failures}x, next try in "
+                f"{self.retry_in_s:.0f} s{stale})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +302,17 @@ class Frame:
     advice: tuple[Advice, ...] = ()
     sample_cost_s: float = field(default=0.0, compare=False)
     notes: tuple[str, ...] = ()
+    straggler: InputStraggler | None = None
+    errors: tuple[SourceError, ...] = ()
 
     @property
     def simulated(self) -> bool:
         """True when any GPU data in this frame is simulated."""
         return self.gpu.source == "simulated"
+
+    def error(self, source: SourceName) -> SourceError | None:
+        """The failure of `source` this tick, if it failed."""
+        for err in self.errors:
+            if err.source == source:
+                return err
+        return None

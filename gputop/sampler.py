@@ -1,13 +1,34 @@
-"""Owns the sources and turns one tick of them into one immutable Frame, on its own thread."""
+"""Owns the sources and turns one tick of them into one immutable Frame, on its own thread.
+
+A source that raises never stops the tick: its part of the Frame is its last good one (or
+empty), the Frame carries the error in one line, and the source is tried again after a
+back-off that doubles with each failure in a row.
+"""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
-from gputop.model import Advice, Frame
+from gputop import debuglog
+from gputop.derive import Derivation, attached
+from gputop.model import (
+    Advice,
+    AttachState,
+    Frame,
+    GpuReport,
+    HostSample,
+    InputStraggler,
+    ProcessSample,
+    SourceError,
+    SourceName,
+    TrainerGroup,
+)
 from gputop.sources.base import (
     AttachSource,
     GpuSource,
@@ -18,18 +39,54 @@ from gputop.sources.base import (
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
+T = TypeVar("T")
+
+FIRST_GAP_S = 0.15
+MAX_BACKOFF_S = 30.0
 
 
 @dataclass(frozen=True)
-class LaterSources:
-    """Sources a live view can add after its first paint (they cost ~50 ms to import)."""
+class DeferredSources:
+    """Sources a live view adds after its first paint (they cost ~50 ms to import)."""
 
     membw: MemoryBandwidthSource | None = None
     attach: AttachSource | None = None
     advisor: Advisor | None = None
 
 
-FIRST_GAP_S = 0.15
+class _Guard(Generic[T]):
+    """One source's failures in a row: the back-off, the last good value and the error."""
+
+    def __init__(self, name: SourceName) -> None:
+        self.name: SourceName = name
+        self.failures = 0
+        self.retry_at = 0.0
+        self.last: T | None = None
+        self.last_good: float | None = None
+        self.error: SourceError | None = None
+
+    def run(self, call: Callable[[], T], fallback: T, now: float, interval_s: float) -> T:
+        """`call()`, or after a failure (and while backing off) the last good value."""
+        if self.failures and now < self.retry_at:
+            return self._stale(fallback, now)
+        try:
+            value = call()
+        except Exception as exc:  # any source bug: the rest of the tick goes on
+            self.failures += 1
+            backoff = min(MAX_BACKOFF_S, interval_s * 2 ** (self.failures - 1))
+            self.retry_at = now + backoff
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            self.error = SourceError(self.name, message, self.failures, backoff, self.last_good)
+            debuglog.log_exception(f"source {self.name} failed", exc)
+            return self._stale(fallback, now)
+        self.failures, self.error = 0, None
+        self.last, self.last_good = value, now
+        return value
+
+    def _stale(self, fallback: T, now: float) -> T:
+        if self.error is not None:
+            self.error = replace(self.error, retry_in_s=max(0.0, self.retry_at - now))
+        return fallback if self.last is None else self.last
 
 
 class Sampler:
@@ -58,7 +115,13 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._paused = False
         self._last_sample_time: float | None = None
-        self._later: Callable[[], LaterSources] | None = None
+        self._deferred: Callable[[], DeferredSources] | None = None
+        self._attach_requests: deque[int] = deque()
+        self._derive = Derivation()
+        self._last_frame: Frame | None = None
+        self._failed_ticks = 0
+        self._guards = {name: _Guard[object](name) for name in (
+            "gpu", "host", "processes", "membw", "attach", "advice")}
 
     def sample(self) -> Frame:
         """Sample every source now into one Frame; rates cover the time since the last call."""
@@ -71,14 +134,15 @@ class Sampler:
                 else max(1e-3, now - self._last_sample_time)
             )
             self._last_sample_time = now
-            gpu = self.gpu.sample()
-            host = self.host.sample()
-            probe_pids = (
-                self.attach_source.probe_pids() if self.attach_source else frozenset()
-            )
-            processes, trainers = self.processes.sample(gpu, probe_pids)
-            membw = self.membw.sample() if self.membw else None
-            attached = self.attach_source.sample() if self.attach_source else ()
+            self._take_attach_requests()
+            gpu = self._guarded("gpu", self.gpu.sample, _NO_GPU, now)
+            host = self._guarded("host", self.host.sample, _unknown_host(), now)
+            attach = self._guarded("attach", self._sample_attach, _NOT_ATTACHED, now)
+            no_rows: tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]] = ((), ())
+            processes, trainers = self._guarded(
+                "processes", lambda: self._sample_processes(gpu, attach[0]), no_rows, now)
+            membw = (self._guarded("membw", self.membw.sample, None, now)
+                     if self.membw is not None else None)
             frame = Frame(
                 time=now,
                 interval_s=interval,
@@ -87,10 +151,41 @@ class Sampler:
                 processes=processes,
                 trainers=trainers,
                 memory_bandwidth=membw,
-                attached=attached,
+                attached=attach[1],
+                straggler=attach[2],
             )
-            advice = self.advisor(frame) if self.advisor is not None else ()
-            return replace(frame, advice=advice, sample_cost_s=time.perf_counter() - started)
+            advice: tuple[Advice, ...] = ()
+            if self.advisor is not None:
+                advisor = self.advisor
+                advice = self._guarded("advice", lambda: advisor(frame), (), now)
+            errors = tuple(g.error for g in self._guards.values() if g.error is not None)
+            return replace(frame, advice=advice, errors=errors,
+                           sample_cost_s=time.perf_counter() - started)
+
+    def _guarded(self, name: SourceName, call: Callable[[], T], fallback: T, now: float) -> T:
+        guard: _Guard[T] = self._guards[name]  # type: ignore[assignment]
+        return guard.run(call, fallback, now, self.interval_s)
+
+    def _sample_attach(
+        self,
+    ) -> tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None]:
+        """Which PIDs run the probe, and the attached trainers with their derived state."""
+        source = self.attach_source
+        if source is None:
+            return _NOT_ATTACHED
+        probe_pids = source.probe_pids()
+        states, straggler = attached(source.sample(), time.monotonic_ns())
+        return probe_pids, states, straggler
+
+    def _sample_processes(
+        self, gpu: GpuReport, probe_pids: frozenset[int]
+    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+        return self._derive.processes(self.processes.sample(gpu), probe_pids, self.processes)
+
+    def _take_attach_requests(self) -> None:
+        """Attach requests from other threads, applied here, on the sampling thread."""
+        while self._attach_requests and self.attach_source is not None:
+            self.attach_source.attach(self._attach_requests.popleft())
 
     def prime(self) -> None:
         """Take a first, throw-away sample so the next one already has meaningful rates."""
@@ -106,13 +201,13 @@ class Sampler:
         self._stop.wait(FIRST_GAP_S)
         return self.sample()
 
-    def defer(self, build: Callable[[], LaterSources]) -> None:
-        """Leave some sources to `complete()`, so the first frames come sooner."""
-        self._later = build
+    def defer_sources(self, build: Callable[[], DeferredSources]) -> None:
+        """Leave some sources to `add_deferred_sources()`, so the first frames come sooner."""
+        self._deferred = build
 
-    def complete(self) -> None:
+    def add_deferred_sources(self) -> None:
         """Build and add the deferred sources (after a first tick, memory bandwidth reads now)."""
-        build, self._later = self._later, None
+        build, self._deferred = self._deferred, None
         if build is None:
             return
         later = build()
@@ -124,15 +219,10 @@ class Sampler:
             self.advisor = later.advisor or self.advisor
 
     def attach(self, pid: int) -> None:
-        """Start reading the ring of trainer `pid` from the next tick on."""
-        if self.attach_source is None:
+        """Read trainer `pid`'s ring from the next tick on (the request runs on that tick)."""
+        if self.attach_source is None and self._deferred is None:
             raise ValueError("no attach source")
-        self.attach_source.attach(pid)
-        self._wake.set()
-
-    def set_interval(self, seconds: float) -> None:
-        """Change the refresh period; takes effect from the next tick."""
-        self.interval_s = max(0.1, seconds)
+        self._attach_requests.append(pid)
         self._wake.set()
 
     @property
@@ -168,8 +258,8 @@ class Sampler:
     def _run(
         self, on_frame: FrameCallback, first_gap_s: float, on_prime: FrameCallback | None
     ) -> None:
-        primed = self.sample()
-        if on_prime is not None:
+        primed = self._tick()
+        if on_prime is not None and primed is not None:
             on_prime(primed)
         delay = first_gap_s
         while not self._stop.is_set():
@@ -180,7 +270,24 @@ class Sampler:
             delay = self.interval_s
             if self._paused:
                 continue
-            on_frame(self.sample())
+            frame = self._tick()
+            if frame is not None:
+                on_frame(frame)
+
+    def _tick(self) -> Frame | None:
+        """One sample; a bug outside the sources is shown on the last frame, never fatal."""
+        try:
+            self._last_frame = self.sample()
+        except Exception as exc:
+            debuglog.log_exception("sampler tick failed", exc)
+            self._failed_ticks += 1
+            if self._last_frame is None:
+                return None
+            error = SourceError("sampler", f"{type(exc).__name__}: {exc}".splitlines()[0][:200],
+                                self._failed_ticks, self.interval_s, self._last_frame.time)
+            return replace(self._last_frame, errors=(*self._last_frame.errors, error))
+        self._failed_ticks = 0
+        return self._last_frame
 
     def stop(self) -> None:
         """Stop the thread and close the sources."""
@@ -197,3 +304,16 @@ class Sampler:
             if source is not None:
                 source.close()
 
+
+_NO_GPU = GpuReport(source="none", note="the GPU source failed before its first sample")
+_NOT_ATTACHED: tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None] = (
+    frozenset(), (), None)
+
+
+def _unknown_host() -> HostSample:
+    """A host sample that knows only the host's name, for a host source that never worked."""
+    return HostSample(
+        hostname=socket.gethostname(), cpu_count=0, cpu_percent=None, per_cpu_percent=(),
+        memory_total_bytes=0, memory_available_bytes=0, swap_total_bytes=0, swap_used_bytes=0,
+        load_average=(0.0, 0.0, 0.0), uptime_s=0.0,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gputop.sampler import LaterSources, Sampler
+from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
     import subprocess
@@ -47,7 +47,8 @@ def build_sampler(
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
 
-    With `defer`, memory bandwidth, attach and advice wait for `Sampler.complete()`: a
+    With `defer`, memory bandwidth, attach and advice wait for
+    `Sampler.add_deferred_sources()`: a
     live view paints its first frame from GPUs, host and processes alone.
     """
     from gputop.sources.gpu import open_gpu_source
@@ -58,18 +59,18 @@ def build_sampler(
     sampler = Sampler(
         gpu=gpu, host=ProcHostSource(), processes=ProcProcessSource(), interval_s=interval_s
     )
-    sampler.defer(lambda: _later_sources(membw, advice_after))
+    sampler.defer_sources(lambda: _deferred_sources(membw, advice_after))
     if not defer:
-        sampler.complete()
+        sampler.add_deferred_sources()
     return sampler
 
 
-def _later_sources(membw: str, advice_after: int) -> LaterSources:
+def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
     from gputop.advice import Advisor
     from gputop.sources.attach import RingAttachSource
     from gputop.sources.membw import open_membw_source
 
-    return LaterSources(membw=open_membw_source(membw), attach=RingAttachSource(),
+    return DeferredSources(membw=open_membw_source(membw), attach=RingAttachSource(),
                         advisor=Advisor(on_after=advice_after))
 
 

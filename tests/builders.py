@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
+from gputop import derive
 from gputop.model import (
     AttachState,
     Frame,
@@ -107,13 +109,15 @@ def attached(pid: int, data_ms: float, compute_ms: float, h2d_ms: float | None =
 def frame(gpus: tuple[GpuSample, ...] = (), processes: list[ProcessSample] | None = None,
           trainers: tuple[TrainerGroup, ...] = (), attach: tuple[AttachState, ...] = (),
           membw: MemoryBandwidthSample | None = None, **host_args: object) -> Frame:
-    """A frame from the parts given; GPUs simulated when any are given."""
+    """A frame from the parts given, derived facts derived as the sampler would; GPUs
+    simulated when any are given."""
+    attach, straggler = derive.attached(attach, time.monotonic_ns())
     return Frame(
         time=1_800_000_000.0, interval_s=1.0, host=host(**host_args),  # type: ignore[arg-type]
         gpu=GpuReport(source="simulated" if gpus else "none", gpus=gpus,
                       note=None if gpus else "no NVIDIA driver"),
         processes=tuple(processes or ()), trainers=trainers, memory_bandwidth=membw,
-        attached=attach,
+        attached=attach, straggler=straggler,
     )
 
 

@@ -56,7 +56,7 @@ def test_attaching_to_the_launcher_shows_every_rank_and_flags_the_slow_one(
     assert slow.input_bound_percent > 50 > fast.input_bound_percent
     straggler = input_straggler(states)
     assert straggler is not None and (straggler.pid, straggler.rank) == (ranks[1], 1)
-    title = "".join(text for text, _ in step_lines(states, 120, 12)[0])
+    title = "".join(text for text, _ in step_lines(states, 120, 12, straggler.pid)[0])
     assert title.index(f"attached {ranks[1]}") < title.index("slowest")  # flagged: rank 1
 
 

@@ -12,20 +12,45 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "gputop"
 UI_LIBS = {"textual", "rich"}
 NO_UI_LAYERS = ("sources", "analysis", "advice", "probe")
-LAYER_ORDER = ["model", "sources", "analysis", "advice", "sampler", "export", "tui", "cli"]
+LAYER_ORDER = ["model", "probe", "sources", "analysis", "advice", "sampler", "export", "tui",
+               "cli"]
+TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
+    "__init__": "model", "model": "model", "debuglog": "model", "fmt": "model",
+    "printable": "model", "sampler": "sampler", "derive": "sampler", "wiring": "cli",
+    "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
+}
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
-    """Every module a file imports, with whether the import is at module level."""
+    """Every module a file imports, with whether it runs at import time (not inside a def:
+    an import in a module-level `try` or `if` runs at import time too)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    top_level = {id(node) for node in tree.body}
-    found = []
-    for node in ast.walk(tree):
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, at_import: bool) -> None:
         if isinstance(node, ast.Import):
-            found += [(alias.name, id(node) in top_level) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.module, id(node) in top_level))
+            found.extend((alias.name, at_import) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(path, node)
+            found.append((module, at_import))
+            package = PACKAGE.parent.joinpath(*module.split("."))
+            found.extend((f"{module}.{alias.name}", at_import) for alias in node.names
+                         if (package / alias.name).with_suffix(".py").exists()
+                         or (package / alias.name).is_dir())
+        inside_def = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, at_import and not inside_def)
+
+    visit(tree, True)
     return found
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """The imported module's absolute name (relative imports resolved against `path`)."""
+    if node.level == 0:
+        return node.module or ""
+    package = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)[: -node.level]
+    return ".".join([*package, *([node.module] if node.module else [])])
 
 
 def _files(layer: str) -> list[Path]:
@@ -66,17 +91,46 @@ def test_only_the_probe_torch_module_imports_torch() -> None:
     assert not offenders, offenders
 
 
-def test_imports_point_down() -> None:
-    """sources/analysis/advice never import the sampler, export, tui or cli."""
-    upper = {"gputop.sampler", "gputop.export", "gputop.tui", "gputop.cli", "gputop.wiring"}
-    offenders = [
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for layer in ("sources", "analysis", "advice", "probe")
-        for path in _files(layer)
-        for name, _ in _imports(path)
-        if any(name == u or name.startswith(u + ".") for u in upper)
-    ]
+def _layer(module: str) -> str:
+    """The layer of a module name inside gputop ("gputop.sources.x" -> "sources")."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "model"
+    if (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    layer = TOP_MODULES.get(parts[1])
+    assert layer is not None, f"gputop/{parts[1]}.py has no layer in TOP_MODULES"
+    return layer
+
+
+def test_every_module_has_a_layer() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        assert _layer(module) in LAYER_ORDER, module
+
+
+def test_imports_point_down_the_layer_order() -> None:
+    """A module imports only its own layer or layers below it (LAYER_ORDER), wherever the
+    import stands; sources never import analysis, and the probe imports only itself."""
+    rank = {name: i for i, name in enumerate(LAYER_ORDER)}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        own = _layer(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        for name, _ in _imports(path):
+            if name != "gputop" and not name.startswith("gputop."):
+                continue
+            theirs = _layer(name)
+            if rank[theirs] > rank[own] or (own == "probe" and theirs != "probe" and
+                                             name != "gputop"):
+                offenders.append(f"{path.relative_to(PACKAGE)} ({own}) imports {name} ({theirs})")
     assert not offenders, offenders
+
+
+def test_the_layer_check_sees_imports_in_functions_and_module_level_blocks(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("try:\n    import a\nexcept ImportError:\n    pass\n"
+                      "if True:\n    import b\ndef f():\n    import c\n")
+    assert _imports(module) == [("a", True), ("b", True), ("c", False)]
 
 
 def test_only_the_nvml_module_imports_pynvml() -> None:

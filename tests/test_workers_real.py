@@ -129,18 +129,18 @@ def test_gpu_memory_joined_and_foreign_pid_kept(tmp_path: Path):
 
 
 def test_source_survives_trainer_death(tmp_path: Path):
-    source = ProcProcessSource()
-    gpu = StubGpu().sample()
+    sampler = Sampler(gpu=StubGpu(), host=ProcHostSource(), processes=ProcProcessSource())
     with running_trainer(tmp_path, ["--workers", "2"]) as ready:
-        source.sample(gpu, frozenset())
-        _, trainers = source.sample(gpu, frozenset())
+        sampler.prime()
+        trainers = sampler.sample().trainers
         assert [t.worker_pids for t in trainers if t.pid == ready["pid"]] == [
             tuple(ready["worker_pids"])]
-    processes, trainers = source.sample(gpu, frozenset())
+    frame = sampler.sample()
     gone = {ready["pid"], *ready["worker_pids"]}
-    assert not [p for p in processes if p.pid in gone and p.state != "Z"]
-    assert ready["pid"] not in {t.pid for t in trainers}
-    source.close()
+    assert not [p for p in frame.processes if p.pid in gone and p.state != "Z"]
+    assert ready["pid"] not in {t.pid for t in frame.trainers}
+    assert frame.errors == ()
+    sampler.close()
 
 
 def test_once_json_reports_trainer_and_workers(tmp_path: Path):

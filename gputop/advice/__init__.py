@@ -36,7 +36,7 @@ def evaluate(ctx: Context) -> list[Advice]:
     """Every rule once over one context, most severe first."""
     found = [a for rule in FRAME_RULES for a in rule(ctx)]
     for state in ctx.frame.attached:
-        if state.alive or state.steps:
+        if state.state != "stalled" and (state.alive or state.steps):  # stalled: old numbers
             found += [a for rule in TRAINER_RULES for a in rule(ctx, state)]
     return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
 

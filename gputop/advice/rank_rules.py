@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from gputop.advice.context import Context
-from gputop.analysis.steps import input_straggler
 from gputop.model import Advice
 
 
 def input_straggler_rank(ctx: Context) -> list[Advice]:
     """One rank waits for input far longer than the rest; the all-reduce makes all wait."""
-    straggler = input_straggler([a for a in ctx.frame.attached if a.alive or a.steps])
+    straggler = ctx.frame.straggler
     if straggler is None:
         return []
-    who = f"rank {straggler.rank}" if straggler.rank is not None else f"PID {straggler.pid}"
+    who = straggler.who
     return [Advice(
         id="input-straggler",
         severity="warn",

@@ -8,9 +8,17 @@ busy time the compute (host wait can overstate starvation while queued work stil
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from gputop.model import AttachState, Band, StepRecord, StepSummary, Verdict
+from gputop.model import (
+    AttachState,
+    Band,
+    InputStraggler,
+    StepRecord,
+    StepSummary,
+    TrainerState,
+    Verdict,
+)
 
 HIGHLY_PERCENT = 20.0
 MODERATELY_PERCENT = 5.0
@@ -19,6 +27,8 @@ WAIT_FLOOR_NS = 200_000  # a next() faster than this did not wait: the batch was
 PHASE_NAMES = ("data", "h2d", "forward", "backward", "optimizer", "gpu", "gpu_gap", "other")
 STRAGGLER_FACTOR = 2.0
 STRAGGLER_MIN_SHARE = 0.10
+STALL_MIN_S = 5.0
+STALL_STEPS = 10
 
 
 def split(step: StepRecord) -> tuple[int, int] | None:
@@ -110,28 +120,7 @@ def _percentile(ordered: Sequence[int], q: float) -> int | None:
     return ordered[int(rank) - 1]
 
 
-@dataclass(frozen=True, slots=True)
-class Straggler:
-    """A rank whose steps wait for input far longer than the other ranks' do."""
-
-    pid: int
-    rank: int | None
-    median_input_ns: int
-    others_median_input_ns: int
-    median_step_ns: int
-
-    @property
-    def evidence(self) -> str:
-        """The numbers, in words."""
-        who = f"rank {self.rank}" if self.rank is not None else f"PID {self.pid}"
-        return (
-            f"{who} waits {self.median_input_ns / 1e6:.1f} ms for input per step (median), "
-            f"the other ranks {self.others_median_input_ns / 1e6:.1f} ms, "
-            f"in steps of {self.median_step_ns / 1e6:.1f} ms"
-        )
-
-
-def input_straggler(ranks: Sequence[AttachState]) -> Straggler | None:
+def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
     """The rank that waits for input much longer than the rest (never a compute straggler).
 
     A compute straggler cannot be named: the all-reduce makes every rank's backward as long
@@ -151,4 +140,20 @@ def input_straggler(ranks: Sequence[AttachState]) -> Straggler | None:
     others = _percentile([m[0] for m in medians[:-1]], 50) or 0
     if worst_input < STRAGGLER_FACTOR * others or worst_input < STRAGGLER_MIN_SHARE * worst_step:
         return None
-    return Straggler(worst.pid, worst.config.rank, worst_input, others, worst_step)
+    return InputStraggler(worst.pid, worst.config.rank, worst_input, others, worst_step)
+
+
+def trainer_state(state: AttachState, now_ns: int) -> tuple[TrainerState, float | None]:
+    """running, stalled (no step closed for max(5 s, 10x the median step)) or exited, and
+    the seconds since the newest step closed (None before the first step).
+
+    Both clocks are CLOCK_MONOTONIC (the probe's perf_counter_ns), shared by every process.
+    """
+    newest = state.steps[-1].end_ns if state.steps else None
+    idle_s = None if newest is None else max(0.0, (now_ns - newest) / 1e9)
+    if not state.alive:
+        return "exited", idle_s
+    if idle_s is None:
+        return "running", None  # nothing to judge before the first step closes
+    median_s = (state.summary.median_step_ns or 0) / 1e9
+    return ("stalled" if idle_s > max(STALL_MIN_S, STALL_STEPS * median_s) else "running"), idle_s

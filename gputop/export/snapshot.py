@@ -216,6 +216,8 @@ def attach_json(a: AttachState) -> dict[str, Any]:
     return {
         "pid": a.pid,
         "alive": a.alive,
+        "state": a.state,
+        "idle_s": a.idle_s,
         "error": a.error,
         "config": config_json(a.config),
         "dropped_records": a.dropped_records,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from gputop import fmt
-from gputop.analysis.steps import input_straggler
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample
 
 TOP_PROCESSES = 15
@@ -127,15 +126,14 @@ def _membw(frame: Frame) -> str:
 
 
 def _straggler_pid(frame: Frame) -> int | None:
-    straggler = input_straggler(frame.attached)
-    return straggler.pid if straggler is not None else None
+    return frame.straggler.pid if frame.straggler is not None else None
 
 
 def _attached(state: AttachState, slowest: int | None) -> list[str]:
     s = state.summary
     c = state.config
     rank = "" if c.rank is None else f" rank {c.rank}/{_opt(c.world_size)}"
-    head = f"ATTACHED {state.pid}{rank}" + ("" if state.alive else " (exited)")
+    head = f"ATTACHED {state.pid}{rank}" + _state_note(state)
     lines = [
         head + f": {s.steps} steps, verdict {s.verdict}, input-bound "
         f"{fmt.percent(s.input_bound_percent, 1)} ({s.band}), median step "
@@ -148,6 +146,16 @@ def _attached(state: AttachState, slowest: int | None) -> list[str]:
     if state.error:
         lines.append(f"  {state.error}")
     return lines
+
+
+def _state_note(state: AttachState) -> str:
+    """Nothing while running; says when the numbers are final or old."""
+    if state.state == "exited":
+        return " (exited, final summary)"
+    if state.state == "stalled":
+        idle = "" if state.idle_s is None else f" for {state.idle_s:.0f} s"
+        return f" (STALLED: no step closed{idle}; the numbers are old)"
+    return ""
 
 
 def _advice(frame: Frame) -> list[str]:

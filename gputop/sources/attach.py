@@ -252,6 +252,7 @@ def to_step(raw: RawRecord) -> StepRecord:
         batch_size=_opt(raw.batch_size),
         epoch=raw.epoch,
         warmup=bool(raw.flags & layout.F_WARMUP),
+        end_ns=raw.start_ns + raw.duration_ns,
     )
     return _with_verdict(step)
 

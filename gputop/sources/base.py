@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
 
 from gputop.model import (
     AttachState,
@@ -10,7 +11,6 @@ from gputop.model import (
     HostSample,
     MemoryBandwidthSample,
     ProcessSample,
-    TrainerGroup,
 )
 
 
@@ -28,12 +28,21 @@ class HostSource(Protocol):
     def sample(self) -> HostSample: ...
 
 
-class ProcessSource(Protocol):
-    """All processes, GPU memory joined in, roles assigned, workers grouped under trainers."""
+class ProcessScan(NamedTuple):
+    """Every process as /proc shows it, roles not yet assigned (the sampler derives them)."""
 
-    def sample(
-        self, gpu: GpuReport, probe_pids: frozenset[int]
-    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]: ...
+    rows: tuple[ProcessSample, ...]
+    changed: bool  # a process appeared, vanished, or changed its parent or name
+
+
+class ProcessSource(Protocol):
+    """All processes with GPU memory joined in, and the few per-process facts read on demand."""
+
+    def sample(self, gpu: GpuReport) -> ProcessScan: ...
+
+    def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]: ...
+
+    def torch_version(self, pid: int) -> str | None: ...
 
     def close(self) -> None: ...
 

@@ -14,9 +14,9 @@ import time
 import weakref
 from collections.abc import Iterable
 
-from gputop.analysis import grouping
-from gputop.model import GpuReport, ProcessSample, TrainerGroup
+from gputop.model import GpuReport, ProcessSample
 from gputop.sources import procfs
+from gputop.sources.base import ProcessScan
 
 FOREIGN_NAME = "?"
 FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
@@ -29,7 +29,7 @@ _VERSION_RE = re.compile(rb"""__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]"
 
 
 class _Tracked:
-    """What the source remembers about one process between ticks (satisfies grouping.ProcRow)."""
+    """What the source remembers about one process between ticks."""
 
     __slots__ = (
         "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
@@ -85,38 +85,28 @@ class ProcProcessSource:
         self._tracked: dict[int, _Tracked] = {}
         self._listed_at: int | None = None
         self._last_time: float | None = None
-        self._grouping = grouping.Grouping()
-        self._group_inputs: tuple[frozenset[int], frozenset[int]] | None = None
         self._pins: dict[int, _PinState] = {}
-        self._old_torch: dict[tuple[int, int], bool] = {}
+        self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
         self._ticks = 0
         self._full_next = True
         self.listings = 0
 
-    def sample(
-        self, gpu: GpuReport, probe_pids: frozenset[int]
-    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+    def sample(self, gpu: GpuReport) -> ProcessScan:
         """All processes now, with %CPU over the time since the previous call."""
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         last, self._last_time = self._last_time, now
         gpu_use = gpu_usage(gpu)
         tracked, changed = self._scan(now, last, gpu_use)
-        inputs = (probe_pids, frozenset(p for p in gpu_use if p in tracked))
-        if changed or inputs != self._group_inputs:
-            legacy = self._legacy_workers(tracked.values())
-            self._grouping = grouping.classify(tracked.values(), probe_pids, legacy)
-            self._group_inputs = inputs
-        groups = self._grouping
-        processes = [self._row(tracked[pid], groups, probe_pids) for pid in sorted(tracked)]
-        processes.extend(
-            _foreign(pid, mem, idx, pid in probe_pids)
-            for pid, (mem, idx) in sorted(gpu_use.items())
+        if changed and self._torch_versions:
+            self._torch_versions = {k: v for k, v in self._torch_versions.items()
+                                    if k[0] in tracked}
+        rows = [self._row(tracked[pid]) for pid in sorted(tracked)]
+        rows.extend(
+            _foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
             if pid not in tracked
         )
-        trainers = [p for p, role in groups.roles.items() if role == "trainer"]
-        pins = self._pin_pids(trainers, tracked, now)
-        return tuple(processes), grouping.trainer_groups(groups, tracked, pins)
+        return ProcessScan(tuple(rows), changed)
 
     @property
     def open_fds(self) -> int:
@@ -248,19 +238,12 @@ class ProcProcessSource:
             self._users[uid] = name
         return name
 
-    def _row(
-        self, t: _Tracked, groups: grouping.Grouping, probe_pids: frozenset[int]
-    ) -> ProcessSample:
-        role = groups.role(t.pid)
-        trainer = groups.trainer_of.get(t.pid)
-        probe = t.pid in probe_pids
+    def _row(self, t: _Tracked) -> ProcessSample:
+        """The process as a sample; the same object while nothing shown changed."""
         s = t.sample
         if (
             s is not None
             and s.cpu_percent == t.cpu_percent
-            and s.role == role
-            and s.trainer_pid == trainer
-            and s.has_probe == probe
             and s.gpu_memory_bytes == t.gpu_memory_bytes
             and s.gpu_indices == t.gpu_indices
             and s.num_threads == t.num_threads
@@ -284,20 +267,18 @@ class ProcProcessSource:
             start_ticks=t.start,
             gpu_memory_bytes=t.gpu_memory_bytes,
             gpu_indices=t.gpu_indices,
-            role=role,
-            trainer_pid=trainer,
-            has_probe=probe,
         )
         t.sample = s
         return s
 
-    def _pin_pids(
-        self, trainers: list[int], tracked: dict[int, _Tracked], now: float
-    ) -> frozenset[int]:
-        """Trainers with a pt_data_pin thread; a trainer's threads are listed only on change."""
+    def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
+        """Those of `pids` with a thread named `comm`; a process's threads are listed again
+        only when its thread count changed (or every PIN_RESCAN_S while none was found)."""
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        tracked = self._tracked
         pins: set[int] = set()
         states: dict[int, _PinState] = {}
-        for pid in trainers:
+        for pid in pids:
             t = tracked.get(pid)
             if t is None:
                 continue
@@ -305,13 +286,12 @@ class ProcProcessSource:
             if state is None or state.start != t.start:
                 state = _PinState(t.start)
             states[pid] = state
-            pin = grouping.PIN_THREAD_COMM
-            if state.tid is not None and self._thread_comm(pid, state.tid) != pin:
+            if state.tid is not None and self._thread_comm(pid, state.tid) != comm:
                 state.tid, state.threads = None, None
             if state.tid is None and (
                 state.threads != t.num_threads or now - state.scanned_at > PIN_RESCAN_S
             ):
-                state.tid = self._find_thread(pid, pin)
+                state.tid = self._find_thread(pid, comm)
                 state.threads, state.scanned_at = t.num_threads, now
             if state.tid is not None:
                 pins.add(pid)
@@ -332,32 +312,26 @@ class ProcProcessSource:
                 return int(tid)
         return None
 
-    def _legacy_workers(self, rows: Iterable[_Tracked]) -> dict[int, int]:
-        """Unnamed workers of trainers proven to run torch < 2.5 (which names no threads)."""
-        table = {t.pid: t for t in rows}
-        found = grouping.legacy_candidates(table.values())
-        keep = {}
-        for worker, trainer in found.items():
-            t = table[trainer]
-            key = (t.pid, t.start)
-            if key not in self._old_torch:
-                self._old_torch[key] = self._runs_old_torch(t.pid)
-            if self._old_torch[key]:
-                keep[worker] = trainer
-        return keep
+    def torch_version(self, pid: int) -> str | None:
+        """The torch version a process loaded (None: no torch, or unknown); read once."""
+        t = self._tracked.get(pid)
+        if t is None:
+            return None
+        key = (pid, t.start)
+        if key not in self._torch_versions:
+            self._torch_versions[key] = self._read_torch_version(pid)
+        return self._torch_versions[key]
 
-    def _runs_old_torch(self, pid: int) -> bool:
+    def _read_torch_version(self, pid: int) -> str | None:
         maps = procfs.read_bytes(f"{self.proc_root}/{pid}/maps", 16 << 20) or b""
         at = maps.find(b"/torch/lib/libtorch")
         if at < 0:
-            return False
+            return None
         start = maps.rfind(b" ", 0, at) + 1
         torch_dir = maps[start : at + len(b"/torch")].decode("utf-8", "replace")
         source = procfs.read_bytes(f"{self.proc_root}/{pid}/root{torch_dir}/version.py")
         match = _VERSION_RE.search(source or b"")
-        if match is None:
-            return False
-        return grouping.torch_version_below(match.group(1).decode("ascii", "replace"), 2, 5)
+        return None if match is None else match.group(1).decode("ascii", "replace")
 
 
 def gpu_usage(gpu: GpuReport) -> dict[int, tuple[int | None, tuple[int, ...]]]:
@@ -384,15 +358,13 @@ def display_name(comm: str, cmdline: tuple[str, ...]) -> str:
     return comm
 
 
-def _foreign(
-    pid: int, memory: int | None, indices: tuple[int, ...], probe: bool
-) -> ProcessSample:
+def _foreign(pid: int, memory: int | None, indices: tuple[int, ...]) -> ProcessSample:
     """An NVML process /proc does not show (another PID namespace): kept, marked."""
     return ProcessSample(
         pid=pid, ppid=None, name=FOREIGN_NAME, cmdline=(), username=None,
         state=FOREIGN_STATE, num_threads=None, cpu_percent=None, rss_bytes=None,
         cpu_time_s=None, start_ticks=0, gpu_memory_bytes=memory, gpu_indices=indices,
-        has_probe=probe, in_proc=False,
+        in_proc=False,
     )
 
 

@@ -35,9 +35,8 @@ def build_app(
     slot = FrameSlot()
     pending = attach_pid if attach_pid is not None else (demo.pid if demo else None)
     if start:
-        complete = getattr(sampler, "complete", None)  # sources deferred for a sooner paint
-        if complete is not None and (pending is not None or splash is None):
-            complete()  # attach first, so the first frame has steps
+        if pending is not None or splash is None:
+            sampler.add_deferred_sources()  # attach first, so the first frame has steps
         pending = _attach_now(sampler, pending)
         if splash is None:
             sampler.start(slot.put)
@@ -45,8 +44,7 @@ def build_app(
             sampler.start(_splash_then(slot.put, splash),
                           on_prime=lambda frame: splash.show(frame, rates=False))
             splash.wait_painted(SPLASH_WAIT_S)
-            if complete is not None:
-                complete()  # while the first real frame is measured
+            sampler.add_deferred_sources()  # while the first real frame is measured
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
 

@@ -14,13 +14,14 @@ from textual.widgets import Input
 
 from gputop.model import Frame
 from gputop.tui.history import History
+from gputop.tui.lines import Line
 from gputop.tui.messages import FrameReady, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
-from gputop.tui.views.header import header_lines
+from gputop.tui.views.header import error_lines, header_lines
 from gputop.tui.views.host import host_lines
 from gputop.tui.views.processes import TableState, table_rows
 from gputop.tui.views.steps import HEAD_LINES, step_lines
@@ -44,6 +45,8 @@ class FrameFeed(Protocol):
     def set_paused(self, paused: bool) -> None: ...
 
     def attach(self, pid: int) -> None: ...
+
+    def add_deferred_sources(self) -> None: ...
 
 
 class GputopApp(App[int]):
@@ -158,17 +161,21 @@ class GputopApp(App[int]):
             self.query_one(ProcessTable).show([], self.state, "waiting for the first sample…")
             return
         budget = self._budget(frame, height)
-        self._pane("gpus").set_lines(
-            gpu_lines(frame.gpu.gpus, self.history, width, budget["gpus"]))
+        self._pane("gpus").set_lines(error_lines(frame, width, "gpu") + gpu_lines(
+            frame.gpu.gpus, self.history, width, budget["gpus"]))
         host = host_lines(frame.host, frame.memory_bandwidth, self.history, width,
                           max_core_rows=max(1, budget["host"] - 2))
-        self._pane("host").set_lines(host[-budget["host"]:] if budget["host"] else [])
+        self._pane("host").set_lines(error_lines(frame, width, "membw") + (
+            host[-budget["host"]:] if budget["host"] else []))
         attached = frame.attached
         if self.attach_error and not attached:
-            self._pane("steps").set_lines([((self.attach_error, "warn"),)])
+            steps: list[Line] = [((self.attach_error, "warn"),)]
         else:
-            self._pane("steps").set_lines(step_lines(attached, width, budget["steps"]))
-        self._pane("advice").set_lines(advice_lines(frame.advice, width, budget["advice"]))
+            slowest = frame.straggler.pid if frame.straggler is not None else None
+            steps = step_lines(attached, width, budget["steps"], slowest)
+        self._pane("steps").set_lines(error_lines(frame, width, "attach") + steps)
+        self._pane("advice").set_lines(error_lines(frame, width, "advice") + advice_lines(
+            frame.advice, width, budget["advice"]))
         rows = table_rows(frame, self.state)
         self.query_one(ProcessTable).show(rows, self.state)
 
@@ -176,7 +183,7 @@ class GputopApp(App[int]):
         """Rows per pane: the table keeps at least a header and a few rows."""
         banner = 1 if frame.gpu.source != "nvml" else 0
         filter_rows = 1 if self.query_one("#filter", Input).display else 0
-        free = height - 2 - banner - filter_rows  # header + footer
+        free = height - 2 - banner - filter_rows - len(frame.errors)  # header + footer
         gpus = min(len(frame.gpu.gpus), max(1, free // 5))
         host = 2 + (frame.memory_bandwidth is not None) if free >= 18 else 2
         steps = 0

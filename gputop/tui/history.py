@@ -24,21 +24,10 @@ class History:
             if ring is None:
                 ring = self.gpu_util[gpu.index] = deque(maxlen=self.keep)
             ring.append(None if gpu.lost else gpu.util_percent)
-        self.membw.append(membw_load(frame))
+        membw = frame.memory_bandwidth
+        pressure = membw.pressure if membw is not None else None
+        self.membw.append(None if pressure is None else 100.0 * pressure)
 
     def util(self, index: int) -> deque[float | None]:
         """Util history of GPU `index` (empty when never seen)."""
         return self.gpu_util.get(index, deque())
-
-
-def membw_load(frame: Frame) -> float | None:
-    """Memory-bandwidth load as 0..100: measured share of peak, else estimated pressure."""
-    sample = frame.memory_bandwidth
-    if sample is None:
-        return None
-    if sample.peak_bytes_per_s and sample.read_bytes_per_s is not None:
-        total = sample.read_bytes_per_s + (sample.write_bytes_per_s or 0.0)
-        return min(100.0, 100.0 * total / sample.peak_bytes_per_s)
-    if sample.pressure is not None:
-        return 100.0 * sample.pressure
-    return None

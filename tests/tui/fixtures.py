@@ -53,6 +53,9 @@ class FedSampler:
     def attach(self, pid: int) -> None:
         self.attached.append(pid)
 
+    def add_deferred_sources(self) -> None:
+        """Nothing is deferred here: the test feeds frames."""
+
 
 def recorded_processes() -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
     """The process list recorded from a real `gputop --demo` run (tests/tui/data)."""

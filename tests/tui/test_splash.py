@@ -119,7 +119,7 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
     try:
         sampler.start(on_frame, on_prime=lambda frame: primed.set())
         assert primed.wait(30)
-        sampler.complete()
+        sampler.add_deferred_sources()
         assert got.wait(30)
     finally:
         sampler.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gputop.analysis.steps import input_straggler
 from gputop.model import Advice
 from gputop.tui import format as fmt
 from gputop.tui.history import History
@@ -73,11 +74,14 @@ def test_membw_line_only_with_a_source() -> None:
 
 def test_ranks_side_by_side_flag_the_one_all_wait_for() -> None:
     fast, slow = steps(4242, data_ms=4.0), steps(4243, data_ms=60.0)
-    title = _text(step_lines((fast, slow), 120, 8)[0])
+    straggler = input_straggler((fast, slow))  # the sampler derives it once per tick
+    assert straggler is not None and straggler.pid == 4243
+    title = _text(step_lines((fast, slow), 120, 8, straggler.pid)[0])
     assert "attached 4242" in title and "attached 4243" in title
     assert title.index("slowest") > title.index("attached 4243")
-    alike = _text(step_lines((fast, replace(fast, pid=4243)), 120, 8)[0])
-    assert "slowest" not in alike  # ranks that wait alike have no straggler to name
+    twins = (fast, replace(fast, pid=4243))
+    assert input_straggler(twins) is None  # ranks that wait alike have no straggler to name
+    assert "slowest" not in _text(step_lines(twins, 120, 8, None)[0])
 
 
 def test_warmup_steps_are_dimmed_and_labelled() -> None:

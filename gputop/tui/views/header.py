@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop.model import Frame
+from gputop.model import Frame, SourceName
 from gputop.tui import format as fmt
 from gputop.tui.lines import Line, Span, clip
 
@@ -40,7 +40,13 @@ def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> li
     banner = banner_text(frame)
     if banner:
         lines.append(((banner.ljust(width)[: max(width, 1)], "banner"),))
-    return lines
+    return lines + error_lines(frame, width, "host", "processes", "sampler")
+
+
+def error_lines(frame: Frame, width: int, *sources: SourceName) -> list[Line]:
+    """One line for each of `sources` that failed this tick, for the pane that shows it."""
+    return [clip(((f" {err.line()}", "banner-crit"),), width)
+            for err in frame.errors if err.source in sources]
 
 
 def banner_text(frame: Frame) -> str | None:

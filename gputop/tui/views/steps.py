@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.analysis.steps import input_straggler
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui import format as fmt
 from gputop.tui.lines import Line, Span, clip
@@ -16,15 +15,16 @@ HEAD_LINES = 4
 MIN_COLUMN = 40
 
 
-def step_lines(attached: Sequence[AttachState], width: int, height: int) -> list[Line]:
-    """Ranks side by side (as many as fit), each a column of `height` lines at most."""
+def step_lines(
+    attached: Sequence[AttachState], width: int, height: int, slowest: int | None = None
+) -> list[Line]:
+    """Ranks side by side (as many as fit), each a column of `height` lines at most;
+    `slowest` is the input straggler's PID."""
     if not attached:
         return []
     per_row = max(1, min(len(attached), (width + 1) // (MIN_COLUMN + 1)))
     shown = list(attached[:per_row])
     col_w = (width - (per_row - 1)) // per_row
-    straggler = input_straggler(attached)
-    slowest = straggler.pid if straggler is not None else None
     columns = [_column(state, col_w, height, state.pid == slowest) for state in shown]
     rows = max(len(column) for column in columns)
     lines: list[Line] = []
@@ -47,12 +47,16 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
     title: list[Span] = [(f"attached {state.pid}{rank}", "title")]
     if slowest:
         title.append(("  ◀ slowest: waits for input", "crit"))
-    if not state.alive:
-        title.append(("  exited", "dim"))
+    if state.state == "exited":
+        title.append(("  exited, final summary", "dim"))
+    elif state.state == "stalled":
+        title.append((f"  STALLED: no step for {_idle(state.idle_s)}", "crit"))
     if state.error:
         title.append((f"  {state.error}", "warn"))
-    lines = [clip(tuple(title), width),
-             clip(summary_line(state.summary, state.dropped_records), width)]
+    summary = summary_line(state.summary, state.dropped_records)
+    if state.state == "stalled":  # the numbers describe the past: grey them
+        summary = tuple((text, "dim") for text, _ in summary)
+    lines = [clip(tuple(title), width), clip(summary, width)]
     if height >= HEAD_LINES + 3:
         lines += [clip(config_line(config), width), clip(legend_line(), width)]
     room = max(0, height - len(lines))
@@ -142,3 +146,10 @@ def _stack(step: StepRecord, cells: int) -> list[Span]:
             spans.append(("█" * take, f"phase-{phase}"))
             done += take
     return spans
+
+
+def _idle(seconds: float | None) -> str:
+    """How long a trainer has been quiet, in the largest fitting unit."""
+    if seconds is None:
+        return "n/a"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

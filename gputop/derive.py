@@ -1,0 +1,87 @@
+"""The facts a Frame carries that are derived, not measured, computed once per tick.
+
+Sources return raw facts; the sampler hands them here, and renderers and advice only
+read the results: roles and trainer groups, each attached trainer's state, the straggler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gputop.analysis import grouping, steps
+from gputop.model import AttachState, InputStraggler, ProcessSample, TrainerGroup
+from gputop.sources.base import ProcessScan, ProcessSource
+
+LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
+
+
+class Derivation:
+    """Derives each tick's facts, keeping what makes the next tick cheap (roles, rows)."""
+
+    def __init__(self) -> None:
+        self._grouping = grouping.Grouping()
+        self._inputs: tuple[frozenset[int], frozenset[int]] | None = None
+        self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
+
+    def processes(
+        self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
+    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+        """Rows with roles, trainer links and probe marks; one group per trainer."""
+        rows = scan.rows
+        inputs = (probe_pids, frozenset(r.pid for r in rows if grouping.uses_gpu(r)))
+        if scan.changed or inputs != self._inputs:
+            legacy = _legacy_workers(rows, source)
+            self._grouping = grouping.classify(rows, probe_pids, legacy)
+            self._inputs = inputs
+        groups = self._grouping
+        special = groups.roles.keys() | probe_pids
+        marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
+        out = []
+        for row in rows:
+            if row.pid in special:
+                row = self._mark(row, groups, probe_pids, marked)
+            out.append(row)
+        self._marked = marked
+        trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
+        if not trainers:
+            return tuple(out), ()
+        pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
+        members = {row.pid: row for row in out if row.pid in groups.roles}
+        return tuple(out), grouping.trainer_groups(groups, members, pins)
+
+    def _mark(
+        self, row: ProcessSample, groups: grouping.Grouping, probe_pids: frozenset[int],
+        marked: dict[int, tuple[ProcessSample, ProcessSample]],
+    ) -> ProcessSample:
+        """`row` with its role, trainer and probe mark (the same object while nothing changed)."""
+        role, trainer, probe = groups.role(row.pid), groups.trainer_of.get(row.pid), (
+            row.pid in probe_pids)
+        raw, done = self._marked.get(row.pid, (None, None))
+        if raw is not row or done is None or (done.role, done.trainer_pid, done.has_probe) != (
+                role, trainer, probe):
+            done = replace(row, role=role, trainer_pid=trainer, has_probe=probe)
+        marked[row.pid] = (row, done)
+        return done
+
+
+def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:
+    """Unnamed workers of trainers whose torch is too old to name its threads."""
+    keep = {}
+    for worker, trainer in grouping.legacy_candidates(rows).items():
+        version = source.torch_version(trainer)
+        if version is not None and grouping.torch_version_below(version, *LEGACY_TORCH):
+            keep[worker] = trainer
+    return keep
+
+
+def attached(
+    states: Sequence[AttachState], now_ns: int
+) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
+    """Each trainer with its running/stalled/exited state, and the job's input straggler."""
+    out = []
+    for state in states:
+        kind, idle_s = steps.trainer_state(state, now_ns)
+        out.append(replace(state, state=kind, idle_s=idle_s))
+    ranks = [a for a in out if a.state != "stalled" and (a.alive or a.steps)]
+    return tuple(out), steps.input_straggler(ranks)
