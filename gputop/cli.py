@@ -154,9 +154,9 @@ def _once(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dumps(frame) + "\n")
     else:
-        from gputop.export.text import render
+        from gputop.export.text import render, write_text
 
-        sys.stdout.write(render(frame))
+        write_text(render(frame), sys.stdout)
     return EXIT_OK
 
 
@@ -193,7 +193,7 @@ def _run(argv: list[str]) -> int:
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
     """No terminal for a TUI: CMD keeps our stdio, and its step summary is printed at the end."""
-    from gputop.export.text import attach_summary
+    from gputop.export.text import attach_summary, write_text
     from gputop.sources.launch import exit_status
     from gputop.wiring import build_sampler, start_probed, watch_child
 
@@ -204,5 +204,5 @@ def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
     finally:
         sampler.close()
     code = exit_status(child.wait())
-    sys.stderr.write(f"gputop: {command[0]} exited with code {code}\n{attach_summary(frame)}")
+    write_text(f"gputop: {command[0]} exited with code {code}\n{attach_summary(frame)}", sys.stderr)
     return code

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import time
+import unicodedata
+from typing import TextIO
 
 from gputop import fmt
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample
 
 TOP_PROCESSES = 15
+
+# What gputop's own non-ASCII glyphs become where the output cannot carry them.
+_ASCII_SUBSTITUTES = str.maketrans({
+    **dict.fromkeys(map(chr, range(0x2580, 0x25A0)), "#"),  # block elements: bars, sparklines
+    "\u2014": "-", "\u2013": "-", "\u2500": "-", "\u2026": "...", "\u2192": "->",
+    "\u2190": "<-", "\u2194": "<->", "\u2191": "^", "\u2193": "v", "\u00b5": "u",
+    "\u00b0": "deg", "\u00b7": ".", "\u2265": ">=", "\u2264": "<=", "\u2248": "~",
+    "\u00d7": "x", "\u2502": "|", "\u251c": "|", "\u2514": "`", "\u258f": "|",
+    "\u2595": "|", "\u25c6": "*", "\u25cf": "*", "\u25b2": "^", "\u25bc": "v",
+    "\u25b8": ">", "\u25be": "v", "\u25c0": "<", "\u2716": "x", "\u00a0": " ",
+})
 
 
 def render(frame: Frame, width: int = 100) -> str:
@@ -178,3 +191,21 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 def _opt(value: object) -> str:
     return fmt.NA if value is None else str(value)
+
+
+def ascii_text(text: str) -> str:
+    """`text` in ASCII: readable substitutes for gputop's glyphs, accents dropped, else '?'."""
+    text = unicodedata.normalize("NFKD", text.translate(_ASCII_SUBSTITUTES))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    return text.encode("ascii", "replace").decode("ascii")
+
+
+def write_text(text: str, stream: TextIO) -> None:
+    """Write `text` as it is where `stream` can encode all of it, else as ASCII: never fails."""
+    encoding = getattr(stream, "encoding", None)
+    if encoding is not None:
+        try:
+            text.encode(encoding)
+        except (UnicodeError, LookupError):
+            text = ascii_text(text)
+    stream.write(text)

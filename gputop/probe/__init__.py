@@ -19,7 +19,7 @@ import sys
 from time import perf_counter_ns
 
 from gputop.probe import ring as _ring
-from gputop.probe.recorder import PHASES, Recorder, warn
+from gputop.probe.recorder import PHASES, Recorder, annotate_failed, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at import; the probe must start fast
@@ -119,8 +119,14 @@ def step_end(batch_size: int | None = None) -> None:
 
 
 def annotate(**facts: Any) -> None:
-    """Record facts about the run (num_workers, pin_memory, batch_size, device, rank, ...)."""
-    recorder().annotate(facts)
+    """Record facts about the run (num_workers, pin_memory, batch_size, device, rank, ...).
+
+    Never raises into the program: odd values are kept as short text (see Recorder.annotate).
+    """
+    try:
+        recorder().annotate(facts)
+    except Exception as exc:
+        annotate_failed(exc)
 
 
 def recorder() -> Recorder:

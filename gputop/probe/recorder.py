@@ -35,6 +35,9 @@ STALL_CHECK_S = 0.1  # how often the publisher thread looks for steps a pause le
 H2D, FORWARD, BACKWARD, OPTIMIZER = range(4)
 PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
 NONE = layout.NONE
+MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
+MAX_INT_BITS = 640  # about 190 digits; a longer int is recorded as its size
+_annotate_warned = False
 F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT = (
     layout.F_WARMUP, layout.F_OPTIMIZER, layout.F_OTHER, layout.F_IMPLICIT
 )
@@ -284,11 +287,18 @@ class Recorder:
     # -- facts -----------------------------------------------------------------------------
 
     def annotate(self, facts: dict[str, object], start: bool = True) -> None:
-        """Merge facts into the metadata area (rewritten only when something changed)."""
-        self.facts.update(facts)
-        if self.ring is None and self.enabled and start:
-            self._start_ring()
-        self._write_facts()
+        """Merge facts into the metadata area (rewritten only when something changed).
+
+        Never raises: a fact JSON cannot hold is kept as short text, and anything else
+        going wrong costs one warning, not the program.
+        """
+        try:
+            self.facts.update(plain_facts(facts))
+            if self.ring is None and self.enabled and start:
+                self._start_ring()
+            self._write_facts()
+        except Exception as exc:
+            annotate_failed(exc)
 
     def _write_facts(self) -> None:
         if self.ring is None or self.facts == self._facts_written:
@@ -382,7 +392,7 @@ def bounded_json(facts: dict[str, object], cap: int) -> bytes:
     """Facts as JSON of at most `cap` bytes, dropping the longest values first if needed."""
     import json
 
-    clean = {str(k)[:64]: _plain(v) for k, v in facts.items()}
+    clean = plain_facts(facts)
     while True:
         blob = json.dumps(clean, separators=(",", ":"), sort_keys=True).encode()
         if len(blob) <= cap or not clean:
@@ -391,10 +401,45 @@ def bounded_json(facts: dict[str, object], cap: int) -> bytes:
         del clean[longest]
 
 
+def plain_facts(facts: dict[str, object]) -> dict[str, object]:
+    """Facts as JSON can always hold them: short text keys, bounded values."""
+    return {_text(key, MAX_KEY): _plain(value) for key, value in facts.items()}
+
+
 def _plain(value: object) -> object:
-    if value is None or isinstance(value, (bool, int, float)):
+    """None, a bool, a float, an int of at most MAX_INT_BITS, or at most MAX_TEXT characters."""
+    if value is None or isinstance(value, bool):
         return value
-    return str(value)[:200]
+    if isinstance(value, int):
+        bits = value.bit_length()  # str() of a huge int is slow, then refused (3.11+)
+        return int(value) if bits <= MAX_INT_BITS else f"<int of {bits} bits>"
+    if isinstance(value, float):
+        return float(value)
+    return _text(value, MAX_TEXT)
+
+
+def _text(value: object, cap: int) -> str:
+    """str(), else repr(), of `value`, cut to `cap`; lone surrogates written as escapes."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = str(value)
+        except Exception:
+            try:
+                text = repr(value)
+            except Exception:
+                text = f"<unprintable {type(value).__name__}>"
+    return text[:cap].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def annotate_failed(exc: Exception) -> None:
+    """Say once that annotate() could not record something; later failures stay quiet."""
+    global _annotate_warned
+    if not _annotate_warned:
+        _annotate_warned = True
+        warn(f"annotate() could not record a fact ({type(exc).__name__}: "
+             f"{_text(exc, MAX_TEXT)}); the program runs on")
 
 
 def warn(message: str) -> None:

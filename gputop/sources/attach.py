@@ -7,6 +7,7 @@ from collections import deque
 
 from gputop.analysis.steps import classify, summarize
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.printable import printable
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
 from gputop.sources.procfs import parse_stat, read_bytes
@@ -268,16 +269,19 @@ def _opt(value: int) -> int | None:
 
 
 def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
-    """The annotate() facts as a TrainerConfig; wrongly typed values are dropped, others kept."""
+    """The annotate() facts as a TrainerConfig; wrongly typed values are dropped, others kept.
+
+    Keys and strings are the trainer's own words: cut to length and escaped.
+    """
     known: dict[str, object] = {}
     extra = []
     for key, value in meta.items():
         kind = CONFIG_FIELDS.get(key)
         if kind is None:
             if isinstance(value, (str, int, float, bool)) or value is None:
-                extra.append((str(key)[:64], str(value)[:200]))
+                extra.append((printable(str(key)[:64]), printable(str(value)[:200])))
         elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
-            known[key] = value
+            known[key] = printable(value[:200]) if isinstance(value, str) else value
     return TrainerConfig(**known, extra=tuple(sorted(extra)))  # type: ignore[arg-type]
 
 

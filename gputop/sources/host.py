@@ -6,6 +6,7 @@ import os
 import socket
 
 from gputop.model import HostSample
+from gputop.printable import printable
 from gputop.sources import procfs
 
 
@@ -14,7 +15,7 @@ class ProcHostSource:
 
     def __init__(self, proc_root: str = "/proc") -> None:
         self.proc_root = proc_root
-        self.hostname = socket.gethostname()
+        self.hostname = printable(socket.gethostname())
         self.cpu_count = os.cpu_count() or 1
         self._last: tuple[procfs.CpuTimes | None, tuple[procfs.CpuTimes, ...]] | None = None
 

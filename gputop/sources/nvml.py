@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from gputop.model import GpuProcess, GpuReport, GpuSample
+from gputop.printable import printable
 from gputop.sources.base import GpuSource
 
 LOST_AFTER_UNKNOWN_TICKS = 3
@@ -90,11 +91,13 @@ class _Device:
 
 
 def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    """A string NVML handed back (a name, a UUID, a version), escaped for the terminal."""
+    return printable(value.decode(errors="replace") if isinstance(value, bytes) else str(value))
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """An error message on one line, escaped for the terminal."""
+    return printable(" ".join(text.split()))
 
 
 def open_nvml(

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Iterable
 
 from gputop.model import GpuReport, ProcessSample
+from gputop.printable import printable
 from gputop.sources import procfs
 from gputop.sources.base import ProcessScan
 
@@ -217,11 +218,13 @@ class ProcProcessSource:
         return changed
 
     def _read_cmdline(self, t: _Tracked, age: float) -> None:
+        """argv (escaped: another user chose it) and the name shown from it and comm."""
         data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/cmdline")
         t.cmdline_age = age
         if data is None:
+            t.name = display_name(t.comm, ())
             return
-        t.cmdline = procfs.parse_cmdline(data)
+        t.cmdline = tuple(map(printable, procfs.parse_cmdline(data)))
         t.name = display_name(t.comm, t.cmdline)
 
     def _username(self, pid: int) -> str | None:
@@ -232,7 +235,7 @@ class ProcProcessSource:
         name = self._users.get(uid)
         if name is None:
             try:
-                name = pwd.getpwuid(uid).pw_name
+                name = printable(pwd.getpwuid(uid).pw_name)
             except KeyError:
                 name = str(uid)
             self._users[uid] = name
@@ -300,7 +303,7 @@ class ProcProcessSource:
 
     def _thread_comm(self, pid: int, tid: int) -> str | None:
         data = procfs.read_bytes(f"{self.proc_root}/{pid}/task/{tid}/comm", 256)
-        return None if data is None else data.rstrip(b"\n").decode("utf-8", "replace")
+        return None if data is None else printable(data.rstrip(b"\n").decode("utf-8", "replace"))
 
     def _find_thread(self, pid: int, comm: str) -> int | None:
         try:
@@ -350,12 +353,12 @@ def gpu_usage(gpu: GpuReport) -> dict[int, tuple[int | None, tuple[int, ...]]]:
 
 
 def display_name(comm: str, cmdline: tuple[str, ...]) -> str:
-    """comm, or argv[0]'s basename when the kernel cut comm at 15 characters."""
+    """comm, or argv[0]'s basename when the kernel cut comm at 15 characters; escaped."""
     if len(comm) == 15 and cmdline:
         base = os.path.basename(cmdline[0])
         if base.startswith(comm):
-            return base
-    return comm
+            return printable(base)
+    return printable(comm)
 
 
 def _foreign(pid: int, memory: int | None, indices: tuple[int, ...]) -> ProcessSample:

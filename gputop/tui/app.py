@@ -303,7 +303,7 @@ class GputopApp(App[int]):
         try:
             self.sampler.attach(pid)
         except (ValueError, OSError) as exc:
-            self.notify(f"cannot attach to {pid}: {exc}", severity="error")
+            self.notify(f"cannot attach to {pid}: {exc}", severity="error", markup=False)
             return
         self.attach_pid = pid
         self.notify(f"attached to {pid}; steps appear with the next tick")
