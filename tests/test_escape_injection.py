@@ -85,7 +85,7 @@ def hostile() -> Iterator[tuple[int, int]]:
 def _sample_rows(pids: tuple[int, ...]) -> dict[int, ProcessSample]:
     source = ProcProcessSource()
     try:
-        processes, _ = source.sample(GpuReport("none"), frozenset())
+        processes = source.sample(GpuReport("none")).rows
     finally:
         source.close()
     return {p.pid: p for p in processes if p.pid in pids}
