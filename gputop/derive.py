@@ -29,7 +29,8 @@ class Derivation:
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
         """Rows with roles, trainer links and probe marks; one group per trainer."""
         rows = scan.rows
-        inputs = (probe_pids, frozenset(r.pid for r in rows if grouping.uses_gpu(r)))
+        gpu_pids = frozenset(r.pid for r in rows if r.gpu_indices or r.gpu_memory_bytes is not None)
+        inputs = (probe_pids, gpu_pids)  # what grouping reads besides the scan
         if scan.changed or inputs != self._inputs:
             legacy = _legacy_workers(rows, source)
             self._grouping = grouping.classify(rows, probe_pids, legacy)

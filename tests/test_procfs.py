@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 
-from gputop.model import GpuProcess, GpuReport, GpuSample
+from gputop.derive import Derivation
+from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sources import procfs
 from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
 
@@ -129,6 +131,16 @@ class FakeProc:
 
 
 GPU_NONE = GpuReport("none")
+_DERIVATIONS: weakref.WeakKeyDictionary[ProcProcessSource, Derivation] = (
+    weakref.WeakKeyDictionary())
+
+
+def _sample(
+    source: ProcProcessSource, gpu: GpuReport = GPU_NONE, probe: frozenset[int] = frozenset()
+) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+    """The source's scan with roles derived, as the sampler does each tick."""
+    derivation = _DERIVATIONS.setdefault(source, Derivation())
+    return derivation.processes(source.sample(gpu), probe, source)
 
 
 def test_source_on_fixture_tree(tmp_path: Path):
@@ -137,7 +149,7 @@ def test_source_on_fixture_tree(tmp_path: Path):
     proc.add(11, "pt_data_worker", "python train.py", ppid=10, ut=10, start=60)
     proc.add(12, "sh", "sh", state="Z", rss=0)
     source = ProcProcessSource(str(tmp_path), max_fds=0)
-    rows, trainers = source.sample(GPU_NONE, frozenset())
+    rows, trainers = _sample(source)
     by = {r.pid: r for r in rows}
     assert by[10].cpu_percent is None  # first sample: no interval yet
     assert (by[10].num_threads, by[10].rss_bytes, by[10].cmdline) == (
@@ -149,7 +161,7 @@ def test_source_on_fixture_tree(tmp_path: Path):
     assert by[10].username == by[11].username is not None
 
     proc.add(10, "python", "python train.py", ut=100 + procfs.CLOCK_TICKS, thr=9, start=50)
-    rows, _ = source.sample(GPU_NONE, frozenset({10}))
+    rows, _ = _sample(source, probe=frozenset({10}))
     by = {r.pid: r for r in rows}
     assert by[10].cpu_percent is not None and by[10].cpu_percent > 0
     assert by[11].cpu_percent == 0.0
@@ -160,12 +172,12 @@ def test_exec_rereads_cmdline_and_reused_pid_is_a_new_process(tmp_path: Path):
     proc = FakeProc(tmp_path)
     proc.add(20, "bash", "bash -c x", start=10)
     source = ProcProcessSource(str(tmp_path), max_fds=0)
-    source.sample(GPU_NONE, frozenset())
+    _sample(source)
     proc.add(20, "python", "python -m thing", start=10)  # exec: same pid and start, new comm
-    (row,) = source.sample(GPU_NONE, frozenset())[0]
+    (row,) = _sample(source)[0]
     assert (row.name, row.cmdline) == ("python", ("python", "-m", "thing"))
     proc.add(20, "sleep", "sleep 5", start=99, ut=3)  # pid reused by another process
-    (row,) = source.sample(GPU_NONE, frozenset())[0]
+    (row,) = _sample(source)[0]
     assert (row.name, row.start_ticks, row.cmdline) == ("sleep", 99, ("sleep", "5"))
 
 
@@ -173,15 +185,15 @@ def test_listing_skipped_until_a_pid_is_allocated(tmp_path: Path):
     proc = FakeProc(tmp_path)
     proc.add(30, "a")
     source = ProcProcessSource(str(tmp_path), max_fds=0)
-    source.sample(GPU_NONE, frozenset())
+    _sample(source)
     (tmp_path / "31").mkdir()
     (tmp_path / "31/stat").write_text(stat_line(31, "b"))
-    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [30]
+    assert [r.pid for r in _sample(source)[0]] == [30]
     proc.last_pid = 31
     proc.bump()
-    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [30, 31]
+    assert [r.pid for r in _sample(source)[0]] == [30, 31]
     proc.remove(30)  # vanishing needs no listing: its read fails
-    assert [r.pid for r in source.sample(GPU_NONE, frozenset())[0]] == [31]
+    assert [r.pid for r in _sample(source)[0]] == [31]
     assert source.listings == 2
 
 
@@ -194,7 +206,7 @@ def test_foreign_gpu_pid_kept_and_unreadable_files_skipped(tmp_path: Path):
     gpu = GpuReport("simulated", (GpuSample(0, "g", "u", None, None, None, None, None, None,
                                             None, None, None, None, None,
                                             processes=(GpuProcess(40, 5), GpuProcess(99, 7))),))
-    rows, trainers = ProcProcessSource(str(tmp_path)).sample(gpu, frozenset())
+    rows, trainers = _sample(ProcProcessSource(str(tmp_path)), gpu)
     by = {r.pid: r for r in rows}
     assert sorted(by) == [40, 99]
     assert by[40].role == "trainer" and by[40].gpu_memory_bytes == 5
@@ -242,19 +254,19 @@ def test_real_proc_zombie_vanish_and_fds_closed():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     zombie = subprocess.Popen(["true"])
     try:
-        source.sample(GPU_NONE, frozenset())
-        rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+        _sample(source)
+        rows = {r.pid: r for r in _sample(source)[0]}
         assert any("pytest" in arg for arg in rows[os.getpid()].cmdline)
         assert rows[child.pid].ppid == os.getpid() and rows[child.pid].state in "SR"
         assert f"/proc/{child.pid}/stat" in _proc_stat_fds()
         while zombie.pid not in rows or rows[zombie.pid].state != "Z":
-            rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+            rows = {r.pid: r for r in _sample(source)[0]}
         kthreads = [r for r in rows.values() if r.ppid == 2 or r.pid == 2]
         assert all(r.cmdline == () and r.rss_bytes == 0 for r in kthreads)
         child.kill()
         child.wait()
         zombie.wait()
-        rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+        rows = {r.pid: r for r in _sample(source)[0]}
         assert child.pid not in rows and zombie.pid not in rows
         assert f"/proc/{child.pid}/stat" not in _proc_stat_fds()
         assert source.open_fds > 0
@@ -279,18 +291,18 @@ def test_schedstat_gate_skips_quiet_processes_but_not_runs(tmp_path: Path):
     put(9, 10, ppid=8, rss=1)
     source = ProcProcessSource(str(tmp_path), max_fds=0)
     for _ in range(2):
-        source.sample(GPU_NONE, frozenset())
+        _sample(source)
     put(9, 10, ppid=8, rss=5, ut=3)  # stat moved but the process did not run: gated out
-    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    rows = {r.pid: r for r in _sample(source)[0]}
     assert (rows[9].rss_bytes, rows[9].cpu_percent) == (procfs.PAGE_SIZE, 0.0)
     put(9, 11, ppid=8, rss=5, ut=3)  # it ran: stat is read again
-    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    rows = {r.pid: r for r in _sample(source)[0]}
     assert rows[9].rss_bytes == 5 * procfs.PAGE_SIZE and rows[9].cpu_percent
     proc.remove(8)
     put(9, 11, ppid=1, rss=5, ut=3)  # re-parented while asleep, after its parent vanished
-    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    rows = {r.pid: r for r in _sample(source)[0]}
     assert list(rows) == [9]
-    rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+    rows = {r.pid: r for r in _sample(source)[0]}
     assert rows[9].ppid == 1
 
 
@@ -302,7 +314,7 @@ def test_real_single_threaded_busy_process_is_seen_running():
     try:
         seen: list[float | None] = []
         for _ in range(200):
-            rows = {r.pid: r for r in source.sample(GPU_NONE, frozenset())[0]}
+            rows = {r.pid: r for r in _sample(source)[0]}
             seen.append(rows[busy.pid].cpu_percent)
             if len(seen) > 3 and (seen[-1] or 0.0) > 0.0:
                 break
