@@ -155,11 +155,15 @@ def install() -> Recorder:
 def _open_ring() -> _ring.RingWriter | None:
     path = _ring.ring_path(os.getpid())
     try:
-        return _ring.RingWriter(path)
+        writer = _ring.RingWriter(path)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         warn(f"cannot create {path} ({reason}); step timing is off, the program runs on")
         return None
+    if writer.squatter is not None:
+        taken, owner = writer.squatter
+        warn(f"{taken} is taken by a file of uid {owner}; the ring is {writer.path} instead")
+    return writer
 
 
 def env_facts() -> dict[str, object]:
