@@ -44,6 +44,14 @@ def orphaned(parent: int) -> bool:
     return os.getppid() != parent
 
 
+def _leave_now(signum: int, frame: object) -> None:
+    """On SIGTERM: remove the probe's ring (os._exit skips the exit handlers that would), go."""
+    probe = sys.modules.get("gputop.probe")
+    if probe is not None:
+        probe.unlink_ring()
+    os._exit(0)
+
+
 def _probe() -> Any:
     try:
         import gputop.probe as probe
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parent = os.getppid()
     die_with_parent(parent)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGTERM, _leave_now)
     use_torch = not args.stand_in
     if use_torch:
         try:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # typing costs milliseconds at import; the probe must start f
 
     T = TypeVar("T")
 
-__all__ = ["annotate", "install", "phase", "step_end", "watch"]
+__all__ = ["annotate", "install", "phase", "step_end", "unlink_ring", "watch"]
 LOADER_FACTS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
                 "persistent_workers")
 
@@ -161,11 +161,45 @@ def install() -> Recorder:
 def _open_ring() -> _ring.RingWriter | None:
     path = _ring.ring_path(os.getpid())
     try:
-        return _ring.RingWriter(path)
+        writer = _ring.RingWriter(path)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         warn(f"cannot create {path} ({reason}); step timing is off, the program runs on")
         return None
+    if writer.squatter is not None:
+        taken, owner = writer.squatter
+        warn(f"{taken} is taken by a file of uid {owner}; the ring is {writer.path} instead")
+    _unlink_on_sigterm()
+    return writer
+
+
+def _unlink_on_sigterm() -> None:
+    """Remove the ring when SIGTERM kills us, where the program leaves SIGTERM at its default:
+    a handler of its own (now or later) wins, and atexit covers every normal exit."""
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _die_of_sigterm)
+    except (ValueError, OSError):  # not the main thread: only it may set handlers
+        return
+
+
+def _die_of_sigterm(signum: int, frame: object) -> None:
+    """Unlink the ring (in the process that created it), then die of SIGTERM as by default."""
+    import signal
+
+    unlink_ring()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def unlink_ring() -> None:
+    """Remove this process's ring now, taking no lock (safe in a signal handler), for a
+    program about to leave with os._exit(); steps not yet published are lost."""
+    ring = _rec.ring if _rec is not None else None
+    if ring is not None:
+        ring.unlink()  # a no-op in forked children: the file is their parent's
 
 
 def env_facts() -> dict[str, object]:

@@ -1,15 +1,19 @@
 """Lock-free reader of a trainer's ring: pread only, never maps or writes the trainer's memory.
 
-The file is input: every field is bounds-checked, and anything wrong with it becomes a
+The file is input, possibly planted by another user: it is opened without following a
+symlink or waiting on a FIFO, and checked with fstat (a regular file, its owner, its size)
+before a byte is read; every field is bounds-checked, and anything wrong with it becomes a
 RingError with one line of text, never another exception.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +22,20 @@ from gputop.probe import ring as layout
 MAX_VALUE = 1 << 62
 
 
+GRACE_NS = 5_000_000_000  # a file this young may be a ring its writer is still creating
+
+
 class RingError(Exception):
-    """The ring cannot be read: missing, foreign, truncated or corrupt (one-line reason)."""
+    """The ring cannot be read now: missing, being created, truncated (one-line reason)."""
+
+
+class RingRefused(RingError):
+    """The file will never be read as this ring: someone else's, not a regular file, not a
+    ring, or not the process's; a listing need not open it again."""
+
+
+class StaleRing(RingRefused):
+    """A ring left by an earlier process that had the same PID."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +74,24 @@ class RawRecord:
 class RingReader:
     """Reads new records of one ring across calls and counts the ones it lost."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(
+        self, path: str, owner: int | None = None, pid: int | None = None,
+        start_ticks: int | None = None,
+    ) -> None:
+        """Open the ring at `path` only if, before a byte of it is read, it is a regular file
+        (no symlink followed, no FIFO waited on) of exactly the ring's size owned by `owner`
+        (default: us); then, given `pid` and `start_ticks`, its header must be that process's."""
         self.path = path
-        try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise RingError(f"no ring at {path}") from None
-        except OSError as exc:
-            raise RingError(f"cannot open ring {path}: {exc.strerror or exc}") from None
+        self._fd = _open_nonblocking(path)
         try:
             st = os.fstat(self._fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise RingError(f"{path} is not a regular file")
+            owner = os.getuid() if owner is None else owner
             self.uid = st.st_uid
+            _check_file(st, path, owner, pid)
+            if _header_unwritten(self._pread(len(layout.MAGIC), 0), st):
+                raise RingError(f"{_who(path, pid)} is still being created")
             self.header = self.read_header()
+            _check_process(self.header, path, pid, start_ticks)
         except BaseException:
             os.close(self._fd)
             raise
@@ -86,17 +106,18 @@ class RingReader:
         (magic, version, header_size, record_size, slots, pid, ticks, start_time,
          head, _meta_seq, _meta_len) = layout.HEADER.unpack(raw)
         if magic != layout.MAGIC:
-            raise RingError(f"{self.path} is not a gputop ring")
+            raise RingRefused(f"{self.path} is not a gputop ring")
         if version != layout.VERSION:
-            raise RingError(f"{self.path} has ring version {version}, expected {layout.VERSION}")
+            raise RingRefused(
+                f"{self.path} has ring version {version}, expected {layout.VERSION}")
         if (header_size, record_size, slots) != (
             layout.HEADER_SIZE, layout.RECORD_SIZE, layout.SLOTS
         ):
-            raise RingError(f"{self.path} has an unexpected layout")
+            raise RingRefused(f"{self.path} has an unexpected layout")
         if not (0 < pid < 1 << 31) or not (0 <= head < MAX_VALUE) or ticks < 0:
-            raise RingError(f"{self.path} has a corrupt header")
+            raise RingRefused(f"{self.path} has a corrupt header")
         size = os.fstat(self._fd).st_size
-        if size < layout.FILE_SIZE:
+        if size != layout.FILE_SIZE:
             raise RingError(f"{self.path} is truncated ({size} bytes)")
         return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1))
 
@@ -179,6 +200,58 @@ class RingReader:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _open_nonblocking(path: str) -> int:
+    """A read-only fd for `path`: never through a symlink, never waiting for a FIFO's writer."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        raise RingError(f"no ring at {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RingRefused(f"{path} is a symbolic link: ignored") from None
+        raise RingError(f"cannot open ring {path}: {exc.strerror or exc}") from None
+
+
+def _who(path: str, pid: int | None) -> str:
+    return f"ring of PID {pid}" if pid is not None else path
+
+
+def _young(st: os.stat_result) -> bool:
+    return time.time_ns() - st.st_ctime_ns < GRACE_NS
+
+
+def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None) -> None:
+    """Refuse what is not a regular file of the ring's size owned by `owner`."""
+    who = _who(path, pid)
+    if not stat.S_ISREG(st.st_mode):
+        raise RingRefused(f"{who} ({path}) is not a regular file: ignored")
+    if st.st_uid != owner:
+        whose = "the process's owner" if pid is not None else "the expected owner"
+        raise RingRefused(f"{who} is owned by uid {st.st_uid}, not by {whose} (uid {owner}): "
+                          "ignored")
+    if st.st_size != layout.FILE_SIZE:
+        reason = f"{who} has {st.st_size} bytes, not a ring's {layout.FILE_SIZE}"
+        if st.st_size == 0 and _young(st):  # created, not yet sized
+            raise RingError(f"{who} is still being created")
+        raise RingRefused(reason)
+
+
+def _header_unwritten(magic: bytes, st: os.stat_result) -> bool:
+    """A young ring whose writer has not written the header yet (all zeros so far)."""
+    return magic == bytes(len(magic)) and _young(st)
+
+
+def _check_process(header: RingHeader, path: str, pid: int | None, ticks: int | None) -> None:
+    """Refuse a ring whose header is not the live process's (its PID and start ticks)."""
+    if pid is not None and header.pid != pid:
+        raise RingRefused(f"{_who(path, pid)} was written by PID {header.pid}: ignored")
+    if ticks is not None and header.start_ticks != ticks:
+        if not header.start_ticks:  # its writer could not read its own start: never stale
+            raise RingRefused(f"{_who(path, pid)} carries no start time: ignored")
+        raise StaleRing(f"{_who(path, pid)} was left by an earlier process with that PID")
 
 
 def _contiguous_slot_runs(first: int, end: int, slots: int) -> list[tuple[int, int]]:

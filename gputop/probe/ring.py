@@ -30,6 +30,8 @@ META_CAP = HEADER_SIZE - META_OFFSET
 NONE = -1
 ENV_DIR = "GPUTOP_RING_DIR"
 DEFAULT_DIR = "/dev/shm"
+SUFFIX_MAX = 32  # hex digits of a second name's suffix
+SECOND_NAME_TRIES = 8
 
 # magic, version, header_size, record_size, slots, pid, start_ticks, start_time_ns,
 # head, meta_seq, meta_len
@@ -81,14 +83,28 @@ def ring_path(pid: int, uid: int | None = None, directory: str | None = None) ->
     return os.path.join(directory or ring_dir(), f"gputop-{uid}-{pid}.ring")
 
 
+def second_name(path: str) -> str:
+    """Another name for the ring at `path` when someone else holds that one: the same
+    gputop-UID-PID prefix with a random suffix (readers trust the header, not the name)."""
+    stem = path[:-5] if path.endswith(".ring") else path
+    return f"{stem}-{os.urandom(6).hex()}.ring"
+
+
 def parse_name(name: str) -> tuple[int, int] | None:
-    """(uid, pid) from a ring file name, or None when the name is not a ring's."""
+    """(uid, pid) from a ring file name (gputop-UID-PID.ring or gputop-UID-PID-HEX.ring),
+    or None when the name is not a ring's."""
     if not (name.startswith("gputop-") and name.endswith(".ring")):
         return None
     parts = name[7:-5].split("-")
-    if len(parts) != 2 or not all(p.isdigit() and len(p) < 11 for p in parts):
+    if len(parts) == 3 and 0 < len(parts[2]) <= SUFFIX_MAX and _is_hex(parts[2]):
+        parts.pop()
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) < 11 for p in parts):
         return None
     return int(parts[0]), int(parts[1])
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -105,19 +121,22 @@ def start_ticks(pid: int) -> int | None:
 
 
 class RingWriter:
-    """Creates the ring for this process and appends records; never blocks or allocates."""
+    """Creates the ring for this process and appends records; never blocks or allocates.
+
+    When another file holds `path`, the ring gets a second name of its own: `path` is where
+    it is, and `squatter` the path it could not take and that file's owner uid.
+    """
 
     def __init__(self, path: str) -> None:
-        self.path = path
         self.pid = os.getpid()
-        fd = _create(path)
+        fd, self.path, self.squatter = _create(path)
         try:
             os.fchmod(fd, 0o600)
             os.posix_fallocate(fd, 0, FILE_SIZE)  # a full tmpfs fails here, not with SIGBUS later
             self._mm = mmap.mmap(fd, FILE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
-            _unlink_quietly(path)
+            _unlink_quietly(self.path)
             raise
         os.close(fd)
         HEADER.pack_into(
@@ -163,13 +182,19 @@ class RingWriter:
         SEQ.pack_into(mm, META_LEN_OFFSET, len(blob))
         SEQ.pack_into(mm, META_SEQ_OFFSET, 2 * self._meta_seq)
 
+    def unlink(self) -> None:
+        """Remove the file when this process created it (no lock: a signal handler may call
+        this; forked children inherit the writer but never the file)."""
+        if os.getpid() == self.pid:
+            _unlink_quietly(self.path)
+
     def close(self, unlink: bool = True) -> None:
         """Unmap, and unlink the file when this process created it."""
         if self.closed:
             return
         self.closed = True
-        if unlink and os.getpid() == self.pid:
-            _unlink_quietly(self.path)
+        if unlink:
+            self.unlink()
         for view in self._slots:
             view.release()
         self._words.release()
@@ -179,23 +204,49 @@ class RingWriter:
             return
 
 
-def _create(path: str) -> int:
-    """Open a new ring file exclusively; replace a stale one left by a dead PID of ours."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+def _create(path: str) -> tuple[int, str, tuple[str, int] | None]:
+    """Open a new ring file exclusively: at `path` (replacing a stale one of ours), else at a
+    second name of our own. Returns the fd, its path, and (path, owner uid) of the file
+    that kept us from `path`, if one did."""
     try:
-        return os.open(path, flags, 0o600)
+        return _create_at(path), path, None
     except FileExistsError:
-        st = os.lstat(path)
-        if st.st_uid != os.getuid() or not _is_stale(path):
-            raise
+        holder = _owner(path)
+    if holder == os.getuid() and _is_stale(path):
         _unlink_quietly(path)
-        return os.open(path, flags, 0o600)
+        try:
+            return _create_at(path), path, None
+        except FileExistsError:
+            holder = _owner(path)
+    for _ in range(SECOND_NAME_TRIES - 1):
+        other = second_name(path)
+        try:
+            return _create_at(other), other, (path, holder)
+        except FileExistsError:
+            continue
+    other = second_name(path)
+    return _create_at(other), other, (path, holder)
+
+
+def _create_at(path: str) -> int:
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags, 0o600)
+
+
+def _owner(path: str) -> int:
+    """The uid owning the file at `path` (not following a symlink), -1 when it is gone."""
+    try:
+        return os.lstat(path).st_uid
+    except OSError:
+        return -1
 
 
 def _is_stale(path: str) -> bool:
-    """True when the existing file was written by an earlier process that had our PID."""
+    """True when our file at `path` was written by an earlier process that had our PID (or
+    is no ring at all); never blocks on a FIFO."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
         try:
             raw = os.pread(fd, HEADER.size, 0)
         finally:

@@ -11,6 +11,7 @@ from gputop.printable import printable
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
 from gputop.sources.procfs import parse_stat, read_bytes
+from gputop.sources.rings import RingDirectory, process_owner
 
 WINDOW = 256
 HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
@@ -25,45 +26,27 @@ EMPTY_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
 class RingAttachSource:
     """The AttachSource over ring files in /dev/shm (or $GPUTOP_RING_DIR).
 
-    Attaching to a PID attaches to its whole job on this node: the probed processes below
-    it (the ranks under a launcher such as torchrun, which has no ring itself) and, for a
-    rank, its sibling ranks of the same world size. Ranks that start later join as they
-    appear.
+    Only rings that pass the checks of `RingDirectory` are read (ours, or, for root, their
+    process owner's). Attaching to a PID attaches to its whole job on this node: the probed
+    processes below it (the ranks under a launcher such as torchrun, which has no ring
+    itself) and, for a rank, its sibling ranks of the same world size. Ranks that start
+    later join as they appear.
     """
 
     def __init__(self, directory: str | None = None, window: int = WINDOW) -> None:
-        self.directory = directory
+        self.rings = RingDirectory(directory)
         self.window = window
         self._targets: list[int] = []
         self._trainers: dict[int, _Trainer] = {}
         self._members: dict[int, list[int]] = {}
         self._judged: set[tuple[int, int]] = set()  # (pid, start ticks) already placed
-        self._verified: dict[tuple[int, int], bool] = {}
-        self._listing: list[tuple[str, int, int, int]] | None = None  # this tick's rings
+        self._scanned = False  # probe_pids() listed the directory this tick
 
     def probe_pids(self) -> frozenset[int]:
-        """Live PIDs of this user with a readable ring; dead trainers' rings are removed."""
-        uid = os.getuid()
-        pids = set()
-        seen = set()
-        self._listing = _rings(self._dir())  # sample() in the same tick reuses it
-        for path, ring_uid, pid, inode in self._listing:
-            if ring_uid != uid:
-                continue
-            ticks = layout.start_ticks(pid)
-            key = (pid, inode)
-            seen.add(key)
-            if ticks is not None and key not in self._verified:
-                matches = _ring_matches(path, pid, ticks)
-                if matches is not None:  # unreadable may be mid-creation: look again later
-                    self._verified[key] = matches
-            if ticks is None or not self._verified.get(key, False):
-                if ticks is None or _is_stale(path, ticks):
-                    _remove_stale(path)
-                continue
-            pids.add(pid)
-        self._verified = {k: v for k, v in self._verified.items() if k in seen}
-        return frozenset(pids)
+        """Live PIDs whose ring passes the checks (the listing removes our dead trainers')."""
+        self.rings.scan()
+        self._scanned = True  # sample() in the same tick reuses it
+        return frozenset(self.rings.rings)
 
     def attach(self, pid: int) -> None:
         """Read `pid`'s job from the next sample on (its ring may appear later, e.g. under
@@ -72,13 +55,15 @@ class RingAttachSource:
             self._targets.append(pid)
             self._members[pid] = []
         if pid not in self._trainers:
-            self._trainers[pid] = _Trainer(pid, self._dir(), self.window)
+            self._trainers[pid] = _Trainer(pid, self.rings, self.window)
 
     def sample(self) -> tuple[AttachState, ...]:
         """One state per trainer: each target, then its job's other ranks by rank."""
-        listing, self._listing = self._listing, None
+        scanned, self._scanned = self._scanned, False
         if self._targets:
-            self._find_job_members(_rings(self._dir()) if listing is None else listing)
+            if not scanned:
+                self.rings.scan()
+            self._find_job_members()
         states = []
         for target in self._targets:
             members = [self._trainers[pid].sample() for pid in self._members[target]]
@@ -93,10 +78,9 @@ class RingAttachSource:
         for trainer in self._trainers.values():
             trainer.close()
 
-    def _find_job_members(self, rings: list[tuple[str, int, int, int]]) -> None:
-        """Place every ring not yet judged: a member of an attached job, or not."""
-        uid = os.getuid()
-        listed = [pid for _, ring_uid, pid, _ in rings if ring_uid == uid]
+    def _find_job_members(self) -> None:
+        """Place every trusted ring not yet judged: a member of an attached job, or not."""
+        listed = list(self.rings.rings)
         self._judged = {key for key in self._judged if key[0] in listed}
         for pid in listed:
             if pid in self._trainers:
@@ -109,7 +93,7 @@ class RingAttachSource:
                 self._judged.add((pid, ticks))
             if target is not None:
                 self._members[target].append(pid)
-                self._trainers[pid] = _Trainer(pid, self._dir(), self.window)
+                self._trainers[pid] = _Trainer(pid, self.rings, self.window)
 
     def _job_of(self, pid: int) -> tuple[int | None, bool]:
         """The attached target whose job `pid` belongs to (or None), and whether that is
@@ -123,7 +107,7 @@ class RingAttachSource:
         siblings = [t for t in self._targets if _parent(t) == ancestors[0]]
         if not siblings:
             return None, True
-        world = _meta_world_size(layout.ring_path(pid, directory=self._dir()))
+        world = _meta_world_size(self.rings, pid)
         if world is None:
             return None, False
         undecided = False
@@ -133,9 +117,6 @@ class RingAttachSource:
                 return target, True
             undecided = undecided or not trainer.meta_seen
         return None, not undecided
-
-    def _dir(self) -> str:
-        return self.directory or layout.ring_dir()
 
 
 def _rank_order(state: AttachState) -> tuple[int, int]:
@@ -159,10 +140,10 @@ def _ancestors(pid: int, limit: int = 16) -> list[int]:
     return chain
 
 
-def _meta_world_size(path: str) -> int | None:
-    """The world size a ring's trainer annotated (from WORLD_SIZE), or None."""
+def _meta_world_size(rings: RingDirectory, pid: int) -> int | None:
+    """The world size `pid`'s trusted ring annotated (from WORLD_SIZE), or None."""
     try:
-        reader = RingReader(path)
+        reader = rings.open(pid)
     except RingError:
         return None
     try:
@@ -177,9 +158,9 @@ def _meta_world_size(path: str) -> int | None:
 class _Trainer:
     """The window of one attached trainer's steps across ticks."""
 
-    def __init__(self, pid: int, directory: str, window: int) -> None:
+    def __init__(self, pid: int, rings: RingDirectory, window: int) -> None:
         self.pid = pid
-        self.path = layout.ring_path(pid, directory=directory)
+        self.rings = rings
         self.reader: RingReader | None = None
         self.steps: deque[tuple[int, StepRecord]] = deque(maxlen=window)
         self.train_loaders: set[int] = set()
@@ -206,21 +187,14 @@ class _Trainer:
                 if ticks is None:
                     self.alive, self.error = False, f"no process with PID {self.pid}"
                     return
-                self.reader = RingReader(self.path)
-                if self.reader.header.start_ticks != ticks:
-                    self.reader.close()
-                    self.reader = None
-                    self.error = f"PID {self.pid} has no probe ring yet"
-                    return
+                self.reader = self.rings.open(self.pid)  # checked against the live process
             for raw in self.reader.read_new():
                 self._add(raw)
             self.config = config_from_meta(self.reader.read_meta())
             self.meta_seen = True
             self.error = None
-        except RingError as exc:
+        except RingError as exc:  # shown in the pane: why there is no ring to read
             self.error = str(exc)
-            if self.reader is None and ticks is not None:
-                self.error = f"PID {self.pid} has no probe ring yet"
         if self.reader is not None and ticks != self.reader.header.start_ticks:
             self.alive = False  # the file stays readable through our descriptor: all read
             self.close()
@@ -286,87 +260,24 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
 
 
 def check_attachable(pid: int, directory: str | None = None) -> str | None:
-    """Why `--attach PID` must fail (one line), or None when PID has a ring we can read."""
-    directory = directory or layout.ring_dir()
-    ticks = layout.start_ticks(pid)
-    if ticks is None:
+    """Why `--attach PID` must fail (one line), or None when PID has a ring we trust (or is
+    a launcher whose children do)."""
+    if layout.start_ticks(pid) is None:
         return f"no process with PID {pid}"
-    uid = os.getuid()
-    owners = {ring_uid: path for path, ring_uid, ring_pid, _ in _rings(directory)
-              if ring_pid == pid}
-    if uid not in owners:
-        if owners:
-            other = min(owners)
-            return f"the probe ring of PID {pid} belongs to another user (uid {other})"
-        if _has_probed_descendant(pid, directory):
-            return None  # a launcher (torchrun, a shell): its ranks are attached
-        return f"PID {pid} has no probe ring; {HOW_TO_START}"
-    try:
-        reader = RingReader(owners[uid])
-    except RingError as exc:
-        return f"cannot read the probe ring of PID {pid}: {exc}"
-    try:
-        if reader.uid != uid:
-            return f"the probe ring of PID {pid} belongs to another user (uid {reader.uid})"
-        if reader.header.start_ticks != ticks or reader.header.pid != pid:
-            return f"PID {pid} has no probe ring (a stale one is left over); {HOW_TO_START}"
-    finally:
-        reader.close()
-    return None
-
-
-def _has_probed_descendant(pid: int, directory: str) -> bool:
-    """Whether a live process of ours below `pid` has a ring."""
-    uid = os.getuid()
-    return any(
-        ring_uid == uid and pid in _ancestors(ring_pid)
-        for _, ring_uid, ring_pid, _ in _rings(directory)
-    )
-
-
-def _rings(directory: str) -> list[tuple[str, int, int, int]]:
-    """(path, uid, pid, inode) of every ring-named file in `directory`: one listing."""
-    found = []
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                parsed = layout.parse_name(entry.name)
-                if parsed is not None:
-                    found.append((entry.path, parsed[0], parsed[1], entry.inode()))
-    except OSError:
-        return []
-    return found
-
-
-def _ring_matches(path: str, pid: int, ticks: int) -> bool | None:
-    """Whether the ring at `path` was written by this very process (None: unreadable now,
-    e.g. its header not written yet)."""
-    try:
-        reader = RingReader(path)
-    except RingError:
+    owner, me = process_owner(pid), os.getuid()
+    if me != 0 and owner is not None and owner != me:
+        return f"PID {pid} belongs to another user (uid {owner}); only root attaches to it"
+    rings = RingDirectory(directory)
+    rings.scan()
+    if pid in rings.rings:
         return None
-    try:
-        return reader.header.pid == pid and reader.header.start_ticks == ticks
-    finally:
-        reader.close()
+    if pid in rings.refusals:
+        return rings.refusals[pid]
+    if _has_probed_descendant(pid, rings):
+        return None  # a launcher (torchrun, a shell): its ranks are attached
+    return f"PID {pid} has no probe ring; {HOW_TO_START}"
 
 
-def _is_stale(path: str, ticks: int) -> bool:
-    """A readable ring whose PID now belongs to a different (later) process."""
-    try:
-        reader = RingReader(path)
-    except RingError:
-        return False
-    try:
-        return reader.header.start_ticks not in (0, ticks)
-    finally:
-        reader.close()
-
-
-def _remove_stale(path: str) -> None:
-    """Unlink a dead trainer's ring of ours (the name proves the uid; lstat proves the owner)."""
-    try:
-        if os.lstat(path).st_uid == os.getuid():
-            os.unlink(path)
-    except OSError:  # someone else removed it first
-        return
+def _has_probed_descendant(pid: int, rings: RingDirectory) -> bool:
+    """Whether a process below `pid` has a ring that passed the checks of the last scan."""
+    return any(pid in _ancestors(ring_pid) for ring_pid in rings.rings)
