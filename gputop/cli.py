@@ -177,10 +177,7 @@ def _run(argv: list[str]) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return _run_without_terminal(command, args)
     log = args.log or f"gputop-run-{os.getpid()}.log"
-    try:
-        child = start_probed(command, log=log)
-    except OSError as exc:
-        raise UsageError(f"cannot write the log {log}: {exc.strerror}") from None
+    child = start_probed(command, log=log, new_log=args.log is None)  # our name: a new file
     from gputop.tui.launch import run_attached_child
 
     code = run_attached_child(

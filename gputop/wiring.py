@@ -74,18 +74,24 @@ def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
                         advisor=Advisor(on_after=advice_after))
 
 
-def start_probed(command: Sequence[str], log: str | None = None) -> subprocess.Popen[bytes]:
-    """Start `command` with the step probe installed; a missing program is bad input."""
-    from gputop.sources.launch import start_under_probe
+def start_probed(
+    command: Sequence[str], log: str | None = None, new_log: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start `command` with the step probe installed; a bad command or log is bad input."""
+    from gputop.sources.launch import LogError, start_under_probe
 
     try:
-        return start_under_probe(list(command), log=log)
+        return start_under_probe(list(command), log=log, new_log=new_log)
+    except LogError as exc:
+        raise BadInput(str(exc)) from None
     except FileNotFoundError:
         raise BadInput(f"command not found: {command[0]}") from None
     except PermissionError:
         raise BadInput(f"command not executable: {command[0]}") from None
     except IsADirectoryError:
         raise BadInput(f"command is a directory: {command[0]}") from None
+    except OSError as exc:
+        raise BadInput(f"cannot start {command[0]}: {exc.strerror}") from None
 
 
 def _all_ranks_open(attached: Sequence[AttachState]) -> bool:

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from types import FrameType
+from typing import NamedTuple
 
 import gputop.probe
 
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_boot")
 
 
@@ -24,21 +26,72 @@ def probe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+class LogError(Exception):
+    """The file for the command's output cannot be opened; the message names it and why."""
+
+
+class RunLog(NamedTuple):
+    """An open log for the command's output; `created`: gputop made the file just now."""
+
+    fd: int
+    path: str
+    created: bool
+
+
+def open_log(path: str, new: bool = False) -> RunLog:
+    """Open `path` to append to, never truncating it; `new`: it must not exist (nor be a link).
+
+    Created exclusively first, so we know whether the file is ours to remove again.
+    """
+    try:
+        fd = os.open(path, _LOG_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+        return RunLog(fd, path, created=True)
+    except FileExistsError as exc:
+        if new:
+            raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
+    except OSError as exc:
+        raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
+    try:
+        return RunLog(os.open(path, _LOG_FLAGS), path, created=False)
+    except OSError as exc:
+        raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
+
+
+def discard_log(log: RunLog) -> None:
+    """Close the log of a command that never started; remove it if gputop created it."""
+    try:
+        if log.created:
+            ours = os.fstat(log.fd)
+            there = os.stat(log.path, follow_symlinks=False)
+            if (ours.st_dev, ours.st_ino) == (there.st_dev, there.st_ino) and not there.st_size:
+                os.unlink(log.path)
+    except OSError:
+        pass  # already gone or replaced: nothing of ours to remove
+    finally:
+        os.close(log.fd)
+
+
 def start_under_probe(
     command: Sequence[str], env: Mapping[str, str] | None = None, forward_sigint: bool = True,
-    log: str | None = None,
+    log: str | None = None, new_log: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop.
 
     With `log`, the child's output goes to that file and its stdin is empty: the terminal
-    belongs to the TUI, and a trainer's progress bars would tear it.
+    belongs to the TUI, and a trainer's progress bars would tear it. An unwritable log
+    raises LogError; a command that cannot start raises OSError and leaves no log it made.
     """
     if log is None:
         child = subprocess.Popen(list(command), env=probe_env(env))
     else:
-        with open(log, "ab") as out:
+        out = open_log(log, new=new_log)
+        try:
             child = subprocess.Popen(list(command), env=probe_env(env), stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=subprocess.STDOUT)
+                                     stdout=out.fd, stderr=subprocess.STDOUT)
+        except BaseException:
+            discard_log(out)
+            raise
+        os.close(out.fd)
     if forward_sigint:
         _forward_sigint(child)
     return child

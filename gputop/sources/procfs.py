@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Container
 from typing import NamedTuple
 
 CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOOK_FLAGS = os.O_PATH | os.O_CLOEXEC
+_CHUNK = 1 << 16
 
 
 class ProcStat(NamedTuple):
@@ -146,19 +150,107 @@ def parse_uptime(text: str) -> float | None:
         return None
 
 
-def read_bytes(path: str, limit: int = 1 << 20) -> bytes | None:
-    """A whole (small) file, or None when it vanished or is unreadable."""
+def read_bytes(path: str, limit: int = 1 << 20, dir_fd: int | None = None) -> bytes | None:
+    """A whole regular file up to `limit` bytes, or None: vanished, unreadable or not regular.
+
+    For paths gputop chose (/proc, /sys). A final symlink is not followed and a FIFO does
+    not block the open; read until EOF, since /proc's seq files give a page per read.
+    """
     try:
-        with open(path, "rb", buffering=0) as f:
-            return f.read(limit)
+        fd = os.open(path, _READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return _read_up_to(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_regular_beneath(
+    root: str, path: str, limit: int = 1 << 20, dir_fd: int | None = None
+) -> bytes | None:
+    """The regular file at absolute `path` seen from directory `root`, or None.
+
+    For paths someone else named: each component is looked up alone without following a
+    symlink ("." and ".." refused), and the file is opened for reading only after an
+    O_PATH look (no side effect, even on a device) found it regular and at most `limit`.
+    """
+    names = path.strip("/").split("/")
+    if any(name in ("", ".", "..") for name in names):
+        return None
+    found = _open_path_beneath(root, names, dir_fd)
+    if found is None:
+        return None
+    try:
+        seen = os.fstat(found)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_size > limit:
+            return None
+        fd = os.open(f"/proc/self/fd/{found}", _READ_FLAGS & ~os.O_NOFOLLOW)  # the inode seen
+    except OSError:
+        return None
+    finally:
+        os.close(found)
+    try:
+        return _read_up_to(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _open_path_beneath(root: str, names: list[str], dir_fd: int | None) -> int | None:
+    """An O_PATH fd of root/names[0]/..., no component a symlink, or None."""
+    try:
+        fd = os.open(root, _LOOK_FLAGS | os.O_DIRECTORY, dir_fd=dir_fd)
+    except OSError:
+        return None
+    last = len(names) - 1
+    for i, name in enumerate(names):
+        flags = _LOOK_FLAGS | os.O_NOFOLLOW | (os.O_DIRECTORY if i < last else 0)
+        try:
+            inner: int | None = os.open(name, flags, dir_fd=fd)
+        except OSError:
+            inner = None
+        finally:
+            os.close(fd)
+        if inner is None:
+            return None
+        fd = inner
+    return fd
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    """Everything `fd` gives until EOF, at most `limit` bytes."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_text(path: str) -> str | None:
     """A whole small text file, or None."""
     data = read_bytes(path)
     return None if data is None else data.decode("utf-8", "replace")
+
+
+def parse_status_uids(data: bytes) -> tuple[int, ...] | None:
+    """Real, effective, saved and filesystem uid from the `Uid:` line of /proc/PID/status."""
+    for line in data.splitlines():
+        if line.startswith(b"Uid:"):
+            fields = line.split()[1:]
+            if len(fields) != 4 or not all(f.isdigit() for f in fields):
+                return None
+            return tuple(int(f) for f in fields)
+    return None
 
 
 def list_pids(proc_root: str = "/proc") -> list[int]:
