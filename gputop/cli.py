@@ -51,13 +51,14 @@ def _pid(text: str) -> int:
 
 
 def _gpu_count(text: str) -> int:
-    from gputop.sources.simulated import check_count
+    from gputop.wiring import check_gpu_count
 
     try:
-        return check_count(int(text))
-    except ValueError as exc:
-        message = str(exc) if text.strip().lstrip("-").isdigit() else f"not a GPU count: {text!r}"
-        raise argparse.ArgumentTypeError(message) from None
+        return check_gpu_count(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a GPU count: {text!r}") from None
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,7 +112,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --once (see gputop --help)")
     if args.gpus is not None and args.demo is None:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
-    from gputop.wiring import build_sampler, check_attach, check_scenario
+    from gputop.wiring import check_attach, check_scenario
 
     if args.demo is not None:
         check_scenario(args.demo)
@@ -120,16 +121,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.once:
         return _once(args)
     try:
-        from gputop.tui.launch import run_live
+        from gputop.wiring import run_live
 
-        return run_live(
-            interval_s=args.interval,
-            demo=args.demo,
-            gpus=args.gpus,
-            membw=args.membw,
-            attach_pid=args.attach,
-            build_sampler=build_sampler,
-        )
+        return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
+                        membw=args.membw, attach_pid=args.attach)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -172,17 +167,15 @@ def _run(argv: list[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("run needs a command: gputop run -- python train.py")
-    from gputop.wiring import build_sampler, start_probed
+    from gputop.wiring import start_probed
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return _run_without_terminal(command, args)
     log = args.log or f"gputop-run-{os.getpid()}.log"
     child = start_probed(command, log=log, new_log=args.log is None)  # our name: a new file
-    from gputop.tui.launch import run_attached_child
+    from gputop.wiring import run_attached_child
 
-    code = run_attached_child(
-        child, interval_s=args.interval, membw=args.membw, build_sampler=build_sampler
-    )
+    code = run_attached_child(child, interval_s=args.interval, membw=args.membw)
     print(f"gputop: {command[0]} exited with code {code}; its output is in {log}",
           file=sys.stderr)
     return code
@@ -190,8 +183,8 @@ def _run(argv: list[str]) -> int:
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
     """No terminal for a TUI: CMD keeps our stdio, and its step summary is printed at the end."""
+    from gputop.children import exit_status
     from gputop.export.text import attach_summary, write_text
-    from gputop.sources.launch import exit_status
     from gputop.wiring import build_sampler, start_probed, watch_child
 
     sampler = build_sampler(membw=args.membw, interval_s=args.interval, advice_after=1)

@@ -1,15 +1,16 @@
-"""Builds the sampler users get from the command-line choices; the one place sources are chosen."""
+"""Builds what users run from the command-line choices: the one place sources are chosen and
+child processes (the demo trainer, `gputop run`'s command) are started and stopped. The TUI
+receives a ready sampler and never imports a source."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
-    import subprocess
-
     from gputop.model import AttachState, Frame
 
 
@@ -23,6 +24,16 @@ def check_scenario(name: str) -> None:
 
     try:
         simulated.check_scenario(name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def check_gpu_count(count: int) -> int:
+    """The number of simulated GPUs, if it is one the simulation offers."""
+    from gputop.sources import simulated
+
+    try:
+        return simulated.check_count(count)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
 
@@ -44,6 +55,7 @@ def build_sampler(
     interval_s: float = 1.0,
     advice_after: int = 2,
     defer: bool = False,
+    owner_pids: Sequence[int] = (),
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
 
@@ -55,7 +67,8 @@ def build_sampler(
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
-    gpu = open_gpu_source(simulate=demo) if gpus is None else open_gpu_source(demo, count=gpus)
+    gpu = (open_gpu_source(simulate=demo, owner_pids=owner_pids) if gpus is None
+           else open_gpu_source(demo, count=gpus, owner_pids=owner_pids))
     sampler = Sampler(
         gpu=gpu, host=ProcHostSource(), processes=ProcProcessSource(), interval_s=interval_s
     )
@@ -78,7 +91,7 @@ def start_probed(
     command: Sequence[str], log: str | None = None, new_log: bool = False
 ) -> subprocess.Popen[bytes]:
     """Start `command` with the step probe installed; a bad command or log is bad input."""
-    from gputop.sources.launch import LogError, start_under_probe
+    from gputop.children import LogError, start_under_probe
 
     try:
         return start_under_probe(list(command), log=log, new_log=new_log)
@@ -117,3 +130,45 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
             attached = rings.sample() if rings is not None else ()
             ring_open = _all_ranks_open(attached)
     return sampler.sample()
+
+
+def run_live(
+    *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
+    membw: str = "auto", attach_pid: int | None = None,
+) -> int:
+    """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0."""
+    from gputop.tui import run_tui
+
+    trainer = None
+    if demo is not None:
+        from gputop.children import start_demo_trainer
+
+        trainer = start_demo_trainer()
+    try:
+        sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
+                                defer=True, owner_pids=[trainer.pid] if trainer else ())
+        target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
+        return run_tui(sampler, attach_pid=target)
+    finally:
+        if trainer is not None:
+            trainer.stop()
+
+
+def run_attached_child(
+    child: subprocess.Popen[bytes], *, interval_s: float = 1.0, membw: str = "auto"
+) -> int:
+    """`gputop run`: the TUI attached to `child`; returns the child's exit code."""
+    from gputop.children import exit_status
+    from gputop.tui import run_tui
+
+    try:
+        sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
+        run_tui(sampler, attach_pid=child.pid)
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+    return exit_status(child.wait())

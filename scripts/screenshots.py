@@ -23,7 +23,7 @@ SCENARIOS = ("data-starved", "compute-bound")
 
 async def shoot(scenario: str, size: tuple[int, int]) -> Path:
     """One screenshot of `scenario` at `size` after 70 s of history."""
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     starved = scenario == "data-starved"
     async with app.run_test(size=size) as pilot:
         for frame in frames(scenario, 70, attach=starved, advice=starved):

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from gputop.analysis.steps import input_straggler
+from gputop.children import start_under_probe
 from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
-from gputop.sources.launch import start_under_probe
 from gputop.tui.views.steps import step_lines
 from tests.probe_helpers import ROOT, TRAINERS, trainer_env
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.launch import probe_env, start_under_probe
+from gputop.children import probe_env, start_under_probe
 from tests.probe_helpers import ROOT, TRAINERS, run_probed, trainer_env, watch_process
 
 pytest.importorskip("torch")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources import launch
+from gputop import children as launch
 from gputop.wiring import BadInput, start_probed
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gputop.model import Frame
     from gputop.tui.app import FrameFeed, GputopApp
-    from gputop.tui.demo import DemoTrainer
     from gputop.tui.splash import Splash
 
 __all__ = ["build_app", "run_tui"]
@@ -20,20 +19,18 @@ def build_app(
     sampler: FrameFeed,
     *,
     attach_pid: int | None = None,
-    demo: DemoTrainer | None = None,
     start: bool = True,
     splash: Splash | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
 
-    `attach_pid` (or else the demo trainer) is attached now if its ring exists, otherwise
-    as soon as a frame shows it with a probe. A `splash` shows the frames until the app
-    draws; its driver takes the terminal over from it.
+    `attach_pid` is attached from the first tick on (its rings are read as they appear).
+    A `splash` shows the frames until the app draws; its driver takes the terminal over.
     """
     from gputop.tui.slot import FrameSlot
 
     slot = FrameSlot()
-    pending = attach_pid if attach_pid is not None else (demo.pid if demo else None)
+    pending = attach_pid
     if start:
         if pending is not None or splash is None:
             sampler.add_deferred_sources()  # attach first, so the first frame has steps
@@ -48,7 +45,7 @@ def build_app(
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
 
-    app = GputopApp(sampler, attach_pid=pending, demo=demo, slot=slot,
+    app = GputopApp(sampler, attach_pid=pending, slot=slot,
                     driver_class=QuietLinuxDriver)
     app.splash = splash
     return app
@@ -76,9 +73,9 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 
 
 def run_tui(
-    sampler: FrameFeed, *, attach_pid: int | None = None, demo: DemoTrainer | None = None
+    sampler: FrameFeed, *, attach_pid: int | None = None
 ) -> int:
-    """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM; stop the sampler and any demo trainer.
+    """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM, then stop the sampler.
 
     On a terminal a plain-text splash shows the first frames while Textual imports; Ctrl-C,
     SIGHUP or SIGTERM before the app is up end the run as q would, with the terminal restored.
@@ -89,7 +86,7 @@ def run_tui(
     failed = False
     try:
         try:
-            app = build_app(sampler, attach_pid=attach_pid, demo=demo, splash=splash)
+            app = build_app(sampler, attach_pid=attach_pid, splash=splash)
             if splash is not None:
                 splash.stop()
             failed = True
@@ -101,6 +98,4 @@ def run_tui(
         if splash is not None:
             splash.close(failed=failed)
         sampler.stop()
-        if demo is not None:
-            demo.stop()
     return app.return_code or 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -38,7 +39,8 @@ class FrameFeed(Protocol):
     @property
     def paused(self) -> bool: ...
 
-    def start(self, on_frame: object, *, on_prime: object = None) -> None: ...
+    def start(self, on_frame: Callable[[Frame], None], *,
+              on_prime: Callable[[Frame], None] | None = None) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -74,12 +76,11 @@ class GputopApp(App[int]):
     ]
 
     def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,  # still to attach
-                 demo: object | None = None, slot: FrameSlot | None = None,
+                 slot: FrameSlot | None = None,
                  **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.sampler = sampler
         self.attach_pid = attach_pid
-        self.demo = demo
         self.frame: Frame | None = None
         self.history = History()
         self.state = TableState()

@@ -1,4 +1,5 @@
-"""Starts a command with the probe installed (environment + sitecustomize) for `gputop run`."""
+"""Child processes gputop starts: `gputop run`'s command under the probe (environment +
+sitecustomize), and the demo trainer that `gputop --demo` shows on simulated GPU 0."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import NamedTuple
 
@@ -130,3 +132,39 @@ def _terminal_sent_it() -> bool:
         return bool(termios.tcgetattr(fd)[3] & termios.ISIG)
     except (OSError, ValueError, AttributeError, ImportError):
         return False
+
+
+@dataclass
+class DemoTrainer:
+    """A running `python -m gputop.demo_trainer`; it also exits by itself when gputop dies."""
+
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        """The trainer's PID: simulated GPU 0's owner."""
+        return self.process.pid
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """Terminate the trainer (its workers follow it) and reap it."""
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout_s)
+
+
+def start_demo_trainer(workers: int = 3, extra_args: Sequence[str] = ()) -> DemoTrainer:
+    """Start the demo trainer quietly in the background, with this gputop on its path."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gputop.demo_trainer", "--workers", str(workers), *extra_args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, close_fds=True,
+    )
+    return DemoTrainer(process)
