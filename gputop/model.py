@@ -245,7 +245,6 @@ class Frame:
     attached: tuple[AttachState, ...] = ()
     advice: tuple[Advice, ...] = ()
     sample_cost_s: float = field(default=0.0, compare=False)
-    notes: tuple[str, ...] = ()
 
     @property
     def simulated(self) -> bool:
