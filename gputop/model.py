@@ -301,7 +301,6 @@ class Frame:
     attached: tuple[AttachState, ...] = ()
     advice: tuple[Advice, ...] = ()
     sample_cost_s: float = field(default=0.0, compare=False)
-    notes: tuple[str, ...] = ()
     straggler: InputStraggler | None = None
     errors: tuple[SourceError, ...] = ()
 

@@ -71,7 +71,7 @@ def test_membw_section_is_labelled_with_its_source() -> None:
 def test_once_text_is_readable() -> None:
     out = gputop("--demo", "data-starved", "--once", "--interval", "0.3", "--membw", "off")
     assert out.returncode == 0, out.stderr
-    assert "SIMULATED GPUs (scenario data-starved)" in out.stdout
+    assert "SIMULATED GPUs — scenario data-starved — not real hardware" in out.stdout
     assert "PROCESSES" in out.stdout and "Simulated" in out.stdout
 
 

@@ -40,7 +40,7 @@ def test_text_without_gpus_says_cpu_only_and_na() -> None:
     f = replace(f, gpu=replace(f.gpu, gpus=(replace(gpu(), temperature_c=None, power_w=None),),
                                source="nvml"))
     text = render(frame())
-    assert "CPU-only mode: no NVIDIA driver" in text
+    assert "CPU-only mode — no NVIDIA driver" in text
     assert " n/a " in render(f)
 
 

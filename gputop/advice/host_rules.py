@@ -93,24 +93,15 @@ def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
     cores = ctx.frame.host.cpu_count
     workers = num_workers(ctx, state) or 0
     free = max(1, cores - workers)
-    out = []
-    if config.num_threads > free or config.num_threads < free // 2:
-        out.append(Advice(
-            id="cpu-threads",
-            severity="warn" if config.num_threads > free else "info",
-            title="Intra-op threads don't match the free cores",
-            evidence=f"torch.get_num_threads()={config.num_threads} on {cores} cores with "
-            f"{counted(workers, 'DataLoader worker')} ({counted(free, 'core')} left for compute)",
-            action=f"Call torch.set_num_threads({free}) when training flat out "
-            "(fewer if the machine must serve other work).",
-        ))
-    if dict(config.extra).get("onednn") == "False":
-        out.append(Advice(
-            id="cpu-threads",
-            severity="info",
-            title="This torch build has no oneDNN (MKL-DNN)",
-            evidence="torch.backends.mkldnn.is_available() is False",
-            action="Install a torch build with oneDNN: CPU training ran about 1.5x faster with it.",
-        ))
-    return out[:1]
+    if free // 2 <= config.num_threads <= free:
+        return []
+    return [Advice(
+        id="cpu-threads",
+        severity="warn" if config.num_threads > free else "info",
+        title="Intra-op threads don't match the free cores",
+        evidence=f"torch.get_num_threads()={config.num_threads} on {cores} cores with "
+        f"{counted(workers, 'DataLoader worker')} ({counted(free, 'core')} left for compute)",
+        action=f"Call torch.set_num_threads({free}) when training flat out "
+        "(fewer if the machine must serve other work).",
+    )]
 

@@ -43,7 +43,6 @@ def snapshot(frame: Frame) -> dict[str, Any]:
         "attach": attach_json(frame.attached[0]) if frame.attached else None,
         "attach_ranks": [attach_json(a) for a in frame.attached[1:]],
         "advice": [advice_json(a) for a in frame.advice],
-        "notes": list(frame.notes),
         "sample_cost_s": frame.sample_cost_s,
     }
 

@@ -59,10 +59,9 @@ def _header(frame: Frame) -> list[str]:
         f"   SWAP {fmt.size(host.swap_used_bytes)} / {fmt.size(host.swap_total_bytes)}"
         f"   up {fmt.uptime(host.uptime_s)}",
     ]
-    if frame.gpu.source == "none":
-        lines.insert(1, f"CPU-only mode: {frame.gpu.note or 'no NVIDIA GPU available'}")
-    elif frame.simulated:
-        lines.insert(1, f"SIMULATED GPUs (scenario {frame.gpu.scenario}): not real hardware")
+    banner = fmt.gpu_banner(frame.gpu)
+    if banner:
+        lines.insert(1, banner)
     return lines
 
 

@@ -91,10 +91,6 @@ class GputopApp(App[int]):
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
-    def deliver(self, frame: Frame) -> None:
-        """Called on the sampler thread: park the frame and wake the UI (bursts collapse)."""
-        self.slot.put(frame)
-
     def _wake(self) -> None:
         self.post_message(FrameReady())
 

@@ -31,9 +31,9 @@ def render(frame: Frame, width: int, height: int, *, rates: bool = True) -> str:
     """One full-screen paint of `frame`; without `rates` (a first sample) no %CPU is shown."""
     width, height = max(width, 1), max(height, 1)
     lines: list[tuple[str, str]] = [(_header(frame), _REVERSE)]
-    banner = _banner(frame)
+    banner = fmt.gpu_banner(frame.gpu)
     if banner:
-        lines.append((banner, _YELLOW))
+        lines.append((f" {banner}", _YELLOW))
     lines += [(_gpu_line(g), "") for g in frame.gpu.gpus]
     lines.append((LOADING, _DIM))
     room = height - len(lines) - 1
@@ -59,15 +59,6 @@ def _header(frame: Frame) -> str:
     load = " ".join(f"{value:.2f}" for value in host.load_average)
     return (f"gputop  {host.hostname}  CPU {fmt.percent(host.cpu_percent)} of {host.cpu_count}"
             f"  mem {fmt.size(mem_used)}/{fmt.size(host.memory_total_bytes)}  load {load}")
-
-
-def _banner(frame: Frame) -> str | None:
-    gpu = frame.gpu
-    if gpu.source == "none":
-        return f" CPU-only mode — {gpu.note or 'NVML could not be loaded'}"
-    if gpu.source == "simulated":
-        return f" SIMULATED GPUs — scenario {gpu.scenario or 'default'} — not real hardware"
-    return None
 
 
 def _gpu_line(g: GpuSample) -> str:

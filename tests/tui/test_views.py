@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gputop import fmt
 from gputop.analysis.steps import input_straggler
 from gputop.model import Advice
-from gputop.tui import format as fmt
+from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import width_of
 from gputop.tui.views.advice import advice_lines
@@ -22,11 +23,12 @@ def _text(line) -> str:
 
 
 def test_compact_units() -> None:
-    assert fmt.size(1536) == "1.5K" and fmt.size(None) == "n/a" and fmt.size(512) == "512B"
-    assert fmt.rate(2.5e9) == "2.5G/s" and fmt.duration_ns(1_500_000) == "1.5ms"
+    assert fmt.short_size(1536) == "1.5K" and fmt.short_size(None) == "n/a"
+    assert fmt.short_size(512) == "512B"
+    assert fmt.short_rate(2.5e9) == "2.5G/s" and fmt.short_duration_ns(1_500_000) == "1.5ms"
     assert fmt.cpu_time(3725.5) == "1:02:05" and fmt.cpu_time(65.25) == "1:05.25"
-    assert fmt.bar(0.5, 4) == "██  " and fmt.bar(None, 3) == "   "
-    assert fmt.sparkline([0, 50, 100, None], 6) == "  ▁▄█ "
+    assert cells.bar(0.5, 4) == "██  " and cells.bar(None, 3) == "   "
+    assert cells.sparkline([0, 50, 100, None], 6) == "  ▁▄█ "
 
 
 def test_unknown_gpu_fields_show_na_and_a_lost_gpu_says_lost() -> None:

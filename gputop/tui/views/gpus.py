@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputop import fmt
 from gputop.model import GpuSample
-from gputop.tui import format as fmt
+from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip, plain
 
@@ -71,30 +72,32 @@ def gpu_row(gpu: GpuSample, history: History, width: int) -> Line:
 
     spans: list[Span] = [(label, "bold")]
     if name_w:
-        spans.append((fmt.fit(_short_name(gpu.name), name_w) + " ", "dim"))
+        spans.append((cells.fit(_short_name(gpu.name), name_w) + " ", "dim"))
     spans += [
         (" ", "plain"),
-        *bar_spans(fmt.bar_parts(util_frac, util_w), _util_style(util_frac, mem_frac)),
+        *bar_spans(cells.bar_parts(util_frac, util_w), _util_style(util_frac, mem_frac)),
         (f"{fmt.percent(gpu.util_percent):>5} ", _util_style(util_frac, mem_frac)),
     ]
     if spark_w:
-        spans.append((fmt.sparkline(history.util(gpu.index), spark_w) + " ", "accent"))
+        spans.append((cells.sparkline(history.util(gpu.index), spark_w) + " ", "accent"))
     spans += [
-        ("mem ", "dim"), *bar_spans(fmt.bar_parts(mem_frac, mem_w), fmt.level(mem_frac)),
-        (mem_text, fmt.level(mem_frac)),
+        ("mem ", "dim"), *bar_spans(cells.bar_parts(mem_frac, mem_w), cells.level(mem_frac)),
+        (mem_text, cells.level(mem_frac)),
     ]
     if "temp" in optional:
         spans.append((f"{_temp(gpu.temperature_c):>{_TEMP_W}}", _temp_style(gpu.temperature_c)))
     if "power" in optional:
         spans.append((f"{_power(gpu):>{_POWER_W}}", "plain"))
     if "pcie" in optional:
-        pcie = f"↓{fmt.rate(gpu.pcie_rx_bytes_per_s)} ↑{fmt.rate(gpu.pcie_tx_bytes_per_s)}"
+        rx, tx = fmt.short_rate(gpu.pcie_rx_bytes_per_s), fmt.short_rate(gpu.pcie_tx_bytes_per_s)
+        pcie = f"↓{rx} ↑{tx}"
         spans.append((f"{pcie:>{_PCIE_W}}", "dim"))
     return clip(tuple(spans), width)
 
 
 def _mem(gpu: GpuSample) -> str:
-    return f"{fmt.size(gpu.memory_used_bytes)}/{fmt.size(gpu.memory_total_bytes)}".rjust(11)
+    used, total = fmt.short_size(gpu.memory_used_bytes), fmt.short_size(gpu.memory_total_bytes)
+    return f"{used}/{total}".rjust(11)
 
 
 def _temp(value: float | None) -> str:
@@ -125,4 +128,4 @@ def _util_style(util_frac: float | None, mem_frac: float | None) -> str:
 
 
 def _temp_style(value: float | None) -> str:
-    return fmt.level(None if value is None else value / 100, warn=0.8, crit=0.87)
+    return cells.level(None if value is None else value / 100, warn=0.8, crit=0.87)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from gputop import fmt
 from gputop.model import Frame, SourceName
-from gputop.tui import format as fmt
+from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 
 
@@ -24,22 +25,25 @@ def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> li
         (f"  up {fmt.uptime(host.uptime_s)}", "plain"),
         (f"  load {load}", "plain"),
         ("  CPU ", "dim"),
-        (fmt.percent(host.cpu_percent), fmt.level(cpu_frac)),
+        (fmt.percent(host.cpu_percent), cells.level(cpu_frac)),
         (f" of {host.cpu_count}" if wide else "", "dim"),
         ("  mem ", "dim"),
-        (f"{fmt.size(mem_used)}/{fmt.size(host.memory_total_bytes)}", fmt.level(mem_frac)),
+        (
+            f"{fmt.short_size(mem_used)}/{fmt.short_size(host.memory_total_bytes)}",
+            cells.level(mem_frac),
+        ),
         ("  swap ", "dim"),
         (
-            f"{fmt.size(host.swap_used_bytes)}/{fmt.size(host.swap_total_bytes)}",
-            fmt.level(swap_frac, warn=0.25, crit=0.6),
+            f"{fmt.short_size(host.swap_used_bytes)}/{fmt.short_size(host.swap_total_bytes)}",
+            cells.level(swap_frac, warn=0.25, crit=0.6),
         ),
     ]
     if paused:
         spans.insert(1, ("PAUSED ", "banner-crit"))
     lines = [clip(tuple(spans), width)]
-    banner = banner_text(frame)
+    banner = fmt.gpu_banner(frame.gpu)
     if banner:
-        lines.append(((banner.ljust(width)[: max(width, 1)], "banner"),))
+        lines.append(((f" {banner}".ljust(width)[: max(width, 1)], "banner"),))
     return lines + error_lines(frame, width, "host", "processes", "sampler")
 
 
@@ -47,14 +51,3 @@ def error_lines(frame: Frame, width: int, *sources: SourceName) -> list[Line]:
     """One line for each of `sources` that failed this tick, for the pane that shows it."""
     return [clip(((f" {err.line()}", "banner-crit"),), width)
             for err in frame.errors if err.source in sources]
-
-
-def banner_text(frame: Frame) -> str | None:
-    """The warning line for GPU data that is absent or not real."""
-    gpu = frame.gpu
-    if gpu.source == "none":
-        return f" CPU-only mode — {gpu.note or 'NVML could not be loaded'}"
-    if gpu.source == "simulated":
-        scenario = gpu.scenario or "default"
-        return f" SIMULATED GPUs — scenario {scenario} — not real hardware"
-    return None

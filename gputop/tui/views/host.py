@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from gputop import fmt
 from gputop.model import HostSample, MemoryBandwidthSample
-from gputop.tui import format as fmt
+from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip
 
@@ -32,15 +33,16 @@ def core_lines(per_cpu: tuple[float, ...], width: int, max_rows: int) -> list[Li
         spans: list[Span] = [("cpu", "dim")]
         for index, value in enumerate(per_cpu):
             frac = value / 100
-            spans += [(f"{index:>3} ", "dim"), *bar_spans(fmt.bar_parts(frac, 4), fmt.level(frac)),
-                      (f"{value:>3.0f}", fmt.level(frac))]
+            style = cells.level(frac)
+            spans += [(f"{index:>3} ", "dim"), *bar_spans(cells.bar_parts(frac, 4), style),
+                      (f"{value:>3.0f}", style)]
         return [clip(tuple(spans), width)]
     per_row = max(1, width - label_w)
     rows: list[Line] = []
     for start in range(0, len(per_cpu), per_row):
         chunk = per_cpu[start:start + per_row]
         spans = [("cpu " if start == 0 else "    ", "dim")]
-        spans += [(_glyph(value), fmt.level(value / 100)) for value in chunk]
+        spans += [(_glyph(value), cells.level(value / 100)) for value in chunk]
         rows.append(_merge(spans))
     if len(rows) > max_rows:
         rows = rows[:max_rows]
@@ -53,14 +55,14 @@ def memory_line(host: HostSample, width: int) -> Line:
     mem_frac = used / host.memory_total_bytes if host.memory_total_bytes else None
     swap_frac = host.swap_used_bytes / host.swap_total_bytes if host.swap_total_bytes else None
     bar_w = max(4, min(24, (width - 44) // 2))
-    mem_text = f" {fmt.size(used)}/{fmt.size(host.memory_total_bytes)}"
-    swap_text = f" {fmt.size(host.swap_used_bytes)}/{fmt.size(host.swap_total_bytes)}"
+    mem_text = f" {fmt.short_size(used)}/{fmt.short_size(host.memory_total_bytes)}"
+    swap_text = f" {fmt.short_size(host.swap_used_bytes)}/{fmt.short_size(host.swap_total_bytes)}"
     return clip((
-        ("mem ", "dim"), *bar_spans(fmt.bar_parts(mem_frac, bar_w), fmt.level(mem_frac)),
-        (f"{mem_text:<14}", fmt.level(mem_frac)),
+        ("mem ", "dim"), *bar_spans(cells.bar_parts(mem_frac, bar_w), cells.level(mem_frac)),
+        (f"{mem_text:<14}", cells.level(mem_frac)),
         ("swap ", "dim"),
-        *bar_spans(fmt.bar_parts(swap_frac, bar_w), fmt.level(swap_frac, warn=0.25, crit=0.6)),
-        (swap_text, fmt.level(swap_frac, warn=0.25, crit=0.6)),
+        *bar_spans(cells.bar_parts(swap_frac, bar_w), cells.level(swap_frac, warn=0.25, crit=0.6)),
+        (swap_text, cells.level(swap_frac, warn=0.25, crit=0.6)),
     ), width)
 
 
@@ -68,18 +70,19 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
     """The bandwidth gauge: value or pressure, peak, PSI, swap-in, faults, labelled by source."""
     load = history.membw[-1] if history.membw else None
     frac = None if load is None else load / 100
-    style = fmt.level(frac, warn=0.6, crit=0.85)
+    style = cells.level(frac, warn=0.6, crit=0.85)
     if sample.read_bytes_per_s is not None:
         total = sample.read_bytes_per_s + (sample.write_bytes_per_s or 0.0)
-        value = f" {fmt.rate(total)}"
-        detail = (f" rd {fmt.rate(sample.read_bytes_per_s)}"
-                  f" wr {fmt.rate(sample.write_bytes_per_s)}"
-                  f" peak {fmt.rate(sample.peak_bytes_per_s)}")
+        value = f" {fmt.short_rate(total)}"
+        detail = (f" rd {fmt.short_rate(sample.read_bytes_per_s)}"
+                  f" wr {fmt.short_rate(sample.write_bytes_per_s)}"
+                  f" peak {fmt.short_rate(sample.peak_bytes_per_s)}")
     else:
         value = f" {fmt.percent(load)} pressure"
-        detail = f" peak {fmt.rate(sample.peak_bytes_per_s)}" if sample.peak_bytes_per_s else ""
+        peak = sample.peak_bytes_per_s
+        detail = f" peak {fmt.short_rate(peak)}" if peak else ""
     psi = (f"  PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}")
-    psi_style = fmt.level(
+    psi_style = cells.level(
         None if sample.psi_some_avg10 is None else sample.psi_some_avg10 / 100,
         warn=0.05, crit=0.2,
     )
@@ -87,14 +90,14 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
               f"  majflt {_num(sample.major_faults_per_s)}/s")
     fault_style = "warn" if (sample.swap_in_per_s or 0) > 0 else "dim"
     spans: list[Span] = [
-        ("membw ", "dim"), *bar_spans(fmt.bar_parts(frac, 10), style),
+        ("membw ", "dim"), *bar_spans(cells.bar_parts(frac, 10), style),
         (value, style), (f" [{sample.source}, {sample.confidence}]", "dim"),
         (psi, psi_style), (faults, fault_style), (detail, "dim"),
     ]
     used = sum(len(text) for text, _ in spans)
     spark_w = min(40, width - used - 2)
     if spark_w >= 8:
-        spans.append(("  " + fmt.sparkline(history.membw, spark_w), "accent"))
+        spans.append(("  " + cells.sparkline(history.membw, spark_w), "accent"))
     if sample.note and width - used - 2 - max(spark_w, 0) > 12:
         spans.append((f"  {sample.note}", "dim"))
     return clip(tuple(spans), width)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gputop import fmt
 from gputop.model import Frame, ProcessSample, TrainerGroup
-from gputop.tui import format as fmt
+from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 
 SORT_KEYS: dict[str, str] = {"cpu": "%CPU", "rss": "RSS", "gpu": "GPU MEM", "pid": "PID",
@@ -145,14 +146,13 @@ def header_line(columns: Sequence[Column], state: TableState, width: int) -> Lin
 def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) -> Line:
     """One process in `width` cells; the whole line takes the cursor style when selected."""
     proc = row.process
-    cells: list[Span] = []
+    spans: list[Span] = []
     for column in columns:
         text, style = _cell(column.name, proc)
         align = text.ljust if column.name in ("USER", "GPU") else text.rjust
-        cells.append((fmt.fit(align(column.width), column.width) + " ", style))
-    used = sum(c.width + 1 for c in columns)
-    cells += _command(row, max(0, width - used))
-    line = clip(tuple(cells), width)
+        spans.append((cells.fit(align(column.width), column.width) + " ", style))
+    spans += _command(row)
+    line = clip(tuple(spans), width)
     if selected:
         text = "".join(t for t, _ in line)
         return ((text.ljust(width), "cursor"),)
@@ -169,7 +169,7 @@ def _cell(name: str, proc: ProcessSample) -> tuple[str, str]:
     if name == "GPU MEM":
         if proc.gpu_memory_bytes is None:
             return ("n/a" if proc.gpu_indices else "-"), "dim"
-        return fmt.size(proc.gpu_memory_bytes), "accent"
+        return fmt.short_size(proc.gpu_memory_bytes), "accent"
     if name == "%CPU":
         if proc.cpu_percent is None:
             return "—", "dim"
@@ -177,13 +177,13 @@ def _cell(name: str, proc: ProcessSample) -> tuple[str, str]:
     if name == "THR":
         return ("—" if proc.num_threads is None else str(proc.num_threads)), "plain"
     if name == "RSS":
-        return ("—" if proc.rss_bytes is None else fmt.size(proc.rss_bytes)), "plain"
+        return ("—" if proc.rss_bytes is None else fmt.short_size(proc.rss_bytes)), "plain"
     if name == "TIME":
         return ("—" if proc.cpu_time_s is None else fmt.cpu_time(proc.cpu_time_s)), "dim"
     return "", "plain"
 
 
-def _command(row: Row, width: int) -> list[Span]:
+def _command(row: Row) -> list[Span]:
     proc = row.process
     command = " ".join(proc.cmdline) if proc.cmdline else f"[{proc.name}]"
     if not proc.in_proc:

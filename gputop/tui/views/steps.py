@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputop import fmt
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
-from gputop.tui import format as fmt
 from gputop.tui.lines import Line, Span, clip
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")
@@ -76,8 +76,8 @@ def summary_line(summary: StepSummary, dropped: int) -> Line:
         (f"{summary.steps} steps  ", "plain"),
         ("input ", "dim"), (share, band_style), (f" ({summary.band})", band_style),
         ("  ", "plain"), (summary.verdict, verdict_style),
-        (f"  med {fmt.duration_ns(summary.median_step_ns)}", "plain"),
-        (f" p95 {fmt.duration_ns(summary.p95_step_ns)}", "plain"),
+        (f"  med {fmt.short_duration_ns(summary.median_step_ns)}", "plain"),
+        (f" p95 {fmt.short_duration_ns(summary.p95_step_ns)}", "plain"),
         (f"  {rate} samples/s", "plain"),
         (f"  dropped {dropped}", "warn" if dropped else "dim"),
     )
@@ -110,7 +110,7 @@ def legend_line() -> Line:
 def step_line(step: StepRecord, width: int, longest: int) -> Line:
     """One step: number, stacked phase bar scaled to the longest shown step, time, verdict."""
     verdict = "warm-up" if step.warmup else step.verdict
-    tail = f" {fmt.duration_ns(step.duration_ns):>6} {verdict}"
+    tail = f" {fmt.short_duration_ns(step.duration_ns):>6} {verdict}"
     label = f"#{step.step:<6}"[:7]
     bar_w = max(4, width - len(label) - len(tail) - 2)
     cells = 0 if longest <= 0 else round(step.duration_ns / longest * bar_w)

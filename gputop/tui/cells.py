@@ -1,55 +1,14 @@
-"""Compact fixed-width text for terminal cells; pure, so it is tested without a terminal."""
+"""Bars, sparklines, cut text and load levels for terminal cells; pure, tested without one.
+
+Numbers are worded by gputop.fmt (its short_ forms for cells).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputop.fmt import NA, scaled
-from gputop.fmt import cpu_time as cpu_time  # the same on screen and in --once
-from gputop.fmt import uptime as uptime
-
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
-
-
-def size(value: float | None) -> str:
-    """Bytes in at most 6 cells, binary units: 1536 -> '1.5K', 3e10 -> '27.9G'."""
-    if value is None:
-        return NA
-    amount, unit = scaled(value, 1024, "BKMGTP", 1000)
-    return f"{amount:.0f}B" if unit == "B" else _compact(amount, unit)
-
-
-def rate(value: float | None) -> str:
-    """Bytes per second, decimal units as bandwidth is quoted: 2.5e9 -> '2.5G/s'."""
-    if value is None:
-        return NA
-    amount, unit = scaled(value, 1000, "BkMGT", 1000)
-    return f"{amount:.0f}B/s" if unit == "B" else _compact(amount, unit) + "/s"
-
-
-def _compact(amount: float, unit: str) -> str:
-    return f"{amount:.1f}{unit}" if amount < 100 else f"{amount:.0f}{unit}"
-
-
-def percent(value: float | None) -> str:
-    """A whole percentage, or n/a."""
-    return NA if value is None else f"{value:.0f}%"
-
-
-def duration_ns(value: int | None) -> str:
-    """A step-scale duration: 1_500_000 -> '1.5ms'."""
-    if value is None:
-        return NA
-    if value >= 10_000_000_000:
-        return f"{value / 1e9:.0f}s"
-    if value >= 1_000_000_000:
-        return f"{value / 1e9:.2f}s"
-    if value >= 100_000_000:
-        return f"{value / 1e6:.0f}ms"
-    if value >= 1_000_000:
-        return f"{value / 1e6:.1f}ms"
-    return f"{value / 1e3:.0f}µs"
 
 
 def bar(fraction: float | None, width: int) -> str:
