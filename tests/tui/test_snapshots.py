@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from gputop.tui import build_app
-from tests.tui.fixtures import FedSampler, frames
+from tests.helpers.tui import FedSampler, frames
 
 SIZES = [(80, 24), (160, 48)]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders import attached, frame, gpu, trainer_with_workers, with_gpu_util
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
 from gputop.advice.loader_rules import suggested_workers
 from gputop.model import Advice, Frame, MemoryBandwidthSample
+from tests.helpers.builders import attached, frame, gpu, trainer_with_workers, with_gpu_util
 
 
 def _advice(f: Frame, history: dict[int, tuple[float, ...]] | None = None) -> dict[str, Advice]:

@@ -25,9 +25,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from builders import attached, trainer_with_workers
-from builders import frame as make_frame
-from probe_helpers import ROOT, trainer_env
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
@@ -41,9 +38,12 @@ from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.nvml import NoGpuSource
 from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
+from tests.helpers.builders import attached, trainer_with_workers
+from tests.helpers.builders import frame as make_frame
+from tests.helpers.probe import ROOT, trainer_env
 
-TRAINER = Path(__file__).parent / "advice_trainers" / "trainer.py"
-FIXTURES = Path(__file__).parent / "fixtures" / "membw"
+TRAINER = Path(__file__).parent / "trainer.py"
+FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
 CORES = os.cpu_count() or 1
 READY_TIMEOUT_S = 120.0
 WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)

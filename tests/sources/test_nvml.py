@@ -675,7 +675,7 @@ def test_importing_the_source_does_not_import_pynvml_or_textual() -> None:
 
 # ------------------------------------------------------------------ scripts/gpu_check.py
 
-GPU_CHECK = Path(__file__).parents[1] / "scripts" / "gpu_check.py"
+GPU_CHECK = Path(__file__).parents[2] / "scripts" / "gpu_check.py"
 
 
 def load_gpu_check() -> ModuleType:

@@ -15,15 +15,7 @@ from gputop.probe import ring as layout
 from gputop.probe.gpu_timing import GpuTimer
 from gputop.probe.reader import RawRecord, RingReader
 from gputop.probe.recorder import FORWARD, OPTIMIZER, Recorder
-from tests.probe_helpers import ROOT, trainer_env
-
-
-@pytest.fixture
-def rec(tmp_path: Path) -> Recorder:
-    path = layout.ring_path(os.getpid(), directory=str(tmp_path))
-    r = Recorder(lambda: layout.RingWriter(path))
-    yield r
-    r.close()
+from tests.helpers.probe import ROOT, trainer_env
 
 
 def _records(rec: Recorder) -> list[RawRecord]:

@@ -13,8 +13,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = Path(__file__).resolve().parents[2]
+LOADER_TRAINER = REPO / "tests" / "sources" / "loader_trainer.py"
 READY_TIMEOUT_S = 120.0
 TAG = "GPUTOP_TEST_TRAINER"  # every process of one trainer run inherits it, torchrun ranks too
 
@@ -36,7 +36,7 @@ def running_trainer(
     err = open(out / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
     tag = f"{TAG}={out}"
     proc = subprocess.Popen(
-        [*(launcher or [sys.executable]), str(HERE / "loader_trainer.py"), "--out", str(out),
+        [*(launcher or [sys.executable]), str(LOADER_TRAINER), "--out", str(out),
          *args],
         stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, cwd=REPO,
         env={**os.environ, TAG: str(out)},

@@ -18,7 +18,7 @@ from gputop.sources.attach import (
     check_attachable,
     config_from_meta,
 )
-from tests.probe_helpers import ROOT, trainer_env
+from tests.helpers.probe import ROOT, trainer_env
 
 TRAINER = """
 import sys, time

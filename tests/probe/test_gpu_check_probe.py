@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "gpu_check_probe.py"
+SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_check_probe.py"
 
 
 def load_script() -> ModuleType:

@@ -17,19 +17,13 @@ from hypothesis import strategies as st
 from gputop.probe import ring as layout
 from gputop.probe.reader import RingError, RingReader
 from gputop.sources.attach import RingAttachSource
-from tests.probe_helpers import ROOT, trainer_env
+from tests.helpers.probe import ROOT, trainer_env
 
 OPTIONAL = st.one_of(st.just(-1), st.integers(0, 1 << 61))
 RECORD = st.tuples(
     st.integers(0, 1 << 61), st.integers(0, 1 << 61), st.integers(0, 1 << 61),
     *[OPTIONAL] * 8, st.integers(0, 1 << 20), st.integers(0, 15), st.integers(0, 1 << 20),
 )
-
-
-@pytest.fixture
-def ring_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(layout.ENV_DIR, str(tmp_path))
-    return tmp_path
 
 
 def _writer(directory: Path) -> layout.RingWriter:

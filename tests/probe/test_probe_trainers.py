@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputop.sources.launch import probe_env, start_under_probe
-from tests.probe_helpers import ROOT, TRAINERS, run_probed, trainer_env, watch_process
+from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env, watch_process
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource
 
-TRAINERS = Path(__file__).parent / "probe_trainers"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+TRAINERS = ROOT / "tests" / "probe" / "trainers"
 
 
 def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
@@ -41,7 +41,7 @@ def watch_process(
 def run_probed(
     script: str, *args: str, ring_dir: Path, probe_args: tuple[str, ...] = ()
 ) -> tuple[int, AttachState]:
-    """`python -m gputop.probe tests/probe_trainers/SCRIPT ARGS`: exit code and final state."""
+    """`python -m gputop.probe tests/probe/trainers/SCRIPT ARGS`: exit code and final state."""
     cmd = [sys.executable, "-m", "gputop.probe", *probe_args, str(TRAINERS / script), *args]
     proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT)
     state = watch_process(proc, ring_dir)

@@ -111,7 +111,7 @@ def test_attach_to_a_process_without_probe_says_how_to_start_one() -> None:
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-RUN_SCRIPT = Path(__file__).parent / "run_scripts" / "probed_exit3.py"
+RUN_SCRIPT = Path(__file__).parent / "probed_exit3.py"
 
 
 def test_run_without_a_terminal_passes_exit_code_and_prints_steps() -> None:

@@ -24,7 +24,7 @@ from gputop.model import (
 )
 from gputop.sources.simulated import SimulatedGpuSource
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "tui" / "data"
 GIB = 1 << 30
 MS = 1_000_000
 T0 = 1_800_000_000.0

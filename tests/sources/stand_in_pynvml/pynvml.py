@@ -1,7 +1,7 @@
 """A stand-in for nvidia-ml-py's `pynvml`, driven by a fake driver, for NVML's error paths.
 
 The names, constants, error classes and signatures that gputop uses mirror the real module
-(tests/test_nvml.py checks that against the installed nvidia-ml-py); everything that is not
+(tests/sources/test_nvml.py checks that against the installed nvidia-ml-py); everything that is not
 in the real module starts with `Fake` or `fake_`.
 """
 

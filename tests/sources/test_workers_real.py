@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainers.harness import REPO, alive, running_trainer
 
 from gputop.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
+from tests.helpers.trainer_harness import REPO, alive, running_trainer
 
 pytestmark = pytest.mark.slow
 GPU_BYTES = 3 << 30

@@ -172,7 +172,7 @@ def test_unprivileged_user_gets_task_clock_and_a_clean_cpu_wide_refusal() -> Non
         pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no nobody user")
-    repo = str(Path(__file__).resolve().parent.parent)
+    repo = str(Path(__file__).resolve().parents[2])
     run = subprocess.run([python, "-c", UNPRIVILEGED, repo], user="nobody", cwd="/",
                          capture_output=True, text=True, timeout=60)
     if run.returncode != 0 and "Permission denied" in run.stderr:

@@ -12,7 +12,7 @@ from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.sources.launch import start_under_probe
 from gputop.tui.views.steps import step_lines
-from tests.probe_helpers import ROOT, TRAINERS, trainer_env
+from tests.helpers.probe import ROOT, TRAINERS, trainer_env
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from builders import GIB, attached, frame, gpu, trainer_with_workers
-
 from gputop import fmt
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
 from gputop.model import Advice
+from tests.helpers.builders import GIB, attached, frame, gpu, trainer_with_workers
 
 
 def test_units_and_not_available() -> None:
