@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test runs the real `python -m gputop`
 TOP_KEYS = {"schema", "time", "hostname", "gpu_source", "gpus", "host", "processes",
             "trainers", "memory_bandwidth", "attach", "advice"}
 GPU_KEYS = {"index", "name", "uuid", "util_percent", "memory_used_bytes", "memory_total_bytes",

@@ -22,6 +22,7 @@ def load_script() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_the_starved_trainer_is_data_bound_on_the_cpu_without_invented_gpu_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -288,6 +288,7 @@ def test_importing_the_probe_loads_only_a_few_stdlib_modules(tmp_path: Path) -> 
                       "gputop.probe", "gputop.probe.ring", "gputop.probe.recorder"}, loaded
 
 
+@pytest.mark.slow
 def test_unwritable_ring_directory_warns_once_and_the_program_runs_on(tmp_path: Path) -> None:
     code = ("import gputop.probe as p\n"
             "for b in p.watch(range(20)):\n"
@@ -299,6 +300,7 @@ def test_unwritable_ring_directory_warns_once_and_the_program_runs_on(tmp_path: 
     assert out.stderr.count("gputop.probe:") == 1 and "runs on" in out.stderr
 
 
+@pytest.mark.slow
 def test_a_full_disk_warns_once_and_the_program_runs_on(tmp_path: Path) -> None:
     code = ("import resource, signal\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
@@ -313,6 +315,7 @@ def test_a_full_disk_warns_once_and_the_program_runs_on(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("gputop-*.ring"))
 
 
+@pytest.mark.slow
 def test_forked_children_never_write_or_unlink_the_parents_ring(tmp_path: Path) -> None:
     code = ("import os, gputop.probe as p\n"
             "from gputop.probe import ring\n"
@@ -339,6 +342,7 @@ def test_forked_children_never_write_or_unlink_the_parents_ring(tmp_path: Path) 
 BOOT = str(ROOT / "gputop" / "probe" / "_boot")
 
 
+@pytest.mark.slow
 def test_sitecustomize_installs_the_probe_and_chains_to_the_one_it_shadows(
     tmp_path: Path,
 ) -> None:
@@ -359,6 +363,7 @@ def test_sitecustomize_installs_the_probe_and_chains_to_the_one_it_shadows(
     assert out.stdout.split() == ["yes", "False", "False"], out.stderr
 
 
+@pytest.mark.slow
 def test_sitecustomize_finds_the_probe_in_an_interpreter_without_gputop(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], "GPUTOP_PROBE": "1", "PYTHONPATH": BOOT,
            "GPUTOP_RING_DIR": str(tmp_path)}
@@ -370,6 +375,7 @@ def test_sitecustomize_finds_the_probe_in_an_interpreter_without_gputop(tmp_path
     assert out.stdout.strip().endswith("gputop/probe/__init__.py"), out.stderr
 
 
+@pytest.mark.slow
 def test_a_process_that_never_steps_leaves_no_ring(tmp_path: Path) -> None:
     """A launcher (torchrun) runs under the probe too; at exit it must not create a ring."""
     out = _run("import gputop.probe as p\nrec = p.install()\nrec.close()  # what exit does\n"

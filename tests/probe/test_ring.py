@@ -214,6 +214,7 @@ def _pattern_ok(r) -> bool:
             23*n+8, 29*n+9, n % 97, n % 13, n & 15, n % 5))
 
 
+@pytest.mark.slow
 def test_full_speed_writer_never_yields_torn_or_invented_records(tmp_path: Path) -> None:
     total = 200_000
     path = str(tmp_path / "gputop-0-1.ring")
@@ -255,6 +256,7 @@ def _ready(proc: subprocess.Popen[str]) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_killed_trainers_ring_is_ignored_and_removed(tmp_path: Path) -> None:
     code = ("import gputop.probe as p, time; p.annotate(x=1); print('up', flush=True); "
             "time.sleep(60)")

@@ -48,6 +48,7 @@ def trainer(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     proc.wait()
 
 
+@pytest.mark.slow
 def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
                                              tmp_path: Path) -> None:
     source = RingAttachSource(directory=str(tmp_path), window=256)
@@ -77,6 +78,7 @@ def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
     source.close()
 
 
+@pytest.mark.slow
 def test_a_tick_lists_the_ring_directory_once(trainer: subprocess.Popen[str], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     listings = []

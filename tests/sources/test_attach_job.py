@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gputop.analysis.steps import input_straggler
 from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
@@ -14,6 +16,7 @@ from gputop.sources.launch import start_under_probe
 from gputop.tui.views.steps import step_lines
 from tests.helpers.probe import ROOT, TRAINERS, trainer_env
 
+pytestmark = pytest.mark.slow  # real torchrun ranks under the probe
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
