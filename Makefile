@@ -1,10 +1,11 @@
-# gputop: `make demo` runs the demo, `make test` runs every check. Both set up .venv first.
+# gputop: `make demo` runs the demo, `make test` runs every check, `make test-fast` the tests
+# that start no real trainers, terminals or gputop processes. All set up .venv first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-snapshot-update lint bench screenshots gpu-check clean
+.PHONY: demo test test-fast test-snapshot-update lint bench screenshots gpu-check clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +22,9 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

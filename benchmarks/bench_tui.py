@@ -103,11 +103,16 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def peak_rss_kib(pid: int) -> int:
+def status_kib(pid: int, key: str) -> int:
+    """One kB field of /proc/PID/status (VmRSS, VmHWM, ...); 0 when absent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1])
     return 0
+
+
+def peak_rss_kib(pid: int) -> int:
+    return status_kib(pid, "VmHWM")
 
 
 def btop_config() -> str:

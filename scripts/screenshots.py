@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gputop.tui import build_app  # noqa: E402
-from tests.tui.fixtures import FedSampler, frames  # noqa: E402
+from tests.helpers.tui import FedSampler, frames  # noqa: E402
 
 OUT = REPO / "screenshots"
 SIZES = ((80, 24), (160, 48))

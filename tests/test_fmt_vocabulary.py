@@ -13,7 +13,7 @@ from gputop.export.text import render as render_text
 from gputop.model import Frame
 from gputop.tui.splash import render as render_splash
 from gputop.tui.views.header import header_lines
-from tests.tui.fixtures import frames
+from tests.helpers.tui import frames
 
 PACKAGE = Path(fmt.__file__).parent
 

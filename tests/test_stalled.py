@@ -24,8 +24,8 @@ from gputop.sources.attach import RingAttachSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
-from tests.builders import attached, frame
-from tests.probe_helpers import ROOT, TRAINERS, trainer_env
+from tests.helpers.builders import attached, frame
+from tests.helpers.probe import ROOT, TRAINERS, trainer_env
 
 S = 1_000_000_000
 

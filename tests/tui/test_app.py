@@ -12,7 +12,7 @@ from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.table import ProcessTable
-from tests.tui.fixtures import FedSampler, frames, sync
+from tests.helpers.tui import FedSampler, frames, sync
 
 
 def _app(**kwargs: object) -> tuple[GputopApp, FedSampler]:

@@ -6,10 +6,9 @@ Update after an intended change: `pytest tests/tui/test_snapshots.py --snapshot-
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input
 
 from gputop.tui import build_app
-from tests.tui.fixtures import FedSampler, frames
+from tests.helpers.tui import FedSampler, frames
 
 SIZES = [(80, 24), (160, 48)]
 
@@ -17,7 +16,6 @@ SIZES = [(80, 24), (160, 48)]
 def _runner(scenario: str, count: int = 70, **kw: object):
     async def run_before(pilot) -> None:
         app = pilot.app
-        app.query_one("#filter", Input).cursor_blink = False
         for frame in frames(scenario, count, **kw):  # type: ignore[arg-type]
             app.show_frame(frame)
         await pilot.pause()

@@ -14,7 +14,7 @@ import termios
 from dataclasses import replace
 
 from gputop.tui.splash import ENTER, LEAVE, LOADING, Splash, render
-from tests.tui.fixtures import frames
+from tests.helpers.tui import frames
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

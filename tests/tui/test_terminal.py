@@ -220,7 +220,7 @@ def test_ctrl_c_during_the_splash_exits_0_and_restores_the_terminal(session: str
 def test_run_keeps_the_commands_output_off_the_screen(session: str, tmp_path: Path) -> None:
     """`gputop run`: the TUI attaches, CMD's output goes to the log, q exits with CMD's code."""
     python = str(PYTHON) if PYTHON.exists() else sys.executable
-    script = REPO / "tests" / "run_scripts" / "probed_exit3.py"
+    script = REPO / "tests" / "cli" / "probed_exit3.py"
     log = tmp_path / "run.log"
     _spawn(session, f"env PYTHONPATH={REPO} TERM=xterm {python} -m gputop run --membw off "
                     f"--log {log} -- {python} {script} 3")

@@ -15,7 +15,7 @@ from gputop.tui.views.gpus import gpu_lines, gpu_row
 from gputop.tui.views.host import host_lines
 from gputop.tui.views.processes import TableState, columns_for, row_line, table_rows
 from gputop.tui.views.steps import step_lines
-from tests.tui.fixtures import frames, steps
+from tests.helpers.tui import frames, steps
 
 
 def _text(line) -> str:

@@ -1,0 +1,521 @@
+"""Every advice rule, made real: probed torch trainers, the real sources, the real Advisor.
+
+A trainer under `python -m gputop.probe` writes its ring into a tmp dir; a real Sampler
+(host, processes, ring attach, simulated GPUs owned by the trainer where the GPU side
+matters, the real memory-bandwidth monitor on fixture folders where swap or layout
+matter) samples it until the advice shows, and each test checks the numbers the advice
+quotes against the frame it came from and against what the trainer measured itself.
+
+pin-memory-off and gpu-shared need CUDA, or several processes on one real GPU: they cannot
+be made real on a CPU-only host and stay as hand-built-frame tests in test_advice_rules.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from gputop.advice import Advisor, evaluate
+from gputop.advice.context import Context
+from gputop.advice.loader_rules import suggested_workers
+from gputop.model import Advice, AttachState, Frame, MemoryBandwidthSample, TrainerGroup
+from gputop.sampler import Sampler
+from gputop.sources.attach import RingAttachSource
+from gputop.sources.base import GpuSource, MemoryBandwidthSource
+from gputop.sources.host import ProcHostSource
+from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
+from gputop.sources.nvml import NoGpuSource
+from gputop.sources.processes import ProcProcessSource
+from gputop.sources.simulated import SimulatedGpuSource
+from tests.helpers.builders import attached, trainer_with_workers
+from tests.helpers.builders import frame as make_frame
+from tests.helpers.probe import ROOT, trainer_env
+
+TRAINER = Path(__file__).parent / "trainer.py"
+FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
+CORES = os.cpu_count() or 1
+READY_TIMEOUT_S = 120.0
+WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)
+TICK_S = 0.3
+LOUD = ("warn", "critical")
+
+
+@dataclass
+class Trainer:
+    """A running probed trainer: its pid, ring folder and self-measured stats file."""
+
+    pid: int
+    ring_dir: Path
+    stats: Path
+    ready: dict
+
+    def own_input_percent(self) -> float:
+        """The input share the trainer timed itself (since its warm-up steps)."""
+        return float(json.loads(self.stats.read_text())["input_percent"])
+
+
+@contextmanager
+def probed_trainer(tmp_path: Path, *args: str) -> Iterator[Trainer]:
+    """`python -m gputop.probe trainer.py ARGS` in its own session; killed with it afterwards."""
+    ring_dir, ready, stats = tmp_path / "rings", tmp_path / "READY", tmp_path / "stats.json"
+    ring_dir.mkdir()
+    err = open(tmp_path / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
+    cmd = [sys.executable, "-m", "gputop.probe", str(TRAINER), "--ready", str(ready),
+           "--stats", str(stats), *args]
+    proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not (ready.exists() and stats.exists()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err.seek(0)
+                pytest.fail(f"trainer not ready (rc={proc.returncode}): "
+                            f"{err.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        assert info["pid"] == proc.pid  # the probe runs the script in its own process
+        yield Trainer(proc.pid, ring_dir, stats, info)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its DataLoader workers
+        proc.wait(timeout=30)
+        err.close()
+
+
+@contextmanager
+def watching(trainer: Trainer | None, gpu: GpuSource | None = None,
+             membw: MemoryBandwidthSource | None = None) -> Iterator[Sampler]:
+    """A real Sampler over the real sources, attached to `trainer`, advice shown at once."""
+    sampler = Sampler(
+        gpu=gpu or NoGpuSource("no GPU in this test"),
+        host=ProcHostSource(),
+        processes=ProcProcessSource(),
+        membw=membw,
+        attach=RingAttachSource(directory=str(trainer.ring_dir)) if trainer else None,
+        advisor=Advisor(on_after=1),
+        interval_s=TICK_S,
+    )
+    if trainer is not None:
+        sampler.attach(trainer.pid)
+    try:
+        yield sampler
+    finally:
+        sampler.close()
+
+
+def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
+                 frames: list[Frame] | None = None,
+                 possible: tuple[str, Callable[[Frame], bool]] | None = None) -> Frame:
+    """Sample every TICK_S until `done(frame)`; fail with what was shown if it never is.
+
+    `possible` names a host condition the rule needs (say, an idle core): when other work
+    on a shared host kept it from holding in any frame, the test skips instead of failing.
+    """
+    seen = frames if frames is not None else []
+    deadline = time.monotonic() + WAIT_S
+    held = False
+    while time.monotonic() < deadline:
+        frame = sampler.sample()
+        seen.append(frame)
+        if done(frame):
+            return frame
+        held |= possible is not None and possible[1](frame)
+        time.sleep(TICK_S)
+    last = seen[-1] if seen else None
+    if possible is not None and not held:
+        pytest.skip(f"{possible[0]} in no frame over {WAIT_S:.0f} s (a busy shared host); "
+                    f"last host {last.host.cpu_percent if last else None}% busy")
+    summary = last.attached[0].summary if last and last.attached else None
+    pytest.fail(f"condition never met; last advice {last.advice if last else ()}, "
+                f"summary {summary}, host {last.host if last else None}")
+
+
+def shows(advice_id: str, min_steps: int = 10) -> Callable[[Frame], bool]:
+    """The frame shows `advice_id` and the trainer's window holds at least `min_steps`."""
+    def done(frame: Frame) -> bool:
+        steps = frame.attached[0].summary.steps if frame.attached else min_steps
+        return steps >= min_steps and any(a.id == advice_id for a in frame.advice)
+    return done
+
+
+def advice(frame: Frame, advice_id: str) -> Advice:
+    """The one shown advice with this id."""
+    (found,) = [a for a in frame.advice if a.id == advice_id]
+    return found
+
+
+def state(frame: Frame) -> AttachState:
+    """The attached trainer's state."""
+    (only,) = frame.attached
+    return only
+
+
+def group(frame: Frame, pid: int) -> TrainerGroup:
+    """The process grouping's trainer row for `pid`."""
+    (found,) = [t for t in frame.trainers if t.pid == pid]
+    return found
+
+
+def number(pattern: str, text: str) -> float:
+    """The number captured by `pattern` in `text`."""
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in {text!r}"
+    return float(match.group(1))
+
+
+def host_not_saturated(frame: Frame) -> bool:
+    """The host had CPU to spare this tick."""
+    return frame.host.cpu_percent is not None and frame.host.cpu_percent < 90
+
+
+def busy_and_idle(frame: Frame) -> bool:
+    """A worker near a full core while the host left most of a core idle."""
+    busy = [t.workers_cpu_percent for t in frame.trainers if t.worker_pids]
+    known = frame.host.cpu_percent is not None
+    return known and bool(busy) and max(busy) >= 80 and Context(frame, {}).free_cores() >= 0.75
+
+
+def check_input_share(found: Advice, frame: Frame, trainer: Trainer) -> None:
+    """The quoted input share is the summary's, and near what the trainer timed itself."""
+    quoted = number(r"input is (\d+)% of step time", found.evidence)
+    summary = state(frame).summary
+    assert summary.input_bound_percent is not None
+    assert quoted == round(summary.input_bound_percent)
+    assert f"over {summary.steps} steps" in found.evidence
+    assert abs(quoted - trainer.own_input_percent()) <= 5
+    median_data = dict(summary.median_phase_ns)["data"]
+    assert median_data is not None
+    assert f"median data wait {median_data / 1e6:.1f} ms" in found.evidence
+
+
+@pytest.mark.slow
+def test_num_workers_zero(tmp_path: Path) -> None:
+    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("num-workers-zero"))
+        found = advice(frame, "num-workers-zero")
+        assert found.severity == "critical"
+        assert state(frame).config.num_workers == 0
+        assert f"num_workers=0 on a {CORES}-core host" in found.evidence
+        check_input_share(found, frame, trainer)
+        assert f"num_workers={min(8, max(1, CORES - 1))}" in found.action
+        assert "pin_memory" not in found.action  # a CPU trainer: pinning buys nothing
+
+
+@pytest.mark.slow
+def test_too_many_workers(tmp_path: Path) -> None:
+    # Workers that compute: more of them than cores can only take turns.
+    workers = CORES + 2
+    with probed_trainer(tmp_path, "--workers", str(workers), "--spin-ms", "5") as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, lambda f: f.host.cpu_percent is not None
+                             and shows("too-many-workers", min_steps=1)(f))
+        found = advice(frame, "too-many-workers")
+        found_group = group(frame, trainer.pid)
+        assert len(found_group.worker_pids) == workers
+        each = found_group.workers_cpu_percent / workers
+        assert found.evidence == (
+            f"num_workers={workers} on a {CORES}-core host; the workers average {each:.0f}% "
+            f"CPU each, the host is {frame.host.cpu_percent:.0f}% busy")
+        suggested = number(r"num_workers=(\d+)", found.action)
+        assert 1 <= suggested <= max(1, CORES - 1)
+
+
+@pytest.mark.slow
+def test_io_bound_loading(tmp_path: Path) -> None:
+    with probed_trainer(tmp_path, "--workers", "2", "--sleep-ms", "10") as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("io-bound-loading"),
+                             possible=("host CPU under 90%", host_not_saturated))
+        found = advice(frame, "io-bound-loading")
+        check_input_share(found, frame, trainer)
+        workers = group(frame, trainer.pid)
+        each = workers.workers_cpu_percent / len(workers.worker_pids)
+        assert len(workers.worker_pids) == 2
+        assert f"2 workers average {each:.0f}% CPU each" in found.evidence
+        assert each < 30
+        assert not {"raise-num-workers", "num-workers-zero"} & {a.id for a in frame.advice}
+
+
+@pytest.mark.slow
+def test_raise_num_workers_bounded_by_idle_cores(tmp_path: Path) -> None:
+    # One worker burns a core preparing samples; the model is light, the other cores idle.
+    # Other work on a shared host can take those cores: sampling retries until they are free.
+    frames: list[Frame] = []
+    with probed_trainer(tmp_path, "--workers", "1", "--spin-ms", "10") as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("raise-num-workers"), frames,
+                             possible=("a busy worker with a core left idle", busy_and_idle))
+        found = advice(frame, "raise-num-workers")
+        # Its first frame has no CPU rates yet: that is unknown, not an idle worker.
+        assert not [a for f in frames for a in f.advice if a.id == "io-bound-loading"]
+        check_input_share(found, frame, trainer)
+        workers = group(frame, trainer.pid)
+        assert f"1 worker at {workers.workers_cpu_percent:.0f}% CPU" in found.evidence
+        assert workers.workers_cpu_percent >= 80
+        idle = Context(frame, {}).free_cores()
+        assert f"{idle:.1f} cores idle" in found.evidence
+        suggested = number(r"num_workers=(\d+)", found.action)
+        assert 1 < suggested <= 1 + idle + 0.25  # only the cores that are (nearly) idle
+
+
+@pytest.mark.slow
+def test_cpu_threads_oversubscribed(tmp_path: Path) -> None:
+    threads = CORES + 1
+    with probed_trainer(tmp_path, "--workers", "1", "--threads", str(threads),
+                        "--passes", "4") as trainer, watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("cpu-threads", min_steps=1))
+        found = advice(frame, "cpu-threads")
+        assert trainer.ready["num_threads"] == threads == state(frame).config.num_threads
+        assert state(frame).config.device == "cpu"
+        free = max(1, CORES - 1)
+        assert found.severity == "warn"
+        assert (f"torch.get_num_threads()={threads} on {CORES} cores with 1 DataLoader "
+                f"worker ({free} core{'s' if free != 1 else ''} left for compute)"
+                ) in found.evidence
+        assert f"torch.set_num_threads({free})" in found.action
+
+
+@pytest.mark.slow
+def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
+    frames: list[Frame] = []
+    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer:
+        gpu = SimulatedGpuSource("data-starved", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            frame = sample_until(sampler, shows("gpu-starved"), frames)
+    found = advice(frame, "gpu-starved")
+    assert found.title == "GPU is waiting for input, not computing"
+    assert found.severity == "warn"  # a sawtooth, not flat zero
+    (dev,) = frame.gpu.gpus
+    assert [p.pid for p in dev.processes] == [trainer.pid]
+    assert dev.memory_used_bytes is not None and dev.memory_total_bytes is not None
+    utils = [f.gpu.gpus[0].util_percent or 0.0 for f in frames]
+    idle = sum(u <= 10 for u in utils) / len(utils)
+    assert found.evidence == (
+        f"GPU 0: memory {dev.memory_used_bytes / dev.memory_total_bytes:.0%} used, util "
+        f"averaged {sum(utils) / len(utils):.0f}% over {len(utils)} samples, spiking to "
+        f"{max(utils):.0f}% then idle in {idle:.0%} of samples")
+    assert "num-workers-zero" in {a.id for a in frame.advice}  # the cause, from the probe
+
+
+@pytest.mark.slow
+def test_raise_batch_size_from_gpu_memory_headroom(tmp_path: Path) -> None:
+    with probed_trainer(tmp_path, "--workers", "1", "--batch-size", "16",
+                        "--passes", "8") as trainer:
+        gpu = SimulatedGpuSource("small-batch", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            frame = sample_until(sampler, shows("raise-batch-size"))
+    found = advice(frame, "raise-batch-size")
+    summary = state(frame).summary
+    assert summary.verdict == "compute-bound" and state(frame).config.batch_size == 16
+    (dev,) = frame.gpu.gpus
+    assert dev.memory_used_bytes is not None and dev.memory_total_bytes is not None
+    fraction = dev.memory_used_bytes / dev.memory_total_bytes
+    assert 0.3 < fraction < 0.4
+    assert found.evidence == (
+        f"compute-bound ({summary.input_bound_percent or 0:.0f}% input) with GPU 0 memory "
+        f"at {fraction:.0%} and batch_size=16")
+    assert f"batch_size ≈ {int(16 * 0.9 / fraction)}" in found.action
+
+
+def _write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:
+    tmp = root / "vmstat.tmp"
+    tmp.write_text(f"nr_free_pages 1000\npswpin {pswpin}\npswpout 0\npgmajfault {pgmajfault}\n")
+    tmp.replace(root / "vmstat")
+
+
+@pytest.mark.slow
+def test_swap_from_advancing_vmstat(tmp_path: Path) -> None:
+    proc_root = tmp_path / "proc"
+    proc_root.mkdir()
+    counters = {"pswpin": 0, "pgmajfault": 0}
+    times: list[tuple[float, float]] = []
+    _write_vmstat(proc_root, **counters)
+    membw = open_membw_source("estimate", proc_root=proc_root,
+                              udev_root=FIXTURES / "udev-none")
+    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer, \
+            watching(trainer, membw=membw) as sampler:
+
+        def sample_after(step: dict[str, int]) -> Frame:
+            for key in counters:
+                counters[key] += step[key]
+            _write_vmstat(proc_root, **counters)
+            before = time.monotonic()
+            frame = sampler.sample()
+            times.append((before, time.monotonic()))
+            return frame
+
+        first = sample_after({"pswpin": 0, "pgmajfault": 0})  # no rate from one read
+        assert "swap" not in {a.id for a in first.advice}
+        faults = {"pswpin": 0, "pgmajfault": 100_000}
+        paged = sample_after(faults)
+        _check_swap(paged, times, faults, "warn")
+        swapped = {"pswpin": 5_000, "pgmajfault": 100_000}
+        swapping = sample_after(swapped)
+        _check_swap(swapping, times, swapped, "critical")
+        assert state(swapping).alive
+
+
+def _check_swap(frame: Frame, times: list[tuple[float, float]], step: dict[str, int],
+                severity: str) -> None:
+    found = advice(frame, "swap")
+    m = frame.memory_bandwidth
+    assert m is not None and m.swap_in_per_s is not None and m.major_faults_per_s is not None
+    (prev_before, prev_after), (before, after) = times[-2], times[-1]
+    for rate, delta in ((m.swap_in_per_s, step["pswpin"]),
+                        (m.major_faults_per_s, step["pgmajfault"])):
+        # The reader's clock ran somewhere inside each sample() call.
+        assert delta / (after - prev_before) - 1e-6 <= rate <= delta / (before - prev_after) + 1e-6
+    assert found.severity == severity
+    assert found.title == ("The host is swapping while training" if severity == "critical"
+                           else "Training memory is being paged in from disk")
+    host = frame.host
+    assert found.evidence == (
+        f"swap-in {m.swap_in_per_s:.0f} pages/s, major faults {m.major_faults_per_s:.0f}/s, "
+        f"swap used {host.swap_used_bytes / 1024**3:.1f} GiB, "
+        f"{host.memory_available_bytes / 1024**3:.1f} GiB available")
+
+
+def _udev_one_at(root: Path, mts: int) -> Path:
+    """The one-module fixture (1 of 4 slots) with its module running at `mts`."""
+    text = (FIXTURES / "udev-one" / "+dmi:id").read_text().replace("=3200", f"={mts}")
+    root.mkdir()
+    (root / "+dmi:id").write_text(text)
+    return root
+
+
+def _calibrated(membw: MemoryBandwidthMonitor | None) -> MemoryBandwidthMonitor:
+    assert membw is not None and membw.estimator is not None
+    membw.sample()  # starts calibration
+    assert membw.estimator.wait_calibrated(30), membw.estimator.failure
+    return membw
+
+
+@pytest.mark.slow
+def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
+    # This VM's all-thread copy traffic first, then one module rated well above three times that.
+    probe = _calibrated(open_membw_source(
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none"))
+    try:
+        measured = probe.sample().measured_peak_bytes_per_s or 0.0
+    finally:
+        probe.close()
+    mts = max(3200, -(-int(3 * measured / 8e6) // 400) * 400)
+    udev = _udev_one_at(tmp_path / "udev", mts)
+    membw = _calibrated(open_membw_source(
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=udev))
+    with watching(None, membw=membw) as sampler:
+        frame = sample_until(sampler, lambda f: any(a.id == "host-memory-bandwidth"
+                                                    for a in f.advice))
+    found = advice(frame, "host-memory-bandwidth")
+    m = frame.memory_bandwidth
+    assert m is not None and m.measured_peak_bytes_per_s and m.expected_peak_bytes_per_s
+    assert m.expected_peak_bytes_per_s == mts * 8e6
+    assert found.evidence == (
+        f"measured peak traffic {m.measured_peak_bytes_per_s / 1e9:.1f} GB/s is "
+        f"{m.measured_peak_bytes_per_s / m.expected_peak_bytes_per_s:.0%} of the "
+        f"{mts * 8 / 1e3:.1f} GB/s the memory layout should give "
+        f"(1 of 4 slots: 16 GiB DDR4 {mts} MT/s; 1 channel (B))")
+    assert "one memory channel" in found.action
+
+
+@pytest.mark.slow
+def test_healthy_run_gives_no_warning(tmp_path: Path) -> None:
+    proc_root = tmp_path / "proc"
+    proc_root.mkdir()
+    _write_vmstat(proc_root, 0, 10)
+    membw = open_membw_source("estimate", proc_root=proc_root,
+                              udev_root=FIXTURES / "udev-none")
+    frames: list[Frame] = []
+    with probed_trainer(tmp_path, "--workers", "1", "--batch-size", "16", "--passes", "8",
+                        "--threads", "1") as trainer:
+        gpu = SimulatedGpuSource("compute-bound", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu, membw=membw) as sampler:
+            sample_until(sampler, lambda f: len(frames) >= 12 and state(f).summary.steps >= 30,
+                         frames)
+    last = frames[-1]
+    assert state(last).summary.verdict == "compute-bound"
+    assert len(group(last, trainer.pid).worker_pids) == 1
+    assert last.gpu.gpus[0].processes[0].pid == trainer.pid
+    loud = [(a.id, a.evidence) for f in frames for a in f.advice if a.severity in LOUD]
+    assert not loud
+
+
+# The rule changes the real runs above led to, pinned on hand-built frames (fast).
+
+
+def _ids(f: Frame) -> set[str]:
+    return {a.id for a in evaluate(Context(f, {}))}
+
+
+def test_idle_worker_of_compute_bound_trainer_on_busy_host_is_healthy() -> None:
+    # Seen in the real healthy run: the prefetching worker idles while the model computes.
+    rows, grp = trainer_with_workers(10, workers=1, worker_cpu=20.0)
+    f = make_frame(processes=rows, trainers=(grp,), cores=2, cpu_percent=100.0,
+                   attach=(attached(10, data_ms=1, compute_ms=40, num_workers=1),))
+    assert "too-many-workers" not in _ids(f)
+
+
+def test_starved_workers_on_saturated_host_are_not_called_io_bound() -> None:
+    rows, grp = trainer_with_workers(10, workers=2, worker_cpu=20.0)
+    f = make_frame(processes=rows, trainers=(grp,), cores=2, cpu_percent=100.0,
+                   attach=(attached(10, data_ms=70, compute_ms=30, num_workers=2),))
+    found = {a.id: a for a in evaluate(Context(f, {}))}
+    assert "io-bound-loading" not in found
+    assert "2 workers average 20% CPU each while the host is 100% busy" in (
+        found["too-many-workers"].evidence)
+    assert "num_workers=1" in found["too-many-workers"].action
+
+
+def test_more_workers_than_cores_waiting_on_storage_is_not_too_many() -> None:
+    rows, grp = trainer_with_workers(10, workers=4, worker_cpu=5.0)
+    f = make_frame(processes=rows, trainers=(grp,), cores=2, cpu_percent=40.0,
+                   attach=(attached(10, data_ms=70, compute_ms=30, num_workers=4),))
+    assert _ids(f) >= {"io-bound-loading"} and "too-many-workers" not in _ids(f)
+
+
+def test_worker_without_a_rate_yet_is_unknown_not_idle() -> None:
+    rows, grp = trainer_with_workers(10, workers=1, worker_cpu=0.0)
+    rows = [replace(r, cpu_percent=None) if r.role == "worker" else r for r in rows]
+    f = make_frame(processes=rows, trainers=(grp,), cores=2,
+                   attach=(attached(10, data_ms=70, compute_ms=30, num_workers=1),))
+    assert not _ids(f) & {"io-bound-loading", "too-many-workers", "raise-num-workers"}
+
+
+def test_most_of_an_idle_core_counts_for_one_more_worker() -> None:
+    assert suggested_workers(1, 0.9) == 2
+    assert suggested_workers(1, 0.6) is None
+
+
+def test_num_workers_zero_suggests_pinning_only_with_a_gpu() -> None:
+    def starved(device: str) -> Frame:
+        return make_frame(cores=4, attach=(attached(7, data_ms=80, compute_ms=20,
+                                                    num_workers=0, device=device),))
+
+    cpu, cuda = starved("cpu"), starved("cuda:0")
+    (on_cpu,) = [a for a in evaluate(Context(cpu, {})) if a.id == "num-workers-zero"]
+    (on_cuda,) = [a for a in evaluate(Context(cuda, {})) if a.id == "num-workers-zero"]
+    assert "pin_memory" not in on_cpu.action and "pin_memory=True" in on_cuda.action
+
+
+def test_one_channel_of_several_slots_says_so() -> None:
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated",
+                              measured_peak_bytes_per_s=9e9,
+                              expected_peak_bytes_per_s=25.6e9,
+                              layout="1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (B)")
+    (found,) = [a for a in evaluate(Context(make_frame(membw=m), {}))]
+    assert found.action.startswith("Only one memory channel is populated")
+    single = replace(m, layout="1 of 1 slots: 16 GiB DDR4 3200 MT/s; 1 channel (A)")
+    (other,) = [a for a in evaluate(Context(make_frame(membw=single), {}))]
+    assert "Only one memory channel" not in other.action

@@ -1,0 +1,200 @@
+"""Each advice rule fires on its condition, quotes the numbers, and stays quiet otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gputop.advice import Advisor, evaluate
+from gputop.advice.context import Context
+from gputop.advice.loader_rules import suggested_workers
+from gputop.model import Advice, Frame, MemoryBandwidthSample
+from tests.helpers.builders import attached, frame, gpu, trainer_with_workers, with_gpu_util
+
+
+def _advice(f: Frame, history: dict[int, tuple[float, ...]] | None = None) -> dict[str, Advice]:
+    return {a.id: a for a in evaluate(Context(f, history or {}))}
+
+
+def test_healthy_compute_bound_run_gives_no_warning() -> None:
+    rows, group = trainer_with_workers(100, workers=4, worker_cpu=60.0)
+    f = frame(
+        gpus=(gpu(util=95, used_gib=70, pids=((100, 70),)),), processes=rows, trainers=(group,),
+        attach=(attached(100, data_ms=1, compute_ms=50, num_workers=4, batch_size=64,
+                         device="cuda:0", pin_memory=True),),
+    )
+    found = _advice(f, {0: (95.0,) * 10})
+    assert not [a for a in found.values() if a.severity != "info"], found
+
+
+def test_num_workers_zero_quotes_share_and_setting() -> None:
+    f = frame(attach=(attached(7, data_ms=80, compute_ms=20, num_workers=0),), cores=8)
+    a = _advice(f)["num-workers-zero"]
+    assert a.severity == "critical"
+    assert "80% of step time" in a.evidence and "num_workers=0" in a.evidence
+    assert "num_workers=7" in a.action and "pin_memory=True" in a.action
+
+
+def test_num_workers_zero_needs_data_bound_steps() -> None:
+    f = frame(attach=(attached(7, data_ms=5, compute_ms=95, num_workers=0),))
+    assert "num-workers-zero" not in _advice(f)
+
+
+def test_raise_num_workers_bounded_by_idle_cores() -> None:
+    rows, group = trainer_with_workers(10, workers=2, worker_cpu=97.0)
+    f = frame(processes=rows, trainers=(group,), cores=16, cpu_percent=25.0,
+              attach=(attached(10, data_ms=60, compute_ms=40, num_workers=2),))
+    a = _advice(f)["raise-num-workers"]
+    assert "2 workers at 97% CPU each" in a.evidence and "12.0 cores idle" in a.evidence
+    assert "num_workers=8" in a.action
+
+
+@pytest.mark.parametrize(("current", "free", "expected"),
+                         [(2, 12.0, 8), (4, 2.5, 6), (8, 20.0, 16), (4, 0.4, None)])
+def test_suggested_workers_follow_the_ladder(current: int, free: float,
+                                             expected: int | None) -> None:
+    assert suggested_workers(current, free) == expected
+
+
+def test_too_many_workers_when_more_than_cores() -> None:
+    rows, group = trainer_with_workers(10, workers=12, worker_cpu=50.0)
+    f = frame(processes=rows, trainers=(group,), cores=8,
+              attach=(attached(10, data_ms=10, compute_ms=90, num_workers=12),))
+    a = _advice(f)["too-many-workers"]
+    assert "num_workers=12 on a 8-core host" in a.evidence
+    assert "num_workers=8" in a.action
+
+
+def test_io_bound_loading_when_workers_idle() -> None:
+    rows, group = trainer_with_workers(10, workers=8, worker_cpu=6.0)
+    f = frame(processes=rows, trainers=(group,), cores=16,
+              attach=(attached(10, data_ms=70, compute_ms=30, num_workers=8),))
+    found = _advice(f)
+    assert "8 workers average 6% CPU" in found["io-bound-loading"].evidence
+    assert "raise-num-workers" not in found
+
+
+def test_pin_memory_off_on_cuda_with_h2d_share() -> None:
+    f = frame(attach=(attached(3, data_ms=2, compute_ms=30, h2d_ms=8, device="cuda:0",
+                               pin_memory=False, num_workers=4),))
+    a = _advice(f)["pin-memory-off"]
+    assert "20% of the median step" in a.evidence and "pin_memory=False" in a.evidence
+
+
+def test_pin_memory_not_suggested_on_cpu() -> None:
+    f = frame(attach=(attached(3, data_ms=2, compute_ms=30, h2d_ms=8, device="cpu",
+                               pin_memory=False, num_workers=4),))
+    assert "pin-memory-off" not in _advice(f)
+
+
+def test_raise_batch_size_estimates_linear_fit() -> None:
+    f = frame(gpus=(gpu(util=97, used_gib=32, total_gib=80, pids=((5, 32),)),),
+              attach=(attached(5, data_ms=1, compute_ms=40, batch_size=128, device="cuda:0"),))
+    a = _advice(f)["raise-batch-size"]
+    assert "memory at 40%" in a.evidence and "batch_size=128" in a.evidence
+    assert "batch_size ≈ 288" in a.action
+
+
+def test_gpu_starved_flat_and_sawtooth() -> None:
+    f = frame(gpus=(gpu(0, util=1, used_gib=78), gpu(1, util=0, used_gib=10)))
+    flat = _advice(f, {0: (1.0, 0.0, 2.0, 0.0, 1.0), 1: (0.0,) * 5})["gpu-starved"]
+    assert "GPU 0: memory 98% used" in flat.evidence and "GPU 1" not in flat.evidence
+    saw = _advice(f, {1: (95.0, 0.0, 2.0, 90.0, 1.0, 0.0, 88.0)})["gpu-starved"]
+    assert "spiking to 95%" in saw.evidence
+
+
+def test_gpu_starved_not_on_busy_gpu() -> None:
+    f = frame(gpus=(gpu(0, util=97, used_gib=78),))
+    assert "gpu-starved" not in _advice(f, {0: (97.0, 95.0, 98.0, 96.0, 97.0)})
+
+
+def test_gpu_shared_names_both_pids() -> None:
+    f = frame(gpus=(gpu(0, util=99, used_gib=60, pids=((11, 30), (12, 30))),))
+    a = _advice(f)["gpu-shared"]
+    assert "11 (30.0 GiB)" in a.evidence and "12 (30.0 GiB)" in a.evidence
+
+
+def test_swap_during_training() -> None:
+    rows, group = trainer_with_workers(10, workers=2, worker_cpu=50.0)
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated", swap_in_per_s=420.0,
+                              major_faults_per_s=900.0)
+    a = _advice(frame(processes=rows, trainers=(group,), membw=m, swap_used=3 * 1024**3))["swap"]
+    assert a.severity == "critical" and "swap-in 420 pages/s" in a.evidence
+    assert "swap used 3.0 GiB" in a.evidence
+
+
+def test_no_swap_advice_without_a_trainer() -> None:
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated", swap_in_per_s=420.0)
+    assert "swap" not in _advice(frame(membw=m))
+
+
+def test_memory_bandwidth_pressure_during_data_bound_steps() -> None:
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated", pressure=0.74)
+    f = frame(membw=m, attach=(attached(4, data_ms=60, compute_ms=40, num_workers=4),))
+    a = _advice(f)["host-memory-bandwidth"]
+    assert "pressure 0.74" in a.evidence and "60% of step time" in a.evidence
+
+
+def test_memory_bandwidth_layout_far_under_expected() -> None:
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated",
+                              measured_peak_bytes_per_s=9e9, expected_peak_bytes_per_s=25.6e9,
+                              layout="1 of 4 slots populated, 1 channel, 3200 MT/s")
+    a = _advice(frame(membw=m))["host-memory-bandwidth"]
+    assert "traffic 9.0 GB/s is 35% of the 25.6 GB/s" in a.evidence and "1 channel" in a.evidence
+
+
+def test_cpu_threads_oversubscribed() -> None:
+    f = frame(cores=8, attach=(attached(9, data_ms=5, compute_ms=90, device="cpu",
+                                        num_threads=8, num_workers=4),))
+    a = _advice(f)["cpu-threads"]
+    assert "torch.get_num_threads()=8" in a.evidence and "set_num_threads(4)" in a.action
+
+
+def test_advisor_hysteresis_neither_flickers_nor_lingers() -> None:
+    base = frame(gpus=(gpu(0, util=0, used_gib=78),))
+    advisor = Advisor(on_after=2, off_after=3)
+    shown = [bool(advisor(base)) for _ in range(6)]
+    assert shown == [False, False, False, False, False, True]  # 5 samples, then 2 ticks
+    busy = with_gpu_util(base, 97.0)
+    after = [bool(advisor(busy)) for _ in range(4)]
+    assert after == [True, True, False, False]
+
+
+def test_advisor_orders_most_severe_first() -> None:
+    rows, group = trainer_with_workers(10, workers=12, worker_cpu=50.0)
+    f = frame(processes=rows, trainers=(group,), cores=8,
+              attach=(attached(10, data_ms=90, compute_ms=10, num_workers=0),))
+    f = replace(f, trainers=())
+    advisor = Advisor(on_after=1)
+    out = advisor(f)
+    assert out[0].severity == "critical"
+
+
+@pytest.mark.parametrize(("scenario", "fires"), [("data-starved", True),
+                                                 ("memory-full-util-zero", True),
+                                                 ("compute-bound", False), ("idle", False)])
+def test_gpu_starved_on_simulated_scenarios(scenario: str, fires: bool) -> None:
+    from gputop.sources.simulated import SimulatedGpuSource
+
+    source = SimulatedGpuSource(scenario, count=2, seed=3)
+    advisor = Advisor()
+    base = frame()
+    shown: tuple[Advice, ...] = ()
+    for _ in range(30):
+        shown = advisor(replace(base, gpu=source.sample()))
+    ids = {a.id for a in shown}
+    assert ("gpu-starved" in ids) is fires, shown
+    if fires:
+        assert "GPU 0: memory" in next(a for a in shown if a.id == "gpu-starved").evidence
+
+
+def test_a_rank_waiting_far_longer_for_input_is_named_with_its_numbers() -> None:
+    ranks = (attached(20, data_ms=1, compute_ms=50, rank=0, world_size=2),
+             attached(21, data_ms=30, compute_ms=21, rank=1, world_size=2))
+    got = _advice(frame(attach=ranks))["input-straggler"]
+    assert got.title.startswith("rank 1 is slowest")
+    assert "rank 1 waits 30.0 ms for input per step (median), the other ranks 1.0 ms" \
+        in got.evidence
+    alike = (ranks[0], replace(ranks[0], pid=21))
+    assert "input-straggler" not in _advice(frame(attach=alike))

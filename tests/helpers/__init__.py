@@ -1,0 +1,1 @@
+"""Helper modules shared by the test folders, imported as `tests.helpers.NAME`."""

@@ -1,0 +1,48 @@
+"""Runs real trainer scripts under the probe and collects what the attach source saw."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gputop.model import AttachState
+from gputop.sources.attach import RingAttachSource
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINERS = ROOT / "tests" / "probe" / "trainers"
+
+
+def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
+    """Our environment with rings in `ring_dir` and this checkout importable."""
+    env = {**os.environ, "GPUTOP_RING_DIR": str(ring_dir), **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def watch_process(
+    proc: subprocess.Popen[bytes], ring_dir: Path, timeout_s: float = 120.0
+) -> AttachState:
+    """Poll the ring of `proc` until it exits; the state after the final read."""
+    source = RingAttachSource(directory=str(ring_dir))
+    source.attach(proc.pid)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        source.sample()
+        time.sleep(0.02)
+    proc.wait(timeout=30)
+    state = source.sample()[0]  # the trainer is gone: this reads what it wrote last
+    source.close()
+    return state
+
+
+def run_probed(
+    script: str, *args: str, ring_dir: Path, probe_args: tuple[str, ...] = ()
+) -> tuple[int, AttachState]:
+    """`python -m gputop.probe tests/probe/trainers/SCRIPT ARGS`: exit code and final state."""
+    cmd = [sys.executable, "-m", "gputop.probe", *probe_args, str(TRAINERS / script), *args]
+    proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT)
+    state = watch_process(proc, ring_dir)
+    return proc.returncode, state

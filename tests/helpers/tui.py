@@ -1,0 +1,149 @@
+"""Deterministic TUI test inputs: simulated GPUs, a recorded process list, a fed sampler."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gputop.advice import Advisor
+from gputop.model import (
+    AttachState,
+    Frame,
+    HostSample,
+    MemoryBandwidthSample,
+    ProcessSample,
+    StepRecord,
+    StepSummary,
+    TrainerConfig,
+    TrainerGroup,
+)
+from gputop.sources.simulated import SimulatedGpuSource
+
+DATA = Path(__file__).resolve().parents[1] / "tui" / "data"
+GIB = 1 << 30
+MS = 1_000_000
+T0 = 1_800_000_000.0
+
+
+class FedSampler:
+    """Stands where the real Sampler stands; the test hands frames to the app itself."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.started = False
+        self.stopped = False
+        self.attached: list[int] = []
+        self.on_frame: Callable[[Frame], None] | None = None
+
+    def start(self, on_frame: Callable[[Frame], None], *, on_prime: object = None) -> None:
+        self.started = True
+        self.on_frame = on_frame
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+
+    def attach(self, pid: int) -> None:
+        self.attached.append(pid)
+
+    def add_deferred_sources(self) -> None:
+        """Nothing is deferred here: the test feeds frames."""
+
+
+def recorded_processes() -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
+    """The process list recorded from a real `gputop --demo` run (tests/tui/data)."""
+    raw = json.loads((DATA / "processes.json").read_text())
+    procs = tuple(
+        ProcessSample(**{**p, "cmdline": tuple(p["cmdline"]),
+                         "gpu_indices": tuple(p["gpu_indices"])})
+        for p in raw["processes"]
+    )
+    groups = tuple(TrainerGroup(**{**g, "worker_pids": tuple(g["worker_pids"])})
+                   for g in raw["trainers"])
+    return procs, groups
+
+
+def host(tick: int = 0, cores: int = 8) -> HostSample:
+    """A host whose load moves a little with the tick."""
+    per_cpu = tuple(float((17 * (i + 1) + 9 * tick) % 100) for i in range(cores))
+    return HostSample(
+        hostname="trainbox", cpu_count=cores, cpu_percent=sum(per_cpu) / cores,
+        per_cpu_percent=per_cpu, memory_total_bytes=64 * GIB,
+        memory_available_bytes=23 * GIB, swap_total_bytes=8 * GIB, swap_used_bytes=GIB // 4,
+        load_average=(3.21, 2.87, 2.5), uptime_s=3 * 86400 + 4 * 3600 + 5 * 60,
+    )
+
+
+def membw(tick: int = 0) -> MemoryBandwidthSample:
+    """An estimated memory-bandwidth reading."""
+    return MemoryBandwidthSample(
+        source="estimate", confidence="low", pressure=0.3 + 0.05 * (tick % 7),
+        peak_bytes_per_s=38e9, psi_some_avg10=1.5, psi_full_avg10=0.0, swap_in_per_s=0.0,
+        major_faults_per_s=2.0,
+    )
+
+
+def steps(trainer: int, n: int = 30, data_ms: float = 60.0) -> AttachState:
+    """An attached trainer: two warm-up steps then steady data-bound steps."""
+    records = []
+    for i in range(n):
+        data = int((data_ms + (i % 5) * 4) * MS)
+        fwd, bwd, opt = 18 * MS, 30 * MS, 6 * MS
+        h2d = 3 * MS
+        total = data + h2d + fwd + bwd + opt + 2 * MS
+        records.append(StepRecord(
+            step=100 + i, duration_ns=total, data_ns=data, h2d_ns=h2d, forward_ns=fwd,
+            backward_ns=bwd, optimizer_ns=opt, batch_size=64, warmup=i < 2,
+            verdict="data-bound" if data + h2d >= total - data - h2d else "compute-bound",
+        ))
+    summary = StepSummary(
+        steps=n - 2, input_bound_percent=52.4, band="highly", verdict="data-bound",
+        median_step_ns=127 * MS, p95_step_ns=140 * MS, samples_per_s=503.9,
+        waited_percent=100.0, p95_data_ns=76 * MS,
+    )
+    config = TrainerConfig(num_workers=2, pin_memory=False, batch_size=64, prefetch_factor=2,
+                           persistent_workers=False, num_threads=4, device="cpu", rank=0,
+                           world_size=1)
+    return AttachState(pid=trainer, config=config, dropped_records=0, steps=tuple(records),
+                       summary=summary)
+
+
+def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
+           advice: bool = False) -> list[Frame]:
+    """`count` consecutive frames of one scenario, identical on every run."""
+    procs, groups = recorded_processes()
+    trainer = groups[0].pid
+    source = SimulatedGpuSource(scenario, count=gpus, owner_pids=(trainer,))
+    advisor = Advisor()
+    out = []
+    for tick in range(count):
+        report = source.report_at(tick)
+        gpu_mem = {p.pid: p.memory_used_bytes for g in report.gpus for p in g.processes}
+        rows = tuple(
+            replace(p, gpu_memory_bytes=gpu_mem.get(p.pid), gpu_indices=(0,) if p.pid in gpu_mem
+                    else ()) for p in procs
+        )
+        frame = Frame(
+            time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report, processes=rows,
+            trainers=groups, memory_bandwidth=membw(tick),
+            attached=(steps(trainer),) if attach else (),
+        )
+        out.append(replace(frame, advice=advisor(frame)) if advice else frame)
+    return out
+
+
+def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async Pilot test with asyncio.run (no pytest-asyncio needed)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run

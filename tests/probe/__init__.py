@@ -1,0 +1,1 @@
+"""Tests of the in-trainer probe (gputop.probe)."""

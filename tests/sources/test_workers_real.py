@@ -1,0 +1,176 @@
+"""Real torch trainers with real DataLoader workers: gputop finds each trainer's exact workers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
+from gputop.sampler import Sampler
+from gputop.sources.host import ProcHostSource
+from gputop.sources.processes import ProcProcessSource
+from tests.helpers.trainer_harness import REPO, alive, running_trainer
+
+pytestmark = pytest.mark.slow
+GPU_BYTES = 3 << 30
+
+
+def _pid_max() -> int:
+    return int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
+class StubGpu:
+    """One fake device that lists the given pids as its compute processes."""
+
+    def __init__(self, pids: tuple[int, ...] = ()) -> None:
+        self.pids = pids
+
+    def sample(self) -> GpuReport:
+        procs = tuple(GpuProcess(pid=p, memory_used_bytes=GPU_BYTES) for p in self.pids)
+        gpu = GpuSample(
+            index=0, name="stub", uuid="GPU-stub", util_percent=None, memory_util_percent=None,
+            memory_used_bytes=None, memory_total_bytes=None, temperature_c=None, power_w=None,
+            power_limit_w=None, sm_clock_mhz=None, memory_clock_mhz=None,
+            pcie_rx_bytes_per_s=None, pcie_tx_bytes_per_s=None, processes=procs,
+        )
+        return GpuReport(source="simulated", gpus=(gpu,), note="test stub")
+
+    def close(self) -> None:
+        pass
+
+
+def _frame(gpu_pids: tuple[int, ...] = ()) -> Frame:
+    sampler = Sampler(gpu=StubGpu(gpu_pids), host=ProcHostSource(), processes=ProcProcessSource())
+    try:
+        return sampler.first_frame()
+    finally:
+        sampler.close()
+
+
+def _by_pid(frame: Frame) -> dict[int, ProcessSample]:
+    return {p.pid: p for p in frame.processes}
+
+
+def _group(frame: Frame, pid: int) -> TrainerGroup:
+    groups = [t for t in frame.trainers if t.pid == pid]
+    assert len(groups) == 1, f"trainer {pid} not found once in {frame.trainers}"
+    return groups[0]
+
+
+def _assert_grouped(frame: Frame, ready: dict) -> TrainerGroup:
+    trainer, workers = ready["pid"], tuple(ready["worker_pids"])
+    group = _group(frame, trainer)
+    rows = _by_pid(frame)
+    assert group.worker_pids == workers
+    assert rows[trainer].role == "trainer"
+    for pid in workers:
+        assert rows[pid].role == "worker"
+        assert rows[pid].trainer_pid == trainer
+        assert rows[pid].name == "pt_data_worker"
+    others = [p for p in frame.processes if p.trainer_pid == trainer]
+    assert sorted(p.pid for p in others) == list(workers)
+    members = [rows[trainer], *(rows[w] for w in workers)]
+    assert group.num_threads_total == sum(p.num_threads or 0 for p in members)
+    assert group.workers_cpu_percent == pytest.approx(
+        sum(rows[w].cpu_percent or 0.0 for w in workers))
+    return group
+
+
+@pytest.mark.parametrize(
+    ("method", "workers", "pin"),
+    [("fork", 2, True), ("spawn", 3, False), ("forkserver", 4, True)],
+)
+def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: int, pin: bool):
+    args = ["--start-method", method, "--workers", str(workers)] + (["--pin-memory"] if pin else [])
+    with running_trainer(tmp_path, args) as ready:
+        frame = _frame()
+        group = _assert_grouped(frame, ready)
+        rows = _by_pid(frame)
+        helpers = [p for p in frame.processes
+                   if p.ppid == ready["pid"] and p.pid not in ready["worker_pids"]]
+        # spawn and forkserver start a resource tracker (and forkserver its server): never
+        # workers, never trainers.
+        assert all(p.role == "other" for p in helpers)
+        if method != "fork":
+            assert any("resource_tracker" in " ".join(p.cmdline) for p in helpers)
+        if method == "forkserver":
+            server = rows[rows[ready["worker_pids"][0]].ppid or 0]
+            assert "forkserver" in " ".join(server.cmdline) and server.ppid == ready["pid"]
+    # CPU-only torch ignores pin_memory=True (it warns, starts no pin thread): report the truth.
+    assert ready["pin_memory_thread"] is False
+    assert group.pin_memory_thread is False
+    assert [p for p in (ready["pid"], *ready["worker_pids"], *(h.pid for h in helpers))
+            if alive(p)] == []
+
+
+def test_pin_memory_thread_detected(tmp_path: Path):
+    # CPU torch never starts the real pt_data_pin thread, so this trainer names a real
+    # thread the way torch's _pin_memory_loop does (torch.multiprocessing._set_thread_name).
+    with running_trainer(tmp_path, ["--workers", "2", "--name-pin-thread"]) as ready:
+        group = _assert_grouped(_frame(), ready)
+    assert group.pin_memory_thread is True
+
+
+def test_gpu_memory_joined_and_foreign_pid_kept(tmp_path: Path):
+    foreign = _pid_max() + 11  # no /proc entry can have it: an NVML pid from another namespace
+    with running_trainer(tmp_path, ["--workers", "2"]) as ready:
+        frame = _frame((ready["pid"], foreign))
+        _assert_grouped(frame, ready)
+    rows = _by_pid(frame)
+    assert rows[ready["pid"]].gpu_memory_bytes == GPU_BYTES
+    assert rows[ready["pid"]].gpu_indices == (0,)
+    assert rows[foreign].in_proc is False
+    assert rows[foreign].gpu_memory_bytes == GPU_BYTES
+    assert rows[foreign].name == "?"
+
+
+def test_source_survives_trainer_death(tmp_path: Path):
+    sampler = Sampler(gpu=StubGpu(), host=ProcHostSource(), processes=ProcProcessSource())
+    with running_trainer(tmp_path, ["--workers", "2"]) as ready:
+        sampler.prime()
+        trainers = sampler.sample().trainers
+        assert [t.worker_pids for t in trainers if t.pid == ready["pid"]] == [
+            tuple(ready["worker_pids"])]
+    frame = sampler.sample()
+    gone = {ready["pid"], *ready["worker_pids"]}
+    assert not [p for p in frame.processes if p.pid in gone and p.state != "Z"]
+    assert ready["pid"] not in {t.pid for t in frame.trainers}
+    assert frame.errors == ()
+    sampler.close()
+
+
+def test_once_json_reports_trainer_and_workers(tmp_path: Path):
+    with running_trainer(tmp_path, ["--start-method", "spawn", "--workers", "2"]) as ready:
+        out = subprocess.run(
+            [sys.executable, "-m", "gputop", "--once", "--json", "--interval", "0.3"],
+            capture_output=True, text=True, cwd=REPO, timeout=120,
+        )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    trainers = [t for t in doc["trainers"] if t["pid"] == ready["pid"]]
+    assert [t["worker_pids"] for t in trainers] == [ready["worker_pids"]]
+    rows = {p["pid"]: p for p in doc["processes"]}
+    assert rows[ready["pid"]]["role"] == "trainer"
+    assert {rows[w]["role"] for w in ready["worker_pids"]} == {"worker"}
+    assert {rows[w]["trainer_pid"] for w in ready["worker_pids"]} == {ready["pid"]}
+
+
+def test_torchrun_launcher_and_ranks(tmp_path: Path):
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", "2",
+                "--master-port", "0"]
+    with running_trainer(tmp_path, ["--workers", "2"], launcher=torchrun, ranks=2) as ready:
+        frame = _frame()
+    rows = _by_pid(frame)
+    launcher = ready["launcher_pid"]
+    assert rows[launcher].role == "launcher" and rows[launcher].name == "pt_elastic"
+    for rank in ready["ranks"]:
+        group = _assert_grouped(frame, rank)
+        assert rank["ppid"] == launcher
+        assert group.launcher_pid == launcher
+    # torchrun puts ranks in sessions of their own: teardown must still leave nothing behind.
+    started = [launcher, *(p for r in ready["ranks"] for p in (r["pid"], *r["worker_pids"]))]
+    assert [p for p in started if alive(p)] == []
