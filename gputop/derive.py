@@ -1,7 +1,8 @@
 """The facts a Frame carries that are derived, not measured, computed once per tick.
 
 Sources return raw facts; the sampler hands them here, and renderers and advice only
-read the results: roles and trainer groups, each attached trainer's state, the straggler.
+read the results: roles and trainer groups, each attached trainer's step verdicts, window
+summary and state, the straggler.
 """
 
 from __future__ import annotations
@@ -10,19 +11,21 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gputop.analysis import grouping, steps
-from gputop.model import AttachState, InputStraggler, ProcessSample, TrainerGroup
+from gputop.model import AttachState, InputStraggler, ProcessSample, StepRecord, TrainerGroup
 from gputop.sources.base import ProcessScan, ProcessSource
 
 LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
 
 
 class Derivation:
-    """Derives each tick's facts, keeping what makes the next tick cheap (roles, rows)."""
+    """Derives each tick's facts, keeping what makes the next tick cheap (roles, rows,
+    step verdicts)."""
 
     def __init__(self) -> None:
         self._grouping = grouping.Grouping()
         self._inputs: tuple[frozenset[int], frozenset[int]] | None = None
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
+        self._verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}  # id -> (raw, classified)
 
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
@@ -65,6 +68,33 @@ class Derivation:
         marked[row.pid] = (row, done)
         return done
 
+    def attached(
+        self, states: Sequence[AttachState], now_ns: int
+    ) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
+        """Each trainer with its steps classified, its window summarized and its
+        running/stalled/exited state; and the job's input straggler."""
+        verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}
+        out = []
+        for state in states:
+            classified = tuple(self._classified(step, verdicts) for step in state.steps)
+            state = replace(state, steps=classified, summary=steps.summarize(classified))
+            kind, idle_s = steps.trainer_state(state, now_ns)
+            out.append(replace(state, state=kind, idle_s=idle_s))
+        self._verdicts = verdicts  # only the current windows' steps are kept
+        ranks = [a for a in out if a.state != "stalled" and (a.alive or a.steps)]
+        return tuple(out), steps.input_straggler(ranks)
+
+    def _classified(
+        self, step: StepRecord, verdicts: dict[int, tuple[StepRecord, StepRecord]]
+    ) -> StepRecord:
+        """`step` with its verdict; each step object (the source keeps the same one across
+        ticks) is classified once."""
+        raw, done = self._verdicts.get(id(step), (None, step))
+        if raw is not step:  # new (the memo holds its raw step, so an id is never reused)
+            done = replace(step, verdict=steps.classify(step))
+        verdicts[id(step)] = (step, done)
+        return done
+
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:
     """Unnamed workers of trainers whose torch is too old to name its threads."""
@@ -74,15 +104,3 @@ def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dic
         if version is not None and grouping.torch_version_below(version, *LEGACY_TORCH):
             keep[worker] = trainer
     return keep
-
-
-def attached(
-    states: Sequence[AttachState], now_ns: int
-) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
-    """Each trainer with its running/stalled/exited state, and the job's input straggler."""
-    out = []
-    for state in states:
-        kind, idle_s = steps.trainer_state(state, now_ns)
-        out.append(replace(state, state=kind, idle_s=idle_s))
-    ranks = [a for a in out if a.state != "stalled" and (a.alive or a.steps)]
-    return tuple(out), steps.input_straggler(ranks)

@@ -210,19 +210,23 @@ class StepSummary:
     median_phase_ns: tuple[tuple[str, int | None], ...] = ()
 
 
+EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
+
+
 @dataclass(frozen=True, slots=True)
 class AttachState:
     """What the ring of one attached trainer says right now.
 
-    `alive` is the source's raw fact (the process is there); `state` and `idle_s` are
-    derived by the sampler: stalled when no step closed for max(5 s, 10x the median step).
+    `alive` and the steps are the source's raw facts; the steps' verdicts, `summary`,
+    `state` and `idle_s` are derived by the sampler: stalled when no step closed for
+    max(5 s, 10x the median step).
     """
 
     pid: int
     config: TrainerConfig
     dropped_records: int
     steps: tuple[StepRecord, ...]
-    summary: StepSummary
+    summary: StepSummary = EMPTY_STEP_SUMMARY
     alive: bool = True
     error: str | None = None
     state: TrainerState = "running"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from gputop import debuglog
-from gputop.derive import Derivation, attached
+from gputop.derive import Derivation
 from gputop.model import (
     Advice,
     AttachState,
@@ -174,7 +174,8 @@ class Sampler:
         if source is None:
             return _NOT_ATTACHED
         probe_pids = source.probe_pids()
-        states, straggler = attached(source.sample(), time.monotonic_ns())
+        source.remove_dead_rings()
+        states, straggler = self._derive.attached(source.sample(), time.monotonic_ns())
         return probe_pids, states, straggler
 
     def _sample_processes(

@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gputop.derive import Derivation  # noqa: E402
 from gputop.model import AttachState  # noqa: E402
 from gputop.sources.attach import RingAttachSource  # noqa: E402
 
@@ -79,8 +80,9 @@ def run(
     while proc.poll() is None:
         source.sample()
         time.sleep(0.05)
-    state = source.sample()[0] if probed else None
+    states = source.sample()
     source.close()
+    state = Derivation().attached(states, time.monotonic_ns())[0][0] if probed else None
     if proc.returncode != 0:
         raise SystemExit(f"trainer {mode} (probe={probed}) exited {proc.returncode}")
     return json.loads(out.read_text()), state

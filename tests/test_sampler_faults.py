@@ -43,6 +43,9 @@ class RecordsAttachThread:
     def probe_pids(self) -> frozenset[int]:
         return frozenset()
 
+    def remove_dead_rings(self) -> None:
+        pass
+
     def attach(self, pid: int) -> None:
         self.attached.append((pid, threading.current_thread().name))
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from gputop.probe import ring as layout
 from gputop.probe.recorder import NONE, GpuHook, Recorder
+
+_GPU_NS = layout.PAYLOAD_FIELDS.index("gpu_ns")
+_GPU_GAP_NS = layout.PAYLOAD_FIELDS.index("gpu_gap_ns")
 
 
 class Event(Protocol):
@@ -24,6 +28,18 @@ class Event(Protocol):
     def elapsed_time(self, end: Any) -> float: ...
 
 
+class _Pending:
+    """A closed step waiting for its GPU times: its record and the events around it."""
+
+    __slots__ = ("contiguous", "end", "record", "start")
+
+    def __init__(self) -> None:
+        self.record: tuple[int, ...] = ()
+        self.start: Event | None = None
+        self.end: Event | None = None
+        self.contiguous = False  # it opened as the previous step closed: the gap is idle GPU
+
+
 class GpuTimer(GpuHook):
     """Pairs pooled events around steps and publishes each step once its times are known."""
 
@@ -33,11 +49,7 @@ class GpuTimer(GpuHook):
         self._limit = 2 * queue_size + 4
         self._made = 0
         self._size = queue_size
-        # step, start, duration, data, acc[4], batch, epoch, flags, loader, ev_start, ev_end,
-        # contiguous
-        self._rows: list[list[Any]] = [
-            [0, 0, 0, 0, [0] * 4, 0, 0, 0, 0, None, None, False] for _ in range(queue_size)
-        ]
+        self._rows = [_Pending() for _ in range(queue_size)]
         self._first = 0
         self._count = 0
         self._start: Event | None = None
@@ -64,20 +76,15 @@ class GpuTimer(GpuHook):
         self._start = event
         self._contiguous = contiguous
 
-    def step_closed(
-        self, rec: Recorder, step: int, start: int, duration: int, data: int, acc: list[int],
-        batch: int, epoch: int, flags: int, loader: int,
-    ) -> None:
+    def step_closed(self, rec: Recorder, record: tuple[int, ...]) -> None:
         if self._count == self._size:
             self._publish(rec, resolved=False)
         end = self._take()
         if end is not None:
             end.record()
         row = self._rows[(self._first + self._count) % self._size]
-        row[0], row[1], row[2], row[3] = step, start, duration, data
-        row[4][:] = acc
-        row[5], row[6], row[7], row[8] = batch, epoch, flags, loader
-        row[9], row[10], row[11] = self._start, end, self._contiguous
+        row.record, row.start, row.end, row.contiguous = (
+            record, self._start, end, self._contiguous)
         self._start = None
         self._contiguous = False
         self._count += 1
@@ -86,7 +93,7 @@ class GpuTimer(GpuHook):
     def poll(self, rec: Recorder) -> None:
         """Publish, oldest first, every queued step whose GPU work has finished."""
         while self._count:
-            end = self._rows[self._first][10]
+            end = self._rows[self._first].end
             if end is not None and not end.query():
                 return
             self._publish(rec, resolved=end is not None)
@@ -98,22 +105,29 @@ class GpuTimer(GpuHook):
 
     def _publish(self, rec: Recorder, resolved: bool) -> None:
         row = self._rows[self._first]
-        ev_start, ev_end, contiguous = row[9], row[10], row[11]
-        gpu = gap = NONE
-        if resolved and ev_start is not None:
-            gpu = _elapsed_ns(ev_start, ev_end)
-            if contiguous and self._held_end is not None:
+        ev_start, ev_end, record = row.start, row.end, row.record
+        if resolved and ev_start is not None and ev_end is not None:
+            gap = NONE
+            if row.contiguous and self._held_end is not None:
                 gap = _elapsed_ns(self._held_end, ev_start)
-        rec.write(row[0], row[1], row[2], row[3], row[4], gpu, gap, row[5], row[6], row[7],
-                  row[8])
+            record = _with_gpu_times(record, _elapsed_ns(ev_start, ev_end), gap)
+        rec.stage(record)
         self._give(self._held_end)
         self._give(ev_start)
         self._held_end = ev_end if resolved else None
         if not resolved:
             self._give(ev_end)
-        row[9] = row[10] = None
+        row.start = row.end = None
+        row.record = ()
         self._first = (self._first + 1) % self._size
         self._count -= 1
+
+
+def _with_gpu_times(record: tuple[int, ...], gpu_ns: int, gap_ns: int) -> tuple[int, ...]:
+    """`record` with its GPU time and the GPU's idle gap before it filled in."""
+    words = list(record)
+    words[_GPU_NS], words[_GPU_GAP_NS] = gpu_ns, gap_ns
+    return tuple(words)
 
 
 def _elapsed_ns(a: Event, b: Event) -> int:

@@ -15,7 +15,7 @@ import stat
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gputop.probe import ring as layout
 
@@ -50,11 +50,12 @@ class RingHeader:
     uid: int
 
 
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One complete record as the writer published it (-1 = not measured)."""
+class RawRecord(NamedTuple):
+    """One complete record as the writer published it (-1 = not measured): the slot's
+    fields by their layout.FIELDS names, with the record's index where the slot has its
+    sequence and without the check, so every field sits at its layout index."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index(), never called on one
     step: int
     start_ns: int
     duration_ns: int
@@ -69,6 +70,11 @@ class RawRecord:
     epoch: int
     flags: int
     loader: int
+
+
+assert RawRecord._fields == ("index", *layout.PAYLOAD_FIELDS)  # spelled out above for mypy
+_ALWAYS_SET = (layout.STEP, layout.START_NS, layout.DURATION_NS, layout.EPOCH, layout.LOADER)
+_MEASURED = slice(layout.DATA_NS, layout.BATCH_SIZE + 1)
 
 
 class RingReader:
@@ -277,13 +283,11 @@ def _verified(index: int, raw: bytes, at: int) -> RawRecord | None:
 
 def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:
     """A record whose fields are all in range, else None (counted as dropped)."""
-    step, start, duration, epoch, flags, loader = f[1], f[2], f[3], f[12], f[13], f[14]
-    if not all(0 <= v < MAX_VALUE for v in (step, start, duration, epoch, loader)):
+    if not all(0 <= f[i] < MAX_VALUE for i in _ALWAYS_SET) or not 0 <= f[layout.FLAGS] < 256:
         return None
-    if not 0 <= flags < 256 or any(not -1 <= v < MAX_VALUE for v in f[4:12]):
+    if any(not -1 <= v < MAX_VALUE for v in f[_MEASURED]):
         return None
-    return RawRecord(index, step, start, duration, f[4], f[5], f[6], f[7], f[8], f[9], f[10],
-                     f[11], epoch, flags, loader)
+    return RawRecord(index, *f[layout.STEP : layout.CHECK_WORD])
 
 
 def _parse_meta(blob: bytes) -> dict[str, Any]:

@@ -195,22 +195,19 @@ class Recorder:
             self._trains = False
         else:
             flags = self._flags(loader, acc)
-        if self.gpu is None:  # staged as write() does, spelled out: this runs every step
-            t_open = self._t_open
-            self._staged.append((
-                self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
-                acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags,
-                loader,
-            ))
+        t_open = self._t_open
+        record = (  # layout.PAYLOAD_FIELDS in order; the phases in PHASES order
+            self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
+            acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags, loader,
+        )
+        if self.gpu is None:  # staged as stage() does, spelled out: this runs every step
+            self._staged.append(record)
             if t >= self._publish_at or len(self._staged) >= STAGE_MAX:
                 self.publish(t)
         elif self.enabled:
             self._closed_at = t
             with self._gpu_lock:
-                self.gpu.step_closed(
-                    self, self._step, self._t_open, t - self._t_open, self._data, acc,
-                    self._batch, self._epoch, flags, loader,
-                )
+                self.gpu.step_closed(self, record)
         self._step += 1
         acc[0] = acc[1] = acc[2] = acc[3] = 0
 
@@ -355,15 +352,9 @@ class Recorder:
             if lock is not None:
                 lock.release()
 
-    def write(
-        self, step: int, start: int, duration: int, data: int, acc: list[int], gpu_ns: int,
-        gap_ns: int, batch: int, epoch: int, flags: int, loader: int,
-    ) -> None:
-        """Stage one step (called by the GPU hook once its times are known)."""
-        self._staged.append((
-            step, start, duration, data, acc[0] or NONE, acc[1] or NONE, acc[2] or NONE,
-            acc[3] or NONE, gpu_ns, gap_ns, batch, epoch, flags, loader,
-        ))
+    def stage(self, record: tuple[int, ...]) -> None:
+        """Stage one record (the GPU hook calls this once the step's GPU times are known)."""
+        self._staged.append(record)
         now = perf_counter_ns()
         if now >= self._publish_at or len(self._staged) >= STAGE_MAX:
             self.publish(now)
@@ -375,11 +366,8 @@ class GpuHook:
     def step_opened(self, contiguous: bool) -> None:
         """A loader delivered a batch: the GPU part of a step starts here."""
 
-    def step_closed(
-        self, rec: Recorder, step: int, start: int, duration: int, data: int, acc: list[int],
-        batch: int, epoch: int, flags: int, loader: int,
-    ) -> None:
-        """A step closed; write it now or once its GPU times are known."""
+    def step_closed(self, rec: Recorder, record: tuple[int, ...]) -> None:
+        """A step closed (its record without GPU times); stage it once they are known."""
 
     def poll(self, rec: Recorder) -> None:
         """Write every waiting step whose GPU work has finished."""

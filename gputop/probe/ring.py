@@ -40,20 +40,31 @@ HEAD_OFFSET = struct.calcsize("@8sqqqqqqq")
 META_SEQ_OFFSET = HEAD_OFFSET + 8
 META_LEN_OFFSET = HEAD_OFFSET + 16
 
-# seq, step, start_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, optimizer_ns,
-# gpu_ns, gpu_gap_ns, batch_size, epoch, flags, loader, check
-RECORD = struct.Struct("@16q")
-RECORD_SIZE = RECORD.size
-RECORD_WORDS = RECORD_SIZE // 8
-PAYLOAD = struct.Struct("@14q")  # step .. loader: what the check covers
-PAYLOAD_OFFSET = 8
-PAYLOAD_SIZE = PAYLOAD.size
-CHECK_WORD = RECORD_WORDS - 1
+# The step record, word by word (int64 each): its one declaration. The structs, the index
+# constants below, the reader's RawRecord, the probe's phase order and StepRecord's fields
+# follow these names (tests/test_step_record.py ties them together).
 FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
     "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
     "flags", "loader", "check",
 )
+PAYLOAD_FIELDS = FIELDS[1:-1]  # what the writer packs and the check covers
+STEP = FIELDS.index("step")
+START_NS = FIELDS.index("start_ns")
+DURATION_NS = FIELDS.index("duration_ns")
+DATA_NS = FIELDS.index("data_ns")
+BATCH_SIZE = FIELDS.index("batch_size")
+EPOCH = FIELDS.index("epoch")
+FLAGS = FIELDS.index("flags")
+LOADER = FIELDS.index("loader")
+CHECK_WORD = FIELDS.index("check")
+MEASURED_FIELDS = FIELDS[DATA_NS : BATCH_SIZE + 1]  # NONE when the probe did not measure it
+RECORD = struct.Struct(f"@{len(FIELDS)}q")
+RECORD_SIZE = RECORD.size
+RECORD_WORDS = len(FIELDS)
+PAYLOAD = struct.Struct(f"@{len(PAYLOAD_FIELDS)}q")
+PAYLOAD_OFFSET = 8
+PAYLOAD_SIZE = PAYLOAD.size
 SEQ = struct.Struct("@q")
 HEAD_WORD = HEAD_OFFSET // 8
 FILE_SIZE = HEADER_SIZE + SLOTS * RECORD_SIZE
@@ -154,9 +165,8 @@ class RingWriter:
         self.closed = False
 
     def append(self, records: list[tuple[int, ...]]) -> None:
-        """Write and publish records, each (step, start_ns, duration_ns, data_ns, h2d_ns,
-        forward_ns, backward_ns, optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags,
-        loader), NONE = -1 for an unmeasured field."""
+        """Write and publish records, each a tuple of PAYLOAD_FIELDS' values in that order
+        (NONE = -1 for an unmeasured field)."""
         pack, check, mm, slots = PAYLOAD.pack, record_check, self._mm, self._slots
         n = self._head
         for record in records:

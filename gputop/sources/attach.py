@@ -1,12 +1,12 @@
-"""Reads probed trainers' rings: which PIDs have one, and the newest steps of attached ones."""
+"""Reads probed trainers' rings: which PIDs have one, and the newest steps of attached ones
+(raw: the sampler's Derivation classifies and summarizes them)."""
 
 from __future__ import annotations
 
 import os
 from collections import deque
 
-from gputop.analysis.steps import classify, summarize
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.model import AttachState, StepRecord, TrainerConfig
 from gputop.printable import printable
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
@@ -20,7 +20,6 @@ CONFIG_FIELDS = {
     "persistent_workers": bool, "num_threads": int, "device": str, "rank": int,
     "world_size": int,
 }
-EMPTY_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
 
 
 class RingAttachSource:
@@ -37,16 +36,21 @@ class RingAttachSource:
         self.rings = RingDirectory(directory)
         self.window = window
         self._targets: list[int] = []
-        self._trainers: dict[int, _Trainer] = {}
+        self._windows: dict[int, _RingWindow] = {}
         self._members: dict[int, list[int]] = {}
         self._judged: set[tuple[int, int]] = set()  # (pid, start ticks) already placed
         self._scanned = False  # probe_pids() listed the directory this tick
 
     def probe_pids(self) -> frozenset[int]:
-        """Live PIDs whose ring passes the checks (the listing removes our dead trainers')."""
+        """Live PIDs whose ring passes the checks (a listing: it removes nothing)."""
         self.rings.scan()
         self._scanned = True  # sample() in the same tick reuses it
         return frozenset(self.rings.rings)
+
+    def remove_dead_rings(self) -> None:
+        """Unlink the rings of our own dead trainers that the last listing found (a process
+        killed before its exit handler ran leaves its ring behind)."""
+        self.rings.remove_leftovers()
 
     def attach(self, pid: int) -> None:
         """Read `pid`'s job from the next sample on (its ring may appear later, e.g. under
@@ -54,8 +58,8 @@ class RingAttachSource:
         if pid not in self._targets:
             self._targets.append(pid)
             self._members[pid] = []
-        if pid not in self._trainers:
-            self._trainers[pid] = _Trainer(pid, self.rings, self.window)
+        if pid not in self._windows:
+            self._windows[pid] = _RingWindow(pid, self.rings, self.window)
 
     def sample(self) -> tuple[AttachState, ...]:
         """One state per trainer: each target, then its job's other ranks by rank."""
@@ -66,8 +70,8 @@ class RingAttachSource:
             self._find_job_members()
         states = []
         for target in self._targets:
-            members = [self._trainers[pid].sample() for pid in self._members[target]]
-            own = self._trainers[target].sample()
+            members = [self._windows[pid].sample() for pid in self._members[target]]
+            own = self._windows[target].sample()
             if not members or own.steps or own.error is None:  # a ring-less launcher hides
                 states.append(own)
             states += sorted(members, key=_rank_order)
@@ -75,15 +79,15 @@ class RingAttachSource:
 
     def close(self) -> None:
         """Release every ring's file descriptor."""
-        for trainer in self._trainers.values():
-            trainer.close()
+        for window in self._windows.values():
+            window.close()
 
     def _find_job_members(self) -> None:
         """Place every trusted ring not yet judged: a member of an attached job, or not."""
         listed = list(self.rings.rings)
         self._judged = {key for key in self._judged if key[0] in listed}
         for pid in listed:
-            if pid in self._trainers:
+            if pid in self._windows:
                 continue
             ticks = layout.start_ticks(pid)
             if ticks is None or (pid, ticks) in self._judged:
@@ -93,7 +97,7 @@ class RingAttachSource:
                 self._judged.add((pid, ticks))
             if target is not None:
                 self._members[target].append(pid)
-                self._trainers[pid] = _Trainer(pid, self.rings, self.window)
+                self._windows[pid] = _RingWindow(pid, self.rings, self.window)
 
     def _job_of(self, pid: int) -> tuple[int | None, bool]:
         """The attached target whose job `pid` belongs to (or None), and whether that is
@@ -112,10 +116,10 @@ class RingAttachSource:
             return None, False
         undecided = False
         for target in siblings:
-            trainer = self._trainers[target]
-            if world > 1 and trainer.config.world_size == world:
+            ring = self._windows[target]
+            if world > 1 and ring.config.world_size == world:
                 return target, True
-            undecided = undecided or not trainer.meta_seen
+            undecided = undecided or not ring.meta_seen
         return None, not undecided
 
 
@@ -155,8 +159,9 @@ def _meta_world_size(rings: RingDirectory, pid: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class _Trainer:
-    """The window of one attached trainer's steps across ticks."""
+class _RingWindow:
+    """One attached trainer's ring across ticks: its reader and the window of its newest
+    steps (loaders that do not train left out)."""
 
     def __init__(self, pid: int, rings: RingDirectory, window: int) -> None:
         self.pid = pid
@@ -176,9 +181,9 @@ class _Trainer:
             s for loader, s in self.steps
             if not loader or not self.train_loaders or loader in self.train_loaders
         )
-        summary = summarize(steps) if steps else EMPTY_SUMMARY
         dropped = self.reader.dropped if self.reader is not None else 0
-        return AttachState(self.pid, self.config, dropped, steps, summary, self.alive, self.error)
+        return AttachState(self.pid, self.config, dropped, steps, alive=self.alive,
+                           error=self.error)
 
     def _read(self) -> None:
         ticks = layout.start_ticks(self.pid)
@@ -213,29 +218,14 @@ class _Trainer:
 
 
 def to_step(raw: RawRecord) -> StepRecord:
-    """A ring record as a classified StepRecord (-1 becomes None)."""
-    step = StepRecord(
-        step=raw.step,
-        duration_ns=raw.duration_ns,
-        data_ns=_opt(raw.data_ns),
-        h2d_ns=_opt(raw.h2d_ns),
-        forward_ns=_opt(raw.forward_ns),
-        backward_ns=_opt(raw.backward_ns),
-        optimizer_ns=_opt(raw.optimizer_ns),
-        gpu_ns=_opt(raw.gpu_ns),
-        gpu_gap_ns=_opt(raw.gpu_gap_ns),
-        batch_size=_opt(raw.batch_size),
-        epoch=raw.epoch,
-        warmup=bool(raw.flags & layout.F_WARMUP),
-        end_ns=raw.start_ns + raw.duration_ns,
+    """A ring record as a StepRecord, its fields taken by name (-1 becomes None); the
+    verdict is left to the sampler's Derivation."""
+    measured = {name: _opt(getattr(raw, name)) for name in layout.MEASURED_FIELDS}
+    return StepRecord(
+        step=raw.step, duration_ns=raw.duration_ns, epoch=raw.epoch,
+        warmup=bool(raw.flags & layout.F_WARMUP), end_ns=raw.start_ns + raw.duration_ns,
+        **measured,  # type: ignore[arg-type]
     )
-    return _with_verdict(step)
-
-
-def _with_verdict(step: StepRecord) -> StepRecord:
-    from dataclasses import replace
-
-    return replace(step, verdict=classify(step))
 
 
 def _opt(value: int) -> int | None:

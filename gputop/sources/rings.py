@@ -79,18 +79,21 @@ class RingDirectory:
         self.refusals: dict[int, str] = {}  # PID -> why a ring named for it was refused
         self._trusted: dict[tuple[int, int], int] = {}  # (inode, pid) -> the ticks it matched
         self._refused: dict[tuple[int, int], str] = {}  # (inode, pid) -> why, for good
+        self.leftovers: list[RingName] = []  # our rings whose process is gone, as last listed
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
         return self.directory or layout.ring_dir()
 
     def scan(self) -> None:
-        """List the directory once and check each ring not judged before. Rings of our own
-        dead trainers are removed; files refused for good are not opened again."""
+        """List the directory once and check each ring not judged before; files refused for
+        good are not opened again. Rings of our own dead trainers are noted in `leftovers`,
+        not removed (that is `remove_leftovers()`)."""
         rings: dict[int, RingName] = {}
         refusals: dict[int, str] = {}
         trusted: dict[tuple[int, int], int] = {}
         refused: dict[tuple[int, int], str] = {}
+        leftovers: list[RingName] = []
         for name in ring_names(self.path()):
             key = (name.inode, name.pid)
             reason = self._refused.get(key)
@@ -100,14 +103,18 @@ class RingDirectory:
                 continue
             ticks = layout.start_ticks(name.pid)
             if ticks is None:  # a dead trainer's ring, or a name planted for no process
-                if not _remove_ours(name):
+                if _is_ours(name):
+                    leftovers.append(name)
+                else:
                     refused[key] = f"no process with PID {name.pid}"
                 continue
             if self._trusted.get(key) != ticks:
                 try:
                     open_ring(name, ticks).close()
-                except RingRefused as exc:  # for good (a stale ring of ours is removed)
-                    if not (isinstance(exc, StaleRing) and _remove_ours(name)):
+                except RingRefused as exc:  # for good (a stale ring of ours is a leftover)
+                    if isinstance(exc, StaleRing) and _is_ours(name):
+                        leftovers.append(name)
+                    else:
                         refused[key] = str(exc)
                         refusals.setdefault(name.pid, str(exc))
                     continue
@@ -116,8 +123,20 @@ class RingDirectory:
                     continue
             trusted[key] = ticks
             rings.setdefault(name.pid, name)
-        self.rings, self.refusals = rings, refusals
+        self.rings, self.refusals, self.leftovers = rings, refusals, leftovers
         self._trusted, self._refused = trusted, refused
+
+    def remove_leftovers(self) -> None:
+        """Unlink the leftovers of the last scan that are still the files it judged (the
+        same inode, still ours): a name taken again since then is left alone."""
+        for name in self.leftovers:
+            try:
+                st = os.lstat(name.path)
+                if st.st_ino == name.inode and st.st_uid == os.getuid():
+                    os.unlink(name.path)
+            except OSError:  # someone else removed it first
+                continue
+        self.leftovers = []
 
     def open(self, pid: int) -> RingReader:
         """`pid`'s ring as the last scan found it, checked again as it is opened."""
@@ -130,16 +149,12 @@ class RingDirectory:
         return open_ring(name, ticks)
 
 
-def _remove_ours(name: RingName) -> bool:
-    """Unlink a dead trainer's ring of ours (the name claims our uid; lstat proves the
-    owner); True when it is gone."""
+def _is_ours(name: RingName) -> bool:
+    """Whether the ring `name` is ours: its name claims our uid, and lstat proves it."""
     me = os.getuid()
     if name.uid != me:
         return False
     try:
-        if os.lstat(name.path).st_uid != me:
-            return False
-        os.unlink(name.path)
-    except OSError:  # someone else removed it first
-        return True
-    return True
+        return os.lstat(name.path).st_uid == me
+    except OSError:  # gone already
+        return False

@@ -111,7 +111,7 @@ def frame(gpus: tuple[GpuSample, ...] = (), processes: list[ProcessSample] | Non
           membw: MemoryBandwidthSample | None = None, **host_args: object) -> Frame:
     """A frame from the parts given, derived facts derived as the sampler would; GPUs
     simulated when any are given."""
-    attach, straggler = derive.attached(attach, time.monotonic_ns())
+    attach, straggler = derive.Derivation().attached(attach, time.monotonic_ns())
     return Frame(
         time=1_800_000_000.0, interval_s=1.0, host=host(**host_args),  # type: ignore[arg-type]
         gpu=GpuReport(source="simulated" if gpus else "none", gpus=gpus,

@@ -8,7 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from gputop.derive import Derivation
 from gputop.model import AttachState
+from gputop.probe import ring as layout
 from gputop.sources.attach import RingAttachSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +24,13 @@ def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def payload(**values: int) -> tuple[int, ...]:
+    """A record's payload as RingWriter.append takes it, by field name (the rest NONE)."""
+    unknown = values.keys() - set(layout.PAYLOAD_FIELDS)
+    assert not unknown, unknown
+    return tuple(values.get(name, layout.NONE) for name in layout.PAYLOAD_FIELDS)
+
+
 def watch_process(
     proc: subprocess.Popen[bytes], ring_dir: Path, timeout_s: float = 120.0
 ) -> AttachState:
@@ -33,9 +42,9 @@ def watch_process(
         source.sample()
         time.sleep(0.02)
     proc.wait(timeout=30)
-    state = source.sample()[0]  # the trainer is gone: this reads what it wrote last
+    states = source.sample()  # the trainer is gone: this reads what it wrote last
     source.close()
-    return state
+    return Derivation().attached(states, time.monotonic_ns())[0][0]
 
 
 def run_probed(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop.derive import Derivation
 from gputop.probe import ring as layout
 from gputop.sources import rings as rings_module
 from gputop.sources.attach import (
@@ -66,7 +67,8 @@ def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
     assert (cfg.num_workers, cfg.pin_memory, cfg.batch_size, cfg.rank, cfg.world_size) == (
         3, True, 16, 1, 2)
     assert ("favourite", "tea") in cfg.extra
-    assert all(s.verdict != "unknown" for s in state.steps)
+    (derived,), _ = Derivation().attached((state,), time.monotonic_ns())
+    assert all(s.verdict != "unknown" for s in derived.steps)
     assert check_attachable(trainer.pid, str(tmp_path)) is None
     assert trainer.stdin is not None
     trainer.stdin.write("\n")

@@ -11,6 +11,7 @@ import pytest
 
 from gputop.analysis.steps import input_straggler
 from gputop.children import start_under_probe
+from gputop.derive import Derivation
 from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.tui.views.steps import step_lines
@@ -30,7 +31,7 @@ def _follow(source: RingAttachSource, proc: subprocess.Popen[bytes],
     assert proc.wait(timeout=30) == 0
     states = source.sample()
     source.close()
-    return states
+    return Derivation().attached(states, time.monotonic_ns())[0]
 
 
 def _rank_pids(launcher: int) -> list[int]:

@@ -20,6 +20,7 @@ import pytest
 from gputop.probe import ring as layout
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.probe import payload as record_payload
 
 OTHER_UID = 54321
 
@@ -91,8 +92,9 @@ def forged_ring(pid: int, steps: int, meta: bytes = b'{"rank":1,"world_size":2}'
                             steps, 2, len(meta))
     raw[layout.META_OFFSET : layout.META_OFFSET + len(meta)] = meta
     for n in range(steps):
-        payload = layout.PAYLOAD.pack(n, n * 9_000_000, 9_000_000, 8_000_000, -1, -1, -1, -1,
-                                      -1, -1, 32, 0, layout.F_OPTIMIZER, 1)
+        payload = layout.PAYLOAD.pack(*record_payload(
+            step=n, start_ns=n * 9_000_000, duration_ns=9_000_000, data_ns=8_000_000,
+            batch_size=32, epoch=0, flags=layout.F_OPTIMIZER, loader=1))
         offset = layout.HEADER_SIZE + n * layout.RECORD_SIZE
         raw[offset : offset + layout.RECORD_SIZE] = (
             layout.SEQ.pack(2 * n + 2) + payload + layout.SEQ.pack(layout.record_check(n, payload))

@@ -1,0 +1,100 @@
+"""The step record has one declaration (probe/ring.py FIELDS); the struct, the reader's
+records, the probe's phases, the model's StepRecord and the JSON steps follow it by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from pathlib import Path
+
+from gputop.export.snapshot import step_json
+from gputop.model import StepRecord
+from gputop.probe import ring as layout
+from gputop.probe.gpu_timing import GpuTimer
+from gputop.probe.reader import RawRecord, RingReader
+from gputop.probe.recorder import PHASES, Recorder
+from gputop.sources.attach import to_step
+
+# DESIGN.md "JSON snapshot": attach.steps[] carries these keys
+CONTRACT_STEP_KEYS = ("step", "duration_ns", "data_ns", "h2d_ns", "forward_ns", "backward_ns",
+                      "optimizer_ns", "gpu_ns", "batch_size", "verdict")
+
+
+def test_the_struct_and_the_readers_record_are_derived_from_the_field_names() -> None:
+    assert layout.RECORD.size == 8 * len(layout.FIELDS) == layout.RECORD_SIZE
+    assert (layout.FIELDS[0], layout.FIELDS[-1]) == ("seq", "check")
+    assert layout.FIELDS[1:-1] == layout.PAYLOAD_FIELDS
+    assert layout.PAYLOAD.size == 8 * len(layout.PAYLOAD_FIELDS)
+    assert layout.FIELDS.index("check") == layout.CHECK_WORD
+    # the reader's record: the index where the slot has its sequence, then the payload by name
+    assert RawRecord._fields == ("index", *layout.PAYLOAD_FIELDS)
+    for name in ("step", "start_ns", "duration_ns", "data_ns", "batch_size", "epoch", "flags",
+                 "loader"):
+        assert layout.FIELDS[getattr(layout, name.upper())] == name
+    measured = layout.FIELDS[layout.DATA_NS : layout.BATCH_SIZE + 1]
+    assert measured == layout.MEASURED_FIELDS
+
+
+def test_the_probes_phases_are_the_records_phase_fields_in_order() -> None:
+    names = [f"{phase}_ns" for phase, _ in sorted(PHASES.items(), key=lambda kv: kv[1])]
+    first = layout.FIELDS.index(names[0])
+    assert list(layout.FIELDS[first : first + len(names)]) == names
+
+
+def test_step_record_and_json_steps_carry_the_ring_fields_by_their_names() -> None:
+    step_fields = {f.name for f in dataclasses.fields(StepRecord)}
+    carried = {"step", "duration_ns", "epoch", *layout.MEASURED_FIELDS}
+    assert carried <= set(layout.PAYLOAD_FIELDS) and carried <= step_fields
+    assert set(CONTRACT_STEP_KEYS) - {"verdict"} <= carried
+    values = {name: 1000 + 7 * k for k, name in enumerate(layout.PAYLOAD_FIELDS)}
+    values["flags"] = layout.F_WARMUP
+    step = to_step(RawRecord(5, **values))
+    out = step_json(step)
+    assert set(CONTRACT_STEP_KEYS) <= out.keys()
+    for name in carried:
+        assert getattr(step, name) == values[name] == out[name], name
+    assert step.warmup and step.end_ns == values["start_ns"] + values["duration_ns"]
+
+
+def test_each_phase_lands_in_the_field_of_its_name_on_both_write_paths(tmp_path: Path) -> None:
+    """Distinct ns per phase, written by the CPU path and by the GPU timer's path."""
+    timings = {phase: 100 * (k + 1) for k, phase in enumerate(PHASES)}
+    for gpu in (False, True):
+        path = layout.ring_path(os.getpid(), directory=str(tmp_path))
+        rec = Recorder(functools.partial(layout.RingWriter, path))
+        if gpu:
+            rec.gpu = GpuTimer(_UnresolvedEvent, queue_size=2)
+        try:
+            rec.iteration_begin(1)
+            rec.fetch_begin()
+            rec.fetch_end(1, 24)
+            for phase, ns in timings.items():
+                rec.add_phase(PHASES[phase], ns)
+            rec.step_end()
+            if rec.gpu is not None:
+                rec.gpu.flush(rec)
+            rec.publish()
+            assert rec.ring is not None
+            reader = RingReader(rec.ring.path)
+            (got,) = reader.read_new()
+            reader.close()
+        finally:
+            rec.close()
+        for phase, ns in timings.items():
+            assert getattr(got, f"{phase}_ns") == ns, (gpu, phase)
+        assert (got.step, got.batch_size, got.loader, got.gpu_ns, got.gpu_gap_ns) == (
+            0, 24, 1, layout.NONE, layout.NONE)
+
+
+class _UnresolvedEvent:
+    """A CUDA event that never completes: steps are published with GPU times unknown."""
+
+    def record(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return False
+
+    def elapsed_time(self, end: object) -> float:
+        raise RuntimeError("not completed")
