@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop.sources.membw import open_membw_source
-from gputop.sources.membw.canary import footprint_for, llc_bytes
+from gputop.sources.membw.canary import llc_bytes, plan_canary
 from gputop.sources.membw.estimate import DEFAULT_PERIOD_S, CanaryEstimator, next_delay
 
 GiB = float(1 << 30)
@@ -148,6 +148,7 @@ def start_up() -> CanaryEstimator | None:
           f"(confidence {first.confidence}, pressure {first.pressure})")
     estimator = source.estimator
     if estimator is None:
+        print(f"no estimate here: {first.note}")
         source.close()
         return None
     estimator.wait_calibrated()
@@ -170,7 +171,7 @@ def start_up() -> CanaryEstimator | None:
 def main() -> None:
     """Run every measurement and print one line each."""
     llc = llc_bytes()
-    print(f"LLC {llc and llc >> 20} MiB -> canary footprint {footprint_for(llc) >> 20} MiB")
+    print(f"LLC {llc and llc >> 20} MiB -> {plan_canary(llc).reason}")
     estimator = start_up()
     if estimator is None:
         return

@@ -1,4 +1,8 @@
-"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate) and its factory."""
+"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate -> n/a), its factory.
+
+When no rung can measure, samples say so (`pressure` None, the reason in `note`) rather
+than show a number that does not mean what it says.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.model import MemoryBandwidthSample
-from gputop.sources.membw.canary import Canary, footprint_for, llc_bytes
+from gputop.sources.membw.canary import (
+    Canary,
+    getconf_llc_bytes,
+    llc_bytes,
+    plan_canary,
+)
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
@@ -25,7 +34,11 @@ __all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
 
 
 class MemoryBandwidthMonitor:
-    """One rung of the ladder (a hardware meter or the canary) plus PSI, vmstat and the layout."""
+    """One rung of the ladder (a hardware meter or the canary), or none, plus PSI and vmstat.
+
+    With neither a meter nor an estimator it still reads PSI, vmstat and the layout, and
+    every sample says why there is no bandwidth reading (`why`, one reason per rung).
+    """
 
     def __init__(
         self,
@@ -36,8 +49,8 @@ class MemoryBandwidthMonitor:
         why: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if (meter is None) == (estimator is None):
-            raise ValueError("exactly one of meter and estimator")
+        if meter is not None and estimator is not None:
+            raise ValueError("at most one of meter and estimator")
         self.meter = meter
         self.estimator = estimator
         self.proc_root = Path(proc_root)
@@ -49,7 +62,9 @@ class MemoryBandwidthMonitor:
     @property
     def source(self) -> str:
         """The rung's label, as it appears in every sample."""
-        return self.meter.source if self.meter is not None else "estimate"
+        if self.meter is not None:
+            return self.meter.source
+        return "estimate" if self.estimator is not None else "none"
 
     def sample(self) -> MemoryBandwidthSample:
         """Read the rung and the kernel's pressure counters (the canary only when it is due)."""
@@ -66,8 +81,19 @@ class MemoryBandwidthMonitor:
         }
         if self.meter is not None:
             return self._hardware(self.meter, common)
-        assert self.estimator is not None
-        return self._estimate(self.estimator, common)
+        if self.estimator is not None:
+            return self._estimate(self.estimator, common)
+        return self._unavailable(common)
+
+    def _unavailable(self, common: dict) -> MemoryBandwidthSample:
+        """No rung: the reasons, one line, and no number."""
+        notes = [*self.why, compare_peak(None, self.layout)]
+        return MemoryBandwidthSample(
+            source="none",
+            confidence="unavailable",
+            note="; ".join(n for n in notes if n) or "no memory-bandwidth source",
+            **common,
+        )
 
     def _hardware(self, meter: TrafficMeter, common: dict) -> MemoryBandwidthSample:
         traffic = meter.read()
@@ -89,6 +115,8 @@ class MemoryBandwidthMonitor:
             peak_bytes_per_s=expected,
             pressure=pressure,
             note="; ".join(n for n in notes if n) or None,
+            relative_to=f"theoretical peak of the installed modules ({self.layout.source})"
+            if pressure is not None and self.layout is not None else None,
             **common,
         )
 
@@ -117,6 +145,7 @@ class MemoryBandwidthMonitor:
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
+            relative_to=f"canary slowdown vs its idle peak {gib(estimator.peak)}",
             **common,
         )
 
@@ -126,6 +155,11 @@ class MemoryBandwidthMonitor:
             self.meter.close()
         if self.estimator is not None:
             self.estimator.close()
+
+
+def gib(bytes_per_s: float) -> str:
+    """'6.4 GiB/s'."""
+    return f"{bytes_per_s / (1 << 30):.1f} GiB/s"
 
 
 def traffic_of_copy(copied_bytes_per_s: float) -> float:
@@ -141,11 +175,14 @@ def open_membw_source(
     resctrl_root: Path | str = "/sys/fs/resctrl",
     udev_root: Path | str = "/run/udev/data",
     period_s: float = DEFAULT_PERIOD_S,
+    state_dir: Path | str | None = None,
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
     Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
-    that the first sample starts; samples say "calibrating" until it is done.
+    that the first sample starts; samples say "calibrating" until it is done. Where the
+    canary cannot be honest (its buffer would not exceed the cache within its budget),
+    there is no estimator and samples say why.
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -162,5 +199,11 @@ def open_membw_source(
         if uncore is not None:
             return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
         why.append(reason)
-    estimator = CanaryEstimator(Canary(footprint_for(llc_bytes(sys_root))), period_s)
+    llc = llc_bytes(sys_root)
+    if llc is None and Path(sys_root) == Path("/sys"):  # getconf speaks for this machine only
+        llc = getconf_llc_bytes()
+    plan = plan_canary(llc)
+    if plan.footprint is None:
+        return MemoryBandwidthMonitor(None, None, proc_root, layout, (plan.reason, *why))
+    estimator = CanaryEstimator(Canary(plan.footprint, plan.chunk), period_s)
     return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why))
