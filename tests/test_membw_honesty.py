@@ -138,3 +138,25 @@ def test_a_shown_estimate_says_its_source_and_what_it_is_relative_to() -> None:
         assert membw_json(sample)["relative_to"] == sample.relative_to
     finally:
         monitor.close()
+
+
+def test_a_measured_pressure_says_it_is_relative_to_the_modules_peak(tmp_path: Path) -> None:
+    import shutil
+
+    root = shutil.copytree(FIX / "resctrl/single", tmp_path / "resctrl")
+    source = open_membw_source("auto", resctrl_root=root, proc_root=FIX / "proc-zen2",
+                               udev_root=FIX / "udev-one", sys_root=FIX / "nowhere")
+    assert source is not None
+    try:
+        source.sample()
+        counter = root / "mon_data/mon_L3_00/mbm_total_bytes"
+        counter.write_text(str(int(counter.read_text()) + 10**9))
+        sample = source.sample()
+        assert sample.pressure is not None
+        assert sample.relative_to == "the modules' theoretical peak 25.6 GB/s (udev)"
+        line = _text(membw_line(sample, History(), 250))
+        assert line.startswith("membw ") and "[resctrl-mbm vs the modules'" in line
+        assert sample.total_bytes_per_s is not None
+        assert _membw_text(sample).count("total ") == 1  # resctrl gives no read/write split
+    finally:
+        source.close()

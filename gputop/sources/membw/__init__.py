@@ -115,8 +115,8 @@ class MemoryBandwidthMonitor:
             peak_bytes_per_s=expected,
             pressure=pressure,
             note="; ".join(n for n in notes if n) or None,
-            relative_to=f"theoretical peak of the installed modules ({self.layout.source})"
-            if pressure is not None and self.layout is not None else None,
+            relative_to=f"the modules' theoretical peak {gb(expected)} ({self.layout.source})"
+            if pressure is not None and expected and self.layout is not None else None,
             **common,
         )
 
@@ -145,7 +145,7 @@ class MemoryBandwidthMonitor:
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
-            relative_to=f"canary slowdown vs its idle peak {gib(estimator.peak)}",
+            relative_to=f"canary's idle peak {gib(estimator.peak)}",
             **common,
         )
 
@@ -160,6 +160,11 @@ class MemoryBandwidthMonitor:
 def gib(bytes_per_s: float) -> str:
     """'6.4 GiB/s'."""
     return f"{bytes_per_s / (1 << 30):.1f} GiB/s"
+
+
+def gb(bytes_per_s: float) -> str:
+    """'25.6 GB/s' (module speeds are decimal)."""
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
 
 
 def traffic_of_copy(copied_bytes_per_s: float) -> float:

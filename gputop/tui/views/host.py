@@ -90,7 +90,7 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
         detail = f" peak {fmt.rate(sample.peak_bytes_per_s)}" if sample.peak_bytes_per_s else ""
     label = f" [{sample.source}, {sample.confidence}]"
     if sample.relative_to:
-        label = f" [{sample.source}, {sample.confidence}: {sample.relative_to}]"
+        label = f" [{sample.source} vs {sample.relative_to}]"
         detail = ""  # the peak is in the label
     spans: list[Span] = [
         ("membw ", "dim"), *bar_spans(fmt.bar_parts(frac, 10), style),
