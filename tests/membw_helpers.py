@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -16,3 +18,20 @@ def sys_with_llc(root: Path, size: str | None) -> Path:
     else:
         root.mkdir(parents=True)
     return root
+
+
+def as_other_user(action: Callable[[], object], uid: int = 54321) -> None:
+    """Run `action` in a forked child that has become `uid` (gid too); fail if it fails."""
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            action()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"the action as uid {uid} failed"

@@ -38,6 +38,7 @@ def _open(tmp_path: Path, llc: str | None, mode: str = "auto") -> MemoryBandwidt
     source = open_membw_source(
         mode, sys_root=sys_with_llc(tmp_path / "sys", llc), proc_root=FIX / "proc-zen2",
         resctrl_root=FIX / "nowhere", udev_root=FIX / "udev-none",
+        state_dir=tmp_path / "state",
     )
     assert source is not None
     return source

@@ -93,7 +93,8 @@ def test_auto_with_unopenable_uncore_falls_back_with_the_reason() -> None:
 def test_estimate_mode_skips_the_hardware_rungs(tmp_path: Path) -> None:
     root = shutil.copytree(FIX / "resctrl/single", tmp_path / "resctrl")
     source = open_membw_source("estimate", resctrl_root=root,
-                               sys_root=sys_with_llc(tmp_path / "sys", "6144K"))
+                               sys_root=sys_with_llc(tmp_path / "sys", "6144K"),
+                               state_dir=tmp_path / "state")
     assert source is not None and source.source == "estimate" and source.why == ()
     source.close()
 

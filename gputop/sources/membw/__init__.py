@@ -24,6 +24,8 @@ from gputop.sources.membw.estimate import (
     read_psi,
 )
 from gputop.sources.membw.layout import MemoryLayout, compare_peak, read_layout
+from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
+from gputop.sources.membw.quiet import QuietMeter
 from gputop.sources.membw.resctrl import open_resctrl
 from gputop.sources.membw.traffic import Traffic, TrafficMeter
 from gputop.sources.membw.uncore import open_uncore
@@ -48,6 +50,7 @@ class MemoryBandwidthMonitor:
         layout: MemoryLayout | None = None,
         why: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
+        limits: str | None = None,
     ) -> None:
         if meter is not None and estimator is not None:
             raise ValueError("at most one of meter and estimator")
@@ -56,6 +59,7 @@ class MemoryBandwidthMonitor:
         self.proc_root = Path(proc_root)
         self.layout = layout
         self.why = why
+        self.limits = limits
         self._vmstat = VmstatReader(proc_root, clock)
         self._traffic: Traffic | None = None
 
@@ -123,18 +127,32 @@ class MemoryBandwidthMonitor:
     def _estimate(self, estimator: CanaryEstimator, common: dict) -> MemoryBandwidthSample:
         estimator.tick()
         why = "no hardware counters: " + ", ".join(self.why) if self.why else None
+        layout_note = compare_peak(None, self.layout)
         if estimator.calibration is None:
             state = estimator.failure or "calibrating the canary's idle peak (about a second)"
             return MemoryBandwidthSample(
                 source="estimate",
                 confidence="calibrating" if estimator.calibrating else "unavailable",
-                note="; ".join(n for n in (state, compare_peak(None, self.layout), why) if n),
+                note="; ".join(n for n in (state, layout_note, why) if n),
+                **common,
+            )
+        if estimator.unsettled is not None:
+            state = ("no idle peak to compare with: the canary calibrated while the machine "
+                     f"was busy ({estimator.unsettled}) and none is kept for this machine; "
+                     "it recalibrates at a quiet moment")
+            return MemoryBandwidthSample(
+                source="estimate",
+                confidence="uncalibrated",
+                canary_bytes_per_s=estimator.bandwidth,
+                note="; ".join(n for n in (state, layout_note, why) if n),
                 **common,
             )
         measured = traffic_of_copy(estimator.calibration.aggregate_bytes_per_s)
         notes = [
             "pressure estimated from a timed copy against its idle peak",
+            self.limits,
             compare_peak(measured, self.layout),
+            estimator.memory_problem,
             why,
         ]
         return MemoryBandwidthSample(
@@ -145,7 +163,7 @@ class MemoryBandwidthMonitor:
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
-            relative_to=f"canary's idle peak {gib(estimator.peak)}",
+            relative_to=f"canary's idle peak {gib(estimator.peak)}, {estimator.origin}",
             **common,
         )
 
@@ -210,5 +228,12 @@ def open_membw_source(
     plan = plan_canary(llc)
     if plan.footprint is None:
         return MemoryBandwidthMonitor(None, None, proc_root, layout, (plan.reason, *why))
-    estimator = CanaryEstimator(Canary(plan.footprint, plan.chunk), period_s)
-    return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why))
+    directory = state_dir if state_dir is not None else default_state_dir()
+    key = machine_key(proc_root, layout.summary() if layout and layout.modules else None,
+                      f"{plan.footprint}/{plan.chunk}")
+    estimator = CanaryEstimator(
+        Canary(plan.footprint, plan.chunk), period_s, quiet=QuietMeter(proc_root),
+        memory=PeakStore(directory, key) if directory is not None else None,
+    )
+    return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why),
+                                  limits=plan.reason)

@@ -30,6 +30,16 @@ class Calibration(NamedTuple):
     seconds: float
 
 
+def merge_peaks(old: Calibration, new: Calibration) -> Calibration:
+    """The higher single and aggregate bandwidths of two calibrations."""
+    return Calibration(
+        max(old.single_bytes_per_s, new.single_bytes_per_s),
+        max(old.aggregate_bytes_per_s, new.aggregate_bytes_per_s),
+        new.threads if new.aggregate_bytes_per_s >= old.aggregate_bytes_per_s else old.threads,
+        new.seconds,
+    )
+
+
 def llc_bytes(sys_root: Path | str = "/sys") -> int | None:
     """Size of cpu0's last-level (highest-level data or unified) cache."""
     best: tuple[int, int] | None = None
