@@ -54,7 +54,7 @@ def test_a_big_cache_turns_the_canary_off_and_the_sample_says_why(tmp_path: Path
             assert sample.source == "none" and sample.confidence == "unavailable"
             note = sample.note or ""
             assert "\n" not in note
-            assert "960 MiB (2x the 480 MiB last-level cache)" in note
+            assert "960 MiB (2x the 480 MiB LLC)" in note
             assert f"{CANARY_BUDGET // MiB} MiB budget" in note
             assert "resctrl" in note and "uncore" in note
             assert sample.psi_some_avg10 == 12.5  # PSI still reads
@@ -77,7 +77,7 @@ def test_an_unknown_cache_size_turns_the_canary_off(tmp_path: Path) -> None:
     try:
         sample = source.sample()
         assert sample.pressure is None
-        assert "last-level cache size is unknown" in (sample.note or "")
+        assert "the LLC size is unknown" in (sample.note or "")
     finally:
         source.close()
 
@@ -99,7 +99,7 @@ def test_the_canary_buffer_is_twice_the_cache_and_within_budget(tmp_path: Path) 
 
 
 def test_na_is_rendered_with_the_reason_and_no_number() -> None:
-    why = "canary off: it would need 960 MiB (2x the 480 MiB last-level cache)"
+    why = "canary off: it would need 960 MiB (2x the 480 MiB LLC), over its 16 MiB budget"
     sample = MemoryBandwidthSample(source="none", confidence="unavailable", note=why,
                                    psi_some_avg10=0.0, psi_full_avg10=0.0)
     history = History()
@@ -161,3 +161,18 @@ def test_a_measured_pressure_says_it_is_relative_to_the_modules_peak(tmp_path: P
         assert _membw_text(sample).count("total ") == 1  # resctrl gives no read/write split
     finally:
         source.close()
+
+
+def test_na_line_shortens_the_reason_so_psi_still_shows_where_it_fits() -> None:
+    why = ("canary off: it would need 960 MiB (2x the 480 MiB LLC), over its 16 MiB budget; "
+           "resctrl: not mounted or no monitoring; perf uncore: no memory-controller PMU")
+    sample = MemoryBandwidthSample(source="none", confidence="unavailable", note=why,
+                                   psi_some_avg10=2.5, psi_full_avg10=0.0)
+    for width in (120, 160):
+        line = _text(membw_line(sample, History(), width))
+        assert line.startswith("membw n/a — canary off: it would need 960 MiB")
+        assert "PSI 2.5/0.0" in line and "majflt" in line and len(line) <= width
+    narrow = _text(membw_line(sample, History(), 60))
+    assert narrow.startswith("membw n/a — canary off") and "PSI" not in narrow
+    assert len(narrow) == 60 and narrow.endswith("…")
+    assert why in _text(membw_line(sample, History(), 400))  # whole when there is room

@@ -84,7 +84,7 @@ def test_auto_with_unopenable_uncore_falls_back_with_the_reason() -> None:
     assert source is not None
     try:
         assert source.source == "none"  # the fixture tree has no cache sizes: no canary
-        assert source.why[0].startswith("canary off: the last-level cache size is unknown")
+        assert source.why[0].startswith("canary off: the LLC size is unknown")
         assert source.why[2].startswith("perf-uncore-imc: not permitted (perf_event_paranoid=2")
     finally:
         source.close()

@@ -86,13 +86,13 @@ class CanaryPlan(NamedTuple):
 def plan_canary(llc: int | None, budget: int = CANARY_BUDGET) -> CanaryPlan:
     """A buffer of LLC_MULTIPLE x the LLC (so a copy leaves the cache) if it fits the budget."""
     if llc is None:
-        return CanaryPlan(None, 0, "canary off: the last-level cache size is unknown, "
-                                   "so a copy could not be shown to leave it")
+        return CanaryPlan(None, 0, "canary off: the LLC size is unknown, so a copy could "
+                                   "not be shown to leave the cache")
     need = LLC_MULTIPLE * -(-llc // (2 * MiB)) * (2 * MiB)  # whole 2 MiB steps, rounded up
-    limits = (f"{mib(need)} ({LLC_MULTIPLE}x the {mib(llc)} last-level cache)")
+    limits = f"{mib(need)} ({LLC_MULTIPLE}x the {mib(llc)} LLC)"
     if need > budget:
-        return CanaryPlan(None, 0, f"canary off: it would need {limits} to reach memory, "
-                                   f"over its {mib(budget)} budget")
+        return CanaryPlan(None, 0, f"canary off: it would need {limits}, over its "
+                                   f"{mib(budget)} budget")
     chunk = min(CHUNK_BYTES, need // 2 // CHUNKS_PER_HALF)
     return CanaryPlan(need, chunk, f"canary buffer {limits}")
 

@@ -8,6 +8,7 @@ from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip
 
 _GLYPHS = "▁▂▃▄▅▆▇█"
+MIN_WHY = 40  # narrower than this, the reason keeps the line and PSI is cut instead
 
 
 def host_lines(
@@ -71,8 +72,7 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
     """
     if sample.pressure is None and sample.total_bytes_per_s is None \
             and sample.read_bytes_per_s is None:
-        return clip((("membw ", "dim"), (f"n/a — {sample.note or sample.confidence}", "dim"),
-                     *_kernel_spans(sample)), width)
+        return na_line(sample, width)
     load = history.membw[-1] if history.membw else None
     frac = None if load is None else load / 100
     style = fmt.level(frac, warn=0.6, crit=0.85)
@@ -103,6 +103,17 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
     if sample.note and width - used - 2 - max(spark_w, 0) > 12:
         spans.append((f"  {sample.note}", "dim"))
     return clip(tuple(spans), width)
+
+
+def na_line(sample: MemoryBandwidthSample, width: int) -> Line:
+    """`membw n/a — <why>`, the why shortened so PSI and faults still fit when they can."""
+    head = "membw n/a — "
+    why = sample.note or sample.confidence
+    kernel = _kernel_spans(sample)
+    room = width - len(head) - sum(len(text) for text, _ in kernel)
+    if len(why) > room >= MIN_WHY:
+        why = why[:room - 1] + "…"
+    return clip(((head, "dim"), (why, "dim"), *kernel), width)
 
 
 def _kernel_spans(sample: MemoryBandwidthSample) -> list[Span]:
