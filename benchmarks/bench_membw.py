@@ -20,7 +20,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -55,18 +54,29 @@ def status_mib(pid: int | str = "self") -> dict[str, float]:
     return out
 
 
+# ru_maxrss counts what a child held before exec too (a fork of this benchmark), so a
+# bare `python -S` forks the app and reports its peak instead.
+PEAK_OF_CHILD = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\nmaxrss_kib={usage.ru_maxrss}\\n")
+"""
+
+
 def once_peak_mib(flags: list[str]) -> tuple[float, str]:
     """Peak RSS of one `gputop --once --json` (its own rusage), and its membw verdict."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([*gputop_command(), "--once", "--json", *flags], cwd=REPO,
-                                env=env, stdout=out, stderr=subprocess.DEVNULL)
-        _, _, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0
-        out.seek(0)
-        membw = json.loads(out.read())["memory_bandwidth"]
+    python, *rest = gputop_command()
+    done = subprocess.run([sys.executable, "-S", "-c", PEAK_OF_CHILD, python, *rest, "--once",
+                           "--json", *flags], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    peak_kib = int(done.stderr.rstrip().rpartition("maxrss_kib=")[2])
+    membw = json.loads(done.stdout)["memory_bandwidth"]
     verdict = "off" if membw is None else f"{membw['source']}, pressure {membw['pressure']}"
-    return usage.ru_maxrss / 1024, verdict
+    return peak_kib / 1024, verdict
 
 
 def tui_rss_mib(flags: list[str], seconds: float) -> dict[str, float]:
