@@ -139,6 +139,7 @@ class MemoryBandwidthSample:
     expected_peak_bytes_per_s: float | None = None
     layout: str | None = None
     measured_peak_bytes_per_s: float | None = None
+    relative_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

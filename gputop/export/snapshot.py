@@ -153,6 +153,7 @@ def membw_json(m: MemoryBandwidthSample | None) -> dict[str, Any] | None:
         "measured_peak_bytes_per_s": m.measured_peak_bytes_per_s,
         "expected_peak_bytes_per_s": m.expected_peak_bytes_per_s,
         "layout": m.layout,
+        "relative_to": m.relative_to,
         "note": m.note,
     }
 

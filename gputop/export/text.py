@@ -124,11 +124,18 @@ def _processes(frame: Frame, width: int) -> list[str]:
 def _membw(frame: Frame) -> str:
     m = frame.memory_bandwidth
     assert m is not None
+    if m.pressure is None and m.total_bytes_per_s is None and m.read_bytes_per_s is None:
+        kernel = (f"PSI some {_num(m.psi_some_avg10, 1)}%  swap-in {_num(m.swap_in_per_s, 1)}/s"
+                  f"  major faults {_num(m.major_faults_per_s, 1)}/s")
+        return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}"
     parts = [f"MEMORY BANDWIDTH ({m.source}, {m.confidence})"]
     if m.read_bytes_per_s is not None or m.write_bytes_per_s is not None:
         parts.append(f"read {fmt.rate(m.read_bytes_per_s)} write {fmt.rate(m.write_bytes_per_s)}")
+    elif m.total_bytes_per_s is not None:
+        parts.append(f"total {fmt.rate(m.total_bytes_per_s)}")
     if m.pressure is not None:
-        parts.append(f"pressure {m.pressure:.2f}")
+        parts.append(f"pressure {m.pressure:.2f}"
+                     + (f" ({m.relative_to})" if m.relative_to else ""))
     parts.append(f"peak {fmt.rate(m.peak_bytes_per_s)}")
     parts.append(f"PSI some {_num(m.psi_some_avg10, 1)}%")
     parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s")

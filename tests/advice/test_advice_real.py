@@ -40,6 +40,7 @@ from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.builders import attached, trainer_with_workers
 from tests.helpers.builders import frame as make_frame
+from tests.helpers.membw import sys_with_llc
 from tests.helpers.probe import ROOT, trainer_env
 
 TRAINER = Path(__file__).parent / "trainer.py"
@@ -405,8 +406,10 @@ def _calibrated(membw: MemoryBandwidthMonitor | None) -> MemoryBandwidthMonitor:
 @pytest.mark.slow
 def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
     # This VM's all-thread copy traffic first, then one module rated well above three times that.
+    # A small cache, so the canary runs here (this VM's 480 MiB LLC turns it off).
+    small = {"sys_root": sys_with_llc(tmp_path / "sys", "2048K"), "state_dir": tmp_path / "state"}
     probe = _calibrated(open_membw_source(
-        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none"))
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none", **small))
     try:
         measured = probe.sample().measured_peak_bytes_per_s or 0.0
     finally:
@@ -414,7 +417,7 @@ def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
     mts = max(3200, -(-int(3 * measured / 8e6) // 400) * 400)
     udev = _udev_one_at(tmp_path / "udev", mts)
     membw = _calibrated(open_membw_source(
-        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=udev))
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=udev, **small))
     with watching(None, membw=membw) as sampler:
         frame = sample_until(sampler, lambda f: any(a.id == "host-memory-bandwidth"
                                                     for a in f.advice))

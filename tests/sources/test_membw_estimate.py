@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.membw.canary import MiB, footprint_for, llc_bytes
+from gputop.sources.membw.canary import CANARY_BUDGET, MiB, llc_bytes, plan_canary
 from gputop.sources.membw.estimate import (
     CPU_BUDGET,
     VmstatReader,
@@ -52,9 +52,11 @@ def test_vmstat_rates(tmp_path: Path) -> None:
 def test_llc_size_and_footprint() -> None:
     assert llc_bytes(FIX / "sys-cache") == 36 * MiB
     assert llc_bytes(FIX / "nowhere") is None
-    assert footprint_for(36 * MiB) == 128 * MiB
-    assert footprint_for(4 * MiB) == 32 * MiB
-    assert footprint_for(None) == 128 * MiB
+    assert plan_canary(36 * MiB).footprint is None  # 72 MiB would be over budget
+    assert plan_canary(36 * MiB, budget=128 * MiB)[:2] == (72 * MiB, 8 * MiB)
+    assert plan_canary(4 * MiB)[:2] == (8 * MiB, 1 * MiB)
+    assert plan_canary(None).footprint is None
+    assert plan_canary(CANARY_BUDGET // 2).footprint == CANARY_BUDGET
     assert llc_bytes() is not None  # this machine's sysfs
 
 

@@ -98,8 +98,8 @@ def test_pressure_is_higher_with_a_memory_hog_on_the_other_core() -> None:
     idle: list[tuple[float, float]] = []
     hog: list[tuple[float, float]] = []
     shares: list[float] = []
+    estimator = CanaryEstimator(Canary(128 * MiB), calibration_budget_s=0.5)
     try:
-        estimator = CanaryEstimator(Canary(128 * MiB), calibration_budget_s=0.5)
         estimator.calibrate()
         while len(shares) < MAX_ROUNDS and len(hog) < GOOD_ROUNDS * PER_PHASE:
             quiet = _phase(estimator)
@@ -113,6 +113,7 @@ def test_pressure_is_higher_with_a_memory_hog_on_the_other_core() -> None:
                 hog += loaded
     finally:
         os.sched_setaffinity(0, saved)
+        estimator.close()  # unmapped: later tests in this process measure their own RSS
     if len(hog) < GOOD_ROUNDS * PER_PHASE:
         pytest.skip(f"machine too busy: the hog held the other core in only "
                     f"{len(hog) // PER_PHASE} of {len(shares)} rounds "

@@ -1,4 +1,8 @@
-"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate) and its factory."""
+"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate -> n/a), its factory.
+
+When no rung can measure, samples say so (`pressure` None, the reason in `note`) rather
+than show a number that does not mean what it says.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.model import MemoryBandwidthSample
-from gputop.sources.membw.canary import Canary, footprint_for, llc_bytes
+from gputop.sources.membw.canary import (
+    Canary,
+    getconf_llc_bytes,
+    llc_bytes,
+    plan_canary,
+)
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
@@ -15,6 +24,8 @@ from gputop.sources.membw.estimate import (
     read_psi,
 )
 from gputop.sources.membw.layout import MemoryLayout, compare_peak, read_layout
+from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
+from gputop.sources.membw.quiet import QuietMeter
 from gputop.sources.membw.resctrl import open_resctrl
 from gputop.sources.membw.traffic import Traffic, TrafficMeter
 from gputop.sources.membw.uncore import open_uncore
@@ -25,7 +36,11 @@ __all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
 
 
 class MemoryBandwidthMonitor:
-    """One rung of the ladder (a hardware meter or the canary) plus PSI, vmstat and the layout."""
+    """One rung of the ladder (a hardware meter or the canary), or none, plus PSI and vmstat.
+
+    With neither a meter nor an estimator it still reads PSI, vmstat and the layout, and
+    every sample says why there is no bandwidth reading (`why`, one reason per rung).
+    """
 
     def __init__(
         self,
@@ -35,21 +50,25 @@ class MemoryBandwidthMonitor:
         layout: MemoryLayout | None = None,
         why: tuple[str, ...] = (),
         clock: Callable[[], float] = time.monotonic,
+        limits: str | None = None,
     ) -> None:
-        if (meter is None) == (estimator is None):
-            raise ValueError("exactly one of meter and estimator")
+        if meter is not None and estimator is not None:
+            raise ValueError("at most one of meter and estimator")
         self.meter = meter
         self.estimator = estimator
         self.proc_root = Path(proc_root)
         self.layout = layout
         self.why = why
+        self.limits = limits
         self._vmstat = VmstatReader(proc_root, clock)
         self._traffic: Traffic | None = None
 
     @property
     def source(self) -> str:
         """The rung's label, as it appears in every sample."""
-        return self.meter.source if self.meter is not None else "estimate"
+        if self.meter is not None:
+            return self.meter.source
+        return "estimate" if self.estimator is not None else "none"
 
     def sample(self) -> MemoryBandwidthSample:
         """Read the rung and the kernel's pressure counters (the canary only when it is due)."""
@@ -66,8 +85,19 @@ class MemoryBandwidthMonitor:
         }
         if self.meter is not None:
             return self._hardware(self.meter, common)
-        assert self.estimator is not None
-        return self._estimate(self.estimator, common)
+        if self.estimator is not None:
+            return self._estimate(self.estimator, common)
+        return self._unavailable(common)
+
+    def _unavailable(self, common: dict) -> MemoryBandwidthSample:
+        """No rung: the reasons, one line, and no number."""
+        notes = [*self.why, compare_peak(None, self.layout)]
+        return MemoryBandwidthSample(
+            source="none",
+            confidence="unavailable",
+            note="; ".join(n for n in notes if n) or "no memory-bandwidth source",
+            **common,
+        )
 
     def _hardware(self, meter: TrafficMeter, common: dict) -> MemoryBandwidthSample:
         traffic = meter.read()
@@ -89,24 +119,40 @@ class MemoryBandwidthMonitor:
             peak_bytes_per_s=expected,
             pressure=pressure,
             note="; ".join(n for n in notes if n) or None,
+            relative_to=f"the modules' theoretical peak {gb(expected)} ({self.layout.source})"
+            if pressure is not None and expected and self.layout is not None else None,
             **common,
         )
 
     def _estimate(self, estimator: CanaryEstimator, common: dict) -> MemoryBandwidthSample:
         estimator.tick()
         why = "no hardware counters: " + ", ".join(self.why) if self.why else None
+        layout_note = compare_peak(None, self.layout)
         if estimator.calibration is None:
             state = estimator.failure or "calibrating the canary's idle peak (about a second)"
             return MemoryBandwidthSample(
                 source="estimate",
                 confidence="calibrating" if estimator.calibrating else "unavailable",
-                note="; ".join(n for n in (state, compare_peak(None, self.layout), why) if n),
+                note="; ".join(n for n in (state, layout_note, why) if n),
+                **common,
+            )
+        if estimator.unsettled is not None:
+            state = ("no idle peak to compare with: the canary calibrated while the machine "
+                     f"was busy ({estimator.unsettled}) and none is kept for this machine; "
+                     "it recalibrates at a quiet moment")
+            return MemoryBandwidthSample(
+                source="estimate",
+                confidence="uncalibrated",
+                canary_bytes_per_s=estimator.bandwidth,
+                note="; ".join(n for n in (state, layout_note, why) if n),
                 **common,
             )
         measured = traffic_of_copy(estimator.calibration.aggregate_bytes_per_s)
         notes = [
             "pressure estimated from a timed copy against its idle peak",
+            self.limits,
             compare_peak(measured, self.layout),
+            estimator.memory_problem,
             why,
         ]
         return MemoryBandwidthSample(
@@ -117,6 +163,7 @@ class MemoryBandwidthMonitor:
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
+            relative_to=f"canary's idle peak {gib(estimator.peak)}, {estimator.origin}",
             **common,
         )
 
@@ -126,6 +173,16 @@ class MemoryBandwidthMonitor:
             self.meter.close()
         if self.estimator is not None:
             self.estimator.close()
+
+
+def gib(bytes_per_s: float) -> str:
+    """'6.4 GiB/s'."""
+    return f"{bytes_per_s / (1 << 30):.1f} GiB/s"
+
+
+def gb(bytes_per_s: float) -> str:
+    """'25.6 GB/s' (module speeds are decimal)."""
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
 
 
 def traffic_of_copy(copied_bytes_per_s: float) -> float:
@@ -141,11 +198,14 @@ def open_membw_source(
     resctrl_root: Path | str = "/sys/fs/resctrl",
     udev_root: Path | str = "/run/udev/data",
     period_s: float = DEFAULT_PERIOD_S,
+    state_dir: Path | str | None = None,
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
     Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
-    that the first sample starts; samples say "calibrating" until it is done.
+    that the first sample starts; samples say "calibrating" until it is done. Where the
+    canary cannot be honest (its buffer would not exceed the cache within its budget),
+    there is no estimator and samples say why.
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -162,5 +222,18 @@ def open_membw_source(
         if uncore is not None:
             return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
         why.append(reason)
-    estimator = CanaryEstimator(Canary(footprint_for(llc_bytes(sys_root))), period_s)
-    return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why))
+    llc = llc_bytes(sys_root)
+    if llc is None and Path(sys_root) == Path("/sys"):  # getconf speaks for this machine only
+        llc = getconf_llc_bytes()
+    plan = plan_canary(llc)
+    if plan.footprint is None:
+        return MemoryBandwidthMonitor(None, None, proc_root, layout, (plan.reason, *why))
+    directory = state_dir if state_dir is not None else default_state_dir()
+    key = machine_key(proc_root, layout.summary() if layout and layout.modules else None,
+                      f"{plan.footprint}/{plan.chunk}")
+    estimator = CanaryEstimator(
+        Canary(plan.footprint, plan.chunk), period_s, quiet=QuietMeter(proc_root),
+        memory=PeakStore(directory, key) if directory is not None else None,
+    )
+    return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why),
+                                  limits=plan.reason)

@@ -9,14 +9,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from gputop.sources.membw.canary import Calibration, Canary, calibrate
+from gputop.sources.membw.canary import Calibration, Canary, calibrate, merge_peaks
 
 DEFAULT_PERIOD_S = 5.0
 CPU_BUDGET = 0.001  # share of one core the canary may use on average
 CALIBRATION_BUDGET_S = 1.0
 SMOOTHING = 0.5
+FIRST_COPIES = 3  # the first reading is a median: `--once` gets no second one
+RECALIBRATE_AFTER_S = 60.0  # a calibration taken under load is retried this often
+KEEP_RISE = 0.02  # a peak that rose by this share is written back
 
 Calibrator = Callable[[Canary, float, threading.Event], Calibration]
 
@@ -109,17 +112,35 @@ def pressure_of(bandwidth: float, peak: float) -> float:
     return min(1.0, max(0.0, 1.0 - bandwidth / peak))
 
 
-
-
 def _calibrate(canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
     return calibrate(canary, budget_s, stop=stop)
+
+
+class Quiet(Protocol):
+    """QuietMeter's face: start a window, then say why it was not quiet (None: it was)."""
+
+    def start(self) -> None: ...
+
+    def verdict(self) -> str | None: ...
+
+
+class PeakMemory(Protocol):
+    """PeakStore's face: the stored idle peak, and keeping a higher one."""
+
+    def load(self) -> Calibration | None: ...
+
+    def save(self, calibration: Calibration) -> Calibration: ...
 
 
 class CanaryEstimator:
     """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak.
 
-    Calibration runs once, on a short-lived daemon thread started by the first tick, so no
-    tick ever waits for it; a lock keeps it and the canaries from running at the same time.
+    The idle peak comes from `memory` (kept from an earlier quiet run on this machine and
+    boot) or from a calibration on a short-lived daemon thread started by the first tick,
+    so no tick ever waits for it; a lock keeps it and the canaries from running at the
+    same time. A calibration that `quiet` says ran on a busy machine is not an idle peak:
+    `unsettled` says why, and calibration is retried at quiet moments. Quiet peaks are
+    kept in `memory`, only ever upward.
     """
 
     def __init__(
@@ -129,14 +150,21 @@ class CanaryEstimator:
         clock: Callable[[], float] = time.monotonic,
         calibration_budget_s: float = CALIBRATION_BUDGET_S,
         calibrator: Calibrator = _calibrate,
+        quiet: Quiet | None = None,
+        memory: PeakMemory | None = None,
     ) -> None:
         self.canary = canary
         self.period_s = period_s
         self._clock = clock
         self._budget_s = calibration_budget_s
         self._calibrator = calibrator
+        self._quiet = quiet
+        self._memory = memory
         self.calibration: Calibration | None = None
         self.failure: str | None = None
+        self.unsettled: str | None = None
+        self.origin = "measured at start"
+        self.memory_problem: str | None = None
         self.peak = 0.0
         self.bandwidth: float | None = None
         self.pressure: float | None = None
@@ -144,10 +172,18 @@ class CanaryEstimator:
         self.runs = 0
         self._recent: deque[float] = deque(maxlen=5)
         self._due = 0.0
+        self._retry_at = 0.0
+        self._kept_peak = 0.0
         self._last_cost = 0.0
         self._busy = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        stored = memory.load() if memory is not None else None
+        if stored is not None:
+            self.calibration, self.peak = stored, stored.single_bytes_per_s
+            self._kept_peak = self.peak
+            self.origin = "kept from an earlier quiet run"
+            self._due = clock()
 
     @property
     def calibrating(self) -> bool:
@@ -160,8 +196,10 @@ class CanaryEstimator:
         return self._thread
 
     def start_calibration(self) -> None:
-        """Start the calibration thread (once; later calls do nothing)."""
-        if self._thread is not None or not self.calibrating or self._stop.is_set():
+        """Start the calibration thread unless one runs, it is settled, failed or closed."""
+        running = self._thread is not None and self._thread.is_alive()
+        settled = self.calibration is not None and self.unsettled is None
+        if running or settled or self.failure is not None or self._stop.is_set():
             return
         self._thread = threading.Thread(
             target=self._calibrate_quietly, name="gputop-membw-calibrate", daemon=True
@@ -176,15 +214,42 @@ class CanaryEstimator:
                 self.failure = f"canary unavailable: {exc}"
 
     def calibrate(self) -> Calibration | None:
-        """Measure the idle peak now, on this thread (once; later calls return the first result)."""
+        """Measure the idle peak now, on this thread, unless a settled one is there."""
         with self._busy:
-            if self.calibration is None and not self._stop.is_set():
-                result = self._calibrator(self.canary, self._budget_s, self._stop)
-                if not self._stop.is_set():
-                    self.peak = result.single_bytes_per_s
-                    self._due = self._clock()  # the first canary is due at once
-                    self.calibration = result
+            if self._stop.is_set() or (self.calibration is not None and self.unsettled is None):
+                return self.calibration
+            if self._quiet is not None:
+                self._quiet.start()
+            result = self._calibrator(self.canary, self._budget_s, self._stop)
+            if self._stop.is_set():
+                return self.calibration
+            busy = self._quiet.verdict() if self._quiet is not None else None
+            before = self.calibration
+            first = before is None
+            self.calibration = result if before is None else merge_peaks(before, result)
+            self.peak = max(self.peak, result.single_bytes_per_s)
+            self.unsettled = busy
+            if busy is None and not first:
+                self.origin = "measured at a quiet moment"
+            if first:
+                self._due = self._clock()  # the first canary is due at once
+            if busy is None:
+                self._keep(self.calibration)
+            else:
+                self._retry_at = self._clock() + RECALIBRATE_AFTER_S
             return self.calibration
+
+    def _keep(self, calibration: Calibration) -> None:
+        """Store a quiet peak (upward only); a refusal is reported, never raised."""
+        if self._memory is None:
+            return
+        try:
+            kept = self._memory.save(calibration._replace(single_bytes_per_s=self.peak))
+        except OSError as exc:
+            self.memory_problem = f"idle peak not kept: {exc}"
+            return
+        self.memory_problem = None
+        self._kept_peak = self.peak = max(self.peak, kept.single_bytes_per_s)
 
     def wait_calibrated(self, timeout: float | None = None) -> bool:
         """Wait for the calibration thread; True when a calibration is there."""
@@ -198,6 +263,8 @@ class CanaryEstimator:
             self.start_calibration()
             return
         now = self._clock()
+        if self.unsettled is not None and now >= self._retry_at:
+            self.start_calibration()
         if now < self._due or not self._busy.acquire(blocking=False):
             return
         try:
@@ -212,7 +279,12 @@ class CanaryEstimator:
             return self._measure()
 
     def _measure(self) -> float:
-        bandwidth, cost = self.canary.copy()
+        copies = FIRST_COPIES if self.runs == 0 else 1  # --once has only this one reading
+        if self._quiet is not None and self.runs == 0:
+            self._quiet.start()
+        results = [self.canary.copy() for _ in range(copies)]
+        bandwidth = statistics.median(b for b, _ in results)
+        cost = sum(c for _, c in results)
         self._last_cost = cost
         self.cpu_seconds += cost
         self.runs += 1
@@ -221,11 +293,22 @@ class CanaryEstimator:
         if len(self._recent) == self._recent.maxlen:
             # A canary faster than the calibrated peak means calibration ran under load.
             self.peak = max(self.peak, statistics.median(self._recent))
+            self._keep_if_quiet()
         raw = pressure_of(bandwidth, self.peak)
         self.pressure = raw if self.pressure is None else (
             SMOOTHING * raw + (1 - SMOOTHING) * self.pressure
         )
         return raw
+
+    def _keep_if_quiet(self) -> None:
+        """Store a peak that rose by KEEP_RISE over a quiet window since the last canary."""
+        quiet = self._quiet
+        if quiet is None or self.calibration is None:
+            return
+        rose = self.peak > self._kept_peak * (1 + KEEP_RISE)
+        if rose and self.unsettled is None and quiet.verdict() is None:
+            self._keep(self.calibration)
+        quiet.start()
 
     def close(self, timeout: float = 2.0) -> None:
         """Stop and join the calibration thread, then unmap the canary."""
@@ -233,3 +316,4 @@ class CanaryEstimator:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self.canary.close()
+

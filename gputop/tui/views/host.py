@@ -9,6 +9,7 @@ from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip
 
 _GLYPHS = "▁▂▃▄▅▆▇█"
+MIN_WHY = 40  # narrower than this, the reason keeps the line and PSI is cut instead
 
 
 def host_lines(
@@ -67,7 +68,13 @@ def memory_line(host: HostSample, width: int) -> Line:
 
 
 def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> Line:
-    """The bandwidth gauge: value or pressure, peak, PSI, swap-in, faults, labelled by source."""
+    """The bandwidth gauge: value or pressure, peak, PSI, swap-in, faults, labelled by source.
+
+    With neither a pressure nor a byte rate it is `membw n/a — <why>`: no bar, no number.
+    """
+    if sample.pressure is None and sample.total_bytes_per_s is None \
+            and sample.read_bytes_per_s is None:
+        return na_line(sample, width)
     load = history.membw[-1] if history.membw else None
     frac = None if load is None else load / 100
     style = cells.level(frac, warn=0.6, crit=0.85)
@@ -77,22 +84,20 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
         detail = (f" rd {fmt.short_rate(sample.read_bytes_per_s)}"
                   f" wr {fmt.short_rate(sample.write_bytes_per_s)}"
                   f" peak {fmt.short_rate(sample.peak_bytes_per_s)}")
+    elif sample.pressure is None:
+        value = f" {fmt.short_rate(sample.total_bytes_per_s)}"
+        detail = ""
     else:
         value = f" {fmt.percent(load)} pressure"
         peak = sample.peak_bytes_per_s
         detail = f" peak {fmt.short_rate(peak)}" if peak else ""
-    psi = (f"  PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}")
-    psi_style = cells.level(
-        None if sample.psi_some_avg10 is None else sample.psi_some_avg10 / 100,
-        warn=0.05, crit=0.2,
-    )
-    faults = (f"  swapin {_num(sample.swap_in_per_s)}/s"
-              f"  majflt {_num(sample.major_faults_per_s)}/s")
-    fault_style = "warn" if (sample.swap_in_per_s or 0) > 0 else "dim"
+    label = f" [{sample.source}, {sample.confidence}]"
+    if sample.relative_to:
+        label = f" [{sample.source} vs {sample.relative_to}]"
+        detail = ""  # the peak is in the label
     spans: list[Span] = [
         ("membw ", "dim"), *bar_spans(cells.bar_parts(frac, 10), style),
-        (value, style), (f" [{sample.source}, {sample.confidence}]", "dim"),
-        (psi, psi_style), (faults, fault_style), (detail, "dim"),
+        (value, style), (label, "dim"), *_kernel_spans(sample), (detail, "dim"),
     ]
     used = sum(len(text) for text, _ in spans)
     spark_w = min(40, width - used - 2)
@@ -101,6 +106,30 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
     if sample.note and width - used - 2 - max(spark_w, 0) > 12:
         spans.append((f"  {sample.note}", "dim"))
     return clip(tuple(spans), width)
+
+
+def na_line(sample: MemoryBandwidthSample, width: int) -> Line:
+    """`membw n/a — <why>`, the why shortened so PSI and faults still fit when they can."""
+    head = "membw n/a — "
+    why = sample.note or sample.confidence
+    kernel = _kernel_spans(sample)
+    room = width - len(head) - sum(len(text) for text, _ in kernel)
+    if len(why) > room >= MIN_WHY:
+        why = why[:room - 1] + "…"
+    return clip(((head, "dim"), (why, "dim"), *kernel), width)
+
+
+def _kernel_spans(sample: MemoryBandwidthSample) -> list[Span]:
+    """PSI some/full, swap-ins and major faults: the kernel's own pressure signs."""
+    psi = (f"  PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}")
+    psi_style = cells.level(
+        None if sample.psi_some_avg10 is None else sample.psi_some_avg10 / 100,
+        warn=0.05, crit=0.2,
+    )
+    faults = (f"  swapin {_num(sample.swap_in_per_s)}/s"
+              f"  majflt {_num(sample.major_faults_per_s)}/s")
+    fault_style = "warn" if (sample.swap_in_per_s or 0) > 0 else "dim"
+    return [(psi, psi_style), (faults, fault_style)]
 
 
 def _glyph(value: float) -> str:
