@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from gputop.derive import Derivation
 from gputop.model import GpuReport, ProcessSample
 from gputop.sources import procfs
 from gputop.sources.processes import ProcProcessSource
+from tests.helpers.probe import ROOT
 
 FOREIGN_UID = 54321
 OLD_VERSION = b'__version__ = "2.4.0"\n'
@@ -99,6 +101,26 @@ def _child(top: Path, version: str, secret: Path, uid: int | None, dumpable: boo
         signal.pause()
 
 
+def _exec_child(top: Path, version: str, secret: Path, uid: int | None, dumpable: bool,
+                low: bool, report: int) -> None:
+    """Run `_child` in a fresh interpreter: a fork of pytest would inherit pytest's own
+    libtorch mapping (once a test imported torch) and be judged by that torch."""
+    os.set_inheritable(report, True)
+    args = [str(top), version, str(secret), "" if uid is None else str(uid), str(int(dumpable)),
+            str(int(low)), str(report)]
+    code = f"import sys; from {__name__} import _child_main; _child_main(sys.argv[1:])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    os.execve(sys.executable, [sys.executable, "-c", code, *args], env)
+
+
+def _child_main(argv: list[str]) -> None:
+    """The exec'd trainer's entry: `_child` with its arguments back from strings."""
+    top, version, secret, uid, dumpable, low, report = argv
+    _child(Path(top), version, Path(secret), int(uid) if uid else None, dumpable == "1",
+           low == "1", int(report))
+
+
 @contextlib.contextmanager
 def planted_trainer(
     base: Path, version: str, uid: int | None = FOREIGN_UID, dumpable: bool = True,
@@ -116,14 +138,11 @@ def planted_trainer(
     read_end, write_end = os.pipe()
     trainer = os.fork()
     if trainer == 0:
-        code = 0
         try:
             os.close(read_end)
-            _child(top, version, base / "secret.py", uid, dumpable, low, write_end)
-        except BaseException:
-            code = 1
+            _exec_child(top, version, base / "secret.py", uid, dumpable, low, write_end)
         finally:
-            os._exit(code)
+            os._exit(1)
     os.close(write_end)
     worker = 0
     try:
