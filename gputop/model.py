@@ -157,6 +157,16 @@ class TrainerConfig:
     world_size: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def pin_memory_effective(self) -> bool | None:
+        """Whether pinning takes effect: torch pins only for an accelerator, so pin_memory=True
+        on a trainer whose model is on the CPU pins nothing; None when unknown."""
+        if self.pin_memory is None or not self.pin_memory:
+            return self.pin_memory
+        if self.device is None:
+            return None
+        return self.device.split(":")[0] != "cpu"
+
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:
@@ -176,6 +186,7 @@ class StepRecord:
     warmup: bool = False
     verdict: Verdict = "unknown"
     end_ns: int | None = None  # when the step closed, on the trainer's monotonic clock
+    implicit: bool = False  # no loader opened it (the ring's F_IMPLICIT)
 
     @property
     def input_ns(self) -> int | None:
@@ -209,6 +220,24 @@ class StepSummary:
     waited_percent: float | None = None
     p95_data_ns: int | None = None
     median_phase_ns: tuple[tuple[str, int | None], ...] = ()
+    input_time_percent: float | None = None  # total input / total time, every step counted
+    outlier_steps: int = 0  # steps with runaway compute left out of input_bound_percent
+    data_bound_steps: int = 0  # the per-step verdicts, beside the window's
+    compute_bound_steps: int = 0
+    step_modes: tuple[tuple[float, int], ...] = ()  # (% of steps, median ns) when bimodal
+    unmeasured_reason: str | None = None  # why step time, samples/s and share are None
+
+    @property
+    def data_bound_steps_percent(self) -> float | None:
+        """Share of the steps with a verdict that were data-bound."""
+        judged = self.data_bound_steps + self.compute_bound_steps
+        return 100.0 * self.data_bound_steps / judged if judged else None
+
+    @property
+    def compute_bound_steps_percent(self) -> float | None:
+        """Share of the steps with a verdict that were compute-bound."""
+        judged = self.data_bound_steps + self.compute_bound_steps
+        return 100.0 * self.compute_bound_steps / judged if judged else None
 
 
 EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)

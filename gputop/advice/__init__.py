@@ -42,11 +42,16 @@ def evaluate(ctx: Context) -> list[Advice]:
 
 
 class Advisor:
-    """Keeps the GPU history and shows advice after `on_after` ticks, hides it after `off_after`."""
+    """Keeps the GPU history and shows advice after `on_after` ticks, hides it after `off_after`.
 
-    def __init__(self, on_after: int = 2, off_after: int = 5) -> None:
+    An advisor that shows advice at once (on_after=1: `--once`, a final summary) keeps none
+    past its condition either: what it shows is what the newest frame supports, so it never
+    contradicts the verdict printed beside it.
+    """
+
+    def __init__(self, on_after: int = 2, off_after: int | None = None) -> None:
         self.on_after = on_after
-        self.off_after = off_after
+        self.off_after = off_after if off_after is not None else (1 if on_after <= 1 else 5)
         self._util: dict[int, deque[float]] = {}
         self._seen: dict[str, int] = {}
         self._missing: dict[str, int] = {}

@@ -3,11 +3,17 @@
 Per step, input = data wait + host-to-device copy and compute = the rest. On CUDA, when the
 probe resolved the GPU timeline, the GPU's idle gap before the step is the input and its
 busy time the compute (host wait can overstate starvation while queued work still runs).
+
+A window's share is the input time over the step time of its steps, leaving out the few
+whose compute ran away (over OUTLIER_FACTOR times the median compute: CPU contention, a
+checkpoint, a GC pause), so a burst of slow steps cannot swing the verdict. Input waits are
+never left out: a loader's workers deliver in bursts, and those waits are the finding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from gputop.model import (
@@ -29,6 +35,13 @@ STRAGGLER_FACTOR = 2.0
 STRAGGLER_MIN_SHARE = 0.10
 STALL_MIN_S = 5.0
 STALL_STEPS = 10
+OUTLIER_FACTOR = 4.0  # compute this many times the window's median is not the model's cost
+MAX_OUTLIER_SHARE = 0.10  # more such steps than this are how the loop runs: all counted
+MODE_MIN_SHARE = 0.15  # each group of a bimodal window holds at least this share of steps
+MODE_MIN_RATIO = 2.0  # ... and the groups' medians differ at least this much
+BAND_WORDS = {"highly": "high", "moderately": "moderate", "not": "low", "unknown": "n/a"}
+NO_DATA_PHASE = "no data wait measured (the probe saw no DataLoader fetch)"
+UNBOUNDED = "no DataLoader: steps are timed only from backward to optimizer.step"
 
 
 def split(step: StepRecord) -> tuple[int, int] | None:
@@ -66,16 +79,21 @@ def band(input_percent: float | None) -> Band:
 
 
 def summarize(steps: Sequence[StepRecord]) -> StepSummary:
-    """The window's non-warm-up steps reduced to share, band, verdict and their evidence."""
+    """The window's non-warm-up steps reduced to share, band, verdict and their evidence.
+
+    Step time, samples/s and the share come only from steps with real boundaries; a loop
+    whose steps all lack one gets None for them and the reason.
+    """
+    bounded = _bounded(steps)
     counted = [s for s in steps if not s.warmup]
-    parts = [p for p in (split(s) for s in counted) if p is not None]
-    total = sum(i + c for i, c in parts)
-    share = 100.0 * sum(i for i, _ in parts) / total if parts and total > 0 else None
+    timed = [s for s, real in zip(steps, bounded, strict=True) if real and not s.warmup]
+    parts = [p for p in (split(s) for s in timed) if p is not None]
+    share, outliers = _robust_share(parts)
     verdict: Verdict = "unknown"
     if share is not None:
         verdict = "data-bound" if share >= DATA_BOUND_PERCENT else "compute-bound"
-    durations = sorted(s.duration_ns for s in counted)
-    sized = [s for s in counted if s.batch_size is not None and s.batch_size > 0]
+    durations = sorted(s.duration_ns for s in timed)
+    sized = [s for s in timed if s.batch_size is not None and s.batch_size > 0]
     sized_ns = sum(s.duration_ns for s in sized)
     waits = [_wait_ns(s) for s in counted]
     known_waits = [w for w in waits if w is not None]
@@ -96,7 +114,79 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
         ),
         p95_data_ns=_percentile(data, 95),
         median_phase_ns=tuple((name, _median_phase(counted, name)) for name in PHASE_NAMES),
+        input_time_percent=_ratio(parts),
+        outlier_steps=outliers,
+        data_bound_steps=sum(i >= c for i, c in parts),
+        compute_bound_steps=sum(i < c for i, c in parts),
+        step_modes=_modes(durations),
+        unmeasured_reason=UNBOUNDED if counted and not timed else None,
     )
+
+
+def _bounded(steps: Sequence[StepRecord]) -> list[bool]:
+    """Per step, whether its duration is a whole step: a loader opened it, or it opened
+    where the previous step closed (gputop.step_end()). A step the zero-code probe opened
+    at backward and closed at optimizer.step leaves the fetch and forward outside it."""
+    out = []
+    previous_end = None
+    for step in steps:
+        start = None if step.end_ns is None else step.end_ns - step.duration_ns
+        out.append(not step.implicit or (start is not None and start == previous_end))
+        previous_end = step.end_ns
+    return out
+
+
+def _ratio(parts: Sequence[tuple[int, int]]) -> float | None:
+    """Total input over total time, in percent; None without time."""
+    total = sum(i + c for i, c in parts)
+    return 100.0 * sum(i for i, _ in parts) / total if total > 0 else None
+
+
+def _robust_share(parts: Sequence[tuple[int, int]]) -> tuple[float | None, int]:
+    """The input share without the steps whose compute ran away, and how many those were.
+
+    When more than MAX_OUTLIER_SHARE of the steps are that slow, they are the loop's own
+    rhythm (a heavy step every few), not outliers: every step counts then.
+    """
+    median = _percentile(sorted(c for _, c in parts), 50)
+    if not median:
+        return _ratio(parts), 0
+    kept = [p for p in parts if p[1] <= OUTLIER_FACTOR * median]
+    left_out = len(parts) - len(kept)
+    if left_out > MAX_OUTLIER_SHARE * len(parts):
+        return _ratio(parts), 0
+    return _ratio(kept), left_out
+
+
+def _modes(ordered: Sequence[int]) -> tuple[tuple[float, int], ...]:
+    """(% of steps, median ns) of the fast and the slow group when step times fall into two
+    clear groups (the widest gap, in log time, wider than either group's spread), else ()."""
+    n = len(ordered)
+    least = max(2, math.ceil(MODE_MIN_SHARE * n))
+    if n < 2 * least or ordered[0] <= 0:
+        return ()
+    logs = [math.log(v) for v in ordered]
+    cut = max(range(least, n - least + 1), key=lambda k: logs[k] - logs[k - 1])
+    gap = logs[cut] - logs[cut - 1]
+    spread = max(_spread(logs[:cut]), _spread(logs[cut:]))
+    low, high = _percentile(ordered[:cut], 50), _percentile(ordered[cut:], 50)
+    if gap <= spread or low is None or high is None or high < MODE_MIN_RATIO * low:
+        return ()
+    return ((100.0 * cut / n, low), (100.0 * (n - cut) / n, high))
+
+
+def _spread(ordered: Sequence[float]) -> float:
+    """The 10th-to-90th percentile range of an ascending sequence."""
+    low, high = ordered[max(0, math.ceil(0.1 * len(ordered)) - 1)], ordered[
+        max(0, math.ceil(0.9 * len(ordered)) - 1)]
+    return high - low
+
+
+def bimodal_note(s: StepSummary, duration: Callable[[int | None], str]) -> str:
+    """'bimodal: 45% of steps ~2.0ms, 55% ~125ms' (the groups' shares and median times)."""
+    (low_pct, low_ns), (high_pct, high_ns) = s.step_modes
+    return (f"bimodal: {low_pct:.0f}% of steps ~{duration(low_ns)}, "
+            f"{high_pct:.0f}% ~{duration(high_ns)}")
 
 
 def _wait_ns(step: StepRecord) -> int | None:

@@ -170,6 +170,7 @@ def config_json(c: TrainerConfig) -> dict[str, Any]:
         "device": c.device,
         "rank": c.rank,
         "world_size": c.world_size,
+        "pin_memory_effective": c.pin_memory_effective,
     }
     out["extra"] = dict(c.extra)
     return out
@@ -192,11 +193,17 @@ def step_json(s: StepRecord) -> dict[str, Any]:
         "epoch": s.epoch,
         "warmup": s.warmup,
         "verdict": s.verdict,
+        "implicit": s.implicit,
     }
 
 
 def summary_json(s: StepSummary) -> dict[str, Any]:
-    """The rolling window's verdict and the numbers behind it."""
+    """The rolling window's verdict and the numbers behind it.
+
+    input_bound_percent leaves out the outlier_steps (runaway compute); input_time_percent
+    is the plain total-time ratio over every step. Step times, samples/s and the share are
+    null with unmeasured_reason when the steps have no real boundaries.
+    """
     return {
         "steps": s.steps,
         "input_bound_percent": s.input_bound_percent,
@@ -208,6 +215,16 @@ def summary_json(s: StepSummary) -> dict[str, Any]:
         "waited_percent": s.waited_percent,
         "p95_data_ns": s.p95_data_ns,
         "median_phase_ns": dict(s.median_phase_ns),
+        "input_time_percent": s.input_time_percent,
+        "outlier_steps": s.outlier_steps,
+        "data_bound_steps": s.data_bound_steps,
+        "compute_bound_steps": s.compute_bound_steps,
+        "data_bound_steps_percent": s.data_bound_steps_percent,
+        "compute_bound_steps_percent": s.compute_bound_steps_percent,
+        "step_time_modes": [
+            {"percent_of_steps": share, "median_ns": median} for share, median in s.step_modes
+        ],
+        "unmeasured_reason": s.unmeasured_reason,
     }
 
 

@@ -7,7 +7,8 @@ import unicodedata
 from typing import TextIO
 
 from gputop import fmt
-from gputop.model import AttachState, Frame, GpuSample, ProcessSample
+from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, OUTLIER_FACTOR, bimodal_note
+from gputop.model import AttachState, Frame, GpuSample, ProcessSample, StepSummary, TrainerConfig
 
 TOP_PROCESSES = 15
 
@@ -118,6 +119,8 @@ def _processes(frame: Frame, width: int) -> list[str]:
         line = (f"{p.pid:>7} {(p.username or '—')[:9]:<9} {role:<8} {cpu:>6} {thr:>4} "
                 f"{fmt.size(p.rss_bytes):>10} {gpu_mem:>10}  {_command(p)}")
         lines.append(line[:width])
+    if any(p.has_probe for p in rows):
+        lines.append("  * = runs under the gputop probe: gputop --attach PID shows its steps")
     return lines
 
 
@@ -128,7 +131,7 @@ def _membw(frame: Frame) -> str:
         kernel = (f"PSI some {_num(m.psi_some_avg10, 1)}%  swap-in {_num(m.swap_in_per_s, 1)}/s"
                   f"  major faults {_num(m.major_faults_per_s, 1)}/s")
         return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}"
-    parts = [f"MEMORY BANDWIDTH ({m.source}, {m.confidence})"]
+    parts = [f"MEMORY BANDWIDTH ({_membw_label(m.source, m.confidence)})"]
     if m.read_bytes_per_s is not None or m.write_bytes_per_s is not None:
         parts.append(f"read {fmt.rate(m.read_bytes_per_s)} write {fmt.rate(m.write_bytes_per_s)}")
     elif m.total_bytes_per_s is not None:
@@ -144,6 +147,14 @@ def _membw(frame: Frame) -> str:
     return line + (f"\n  {m.note}" if m.note else "")
 
 
+def _membw_label(source: str, confidence: str) -> str:
+    """Where the bandwidth figure comes from, in words ('estimate, estimated' said once)."""
+    if source == "estimate":
+        how = "estimated from a timed copy, no hardware counters"
+        return how if confidence == "estimated" else f"{how}; {confidence}"
+    return f"{source} counters, {confidence}"
+
+
 def _straggler_pid(frame: Frame) -> int | None:
     return frame.straggler.pid if frame.straggler is not None else None
 
@@ -154,17 +165,40 @@ def _attached(state: AttachState, slowest: int | None) -> list[str]:
     rank = "" if c.rank is None else f" rank {c.rank}/{_opt(c.world_size)}"
     head = f"ATTACHED {state.pid}{rank}" + _state_note(state)
     lines = [
-        head + f": {s.steps} steps, verdict {s.verdict}, input-bound "
-        f"{fmt.percent(s.input_bound_percent, 1)} ({s.band}), median step "
-        f"{fmt.duration_ns(s.median_step_ns)}, p95 {fmt.duration_ns(s.p95_step_ns)}, "
-        f"{_num(s.samples_per_s, 1)} samples/s, dropped {state.dropped_records}"
+        f"{head}: verdict {s.verdict} over the last {s.steps} steps, {_share(s)}"
         + ("  <- slowest: waits for input" if state.pid == slowest else ""),
-        f"  settings: num_workers={_opt(c.num_workers)} pin_memory={_opt(c.pin_memory)} "
+        f"  step time: median {fmt.duration_ns(s.median_step_ns)}"
+        + (f" ({bimodal_note(s, fmt.duration_ns)})" if s.step_modes else "")
+        + f", p95 {fmt.duration_ns(s.p95_step_ns)}, {_num(s.samples_per_s, 1)} samples/s, "
+        f"dropped {state.dropped_records}",
+        f"  settings: num_workers={_opt(c.num_workers)} {_pin(c)} "
         f"batch_size={_opt(c.batch_size)} threads={_opt(c.num_threads)} device={_opt(c.device)}",
     ]
     if state.error:
         lines.append(f"  {state.error}")
     return lines
+
+
+def _share(s: StepSummary) -> str:
+    """The input share in words, with the steps' own verdicts and any steps left out."""
+    if s.input_bound_percent is None:
+        return f"input-bound n/a ({s.unmeasured_reason or NO_DATA_PHASE})"
+    text = (f"input-bound {fmt.percent(s.input_bound_percent, 1)} of step time "
+            f"({BAND_WORDS[s.band]})")
+    data, compute = s.data_bound_steps_percent, s.compute_bound_steps_percent
+    if data is not None and compute is not None:
+        text += f"; {data:.0f}% of steps data-bound, {compute:.0f}% compute-bound"
+    if s.outlier_steps:
+        text += (f"; {s.outlier_steps} slow steps (compute over {OUTLIER_FACTOR:.0f}x the "
+                 "median) left out of the share")
+    return text
+
+
+def _pin(c: TrainerConfig) -> str:
+    """pin_memory as it takes effect: pinning needs an accelerator to copy to."""
+    if c.pin_memory and c.pin_memory_effective is False:
+        return "pin_memory on, but no accelerator: has no effect"
+    return f"pin_memory={_opt(c.pin_memory)}"
 
 
 def _state_note(state: AttachState) -> str:

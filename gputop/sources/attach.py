@@ -224,7 +224,7 @@ def to_step(raw: RawRecord) -> StepRecord:
     return StepRecord(
         step=raw.step, duration_ns=raw.duration_ns, epoch=raw.epoch,
         warmup=bool(raw.flags & layout.F_WARMUP), end_ns=raw.start_ns + raw.duration_ns,
-        **measured,  # type: ignore[arg-type]
+        implicit=bool(raw.flags & layout.F_IMPLICIT), **measured,  # type: ignore[arg-type]
     )
 
 

@@ -147,6 +147,6 @@ def test_run_summary_in_an_ascii_locale_has_readable_substitutes() -> None:
                   env=_env(PYTHONIOENCODING="ascii"))
     assert out.returncode == 0, out.stderr
     err = out.stderr.decode("ascii")
-    summary = next(line for line in err.splitlines() if line.startswith("ATTACHED"))
+    summary = next(line for line in err.splitlines() if line.startswith("  step time:"))
     assert " us, p95 " in summary  # '3 µs' became '3 us', not '3 \\xb5s'
     assert "\\x" not in err and "\\u" not in err

@@ -121,7 +121,7 @@ def test_run_without_a_terminal_passes_exit_code_and_prints_steps() -> None:
     assert "hello from the command" in out.stdout  # the command keeps our stdout
     assert "exited with code 3" in out.stderr
     summary = next(line for line in out.stderr.splitlines() if line.startswith("ATTACHED"))
-    steps = int(summary.split(": ")[1].split()[0])
+    steps = int(summary.split(" over the last ")[1].split()[0])
     assert steps >= 30 and "(exited, final summary)" in summary
 
 

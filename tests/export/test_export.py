@@ -30,7 +30,8 @@ def test_text_shows_trainers_attach_and_advice() -> None:
     text = render(f)
     assert "SIMULATED GPUs" in text and "Test GPU" in text
     assert "worker PIDs: 101 102" in text and "workers %CPU 180" in text
-    assert "ATTACHED 100: 50 steps, verdict data-bound, input-bound 60.0% (highly)" in text
+    assert ("ATTACHED 100: verdict data-bound over the last 50 steps, input-bound 60.0% of "
+            "step time (high)") in text
     assert "[critical] Batches load in the trainer" in text and "try: Try num_workers=4" in text
 
 

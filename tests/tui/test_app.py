@@ -235,7 +235,7 @@ async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
         header = _text(app, "header")
         assert "CPU-only mode — libnvidia-ml.so.1 not found" in header
         steps = _text(app, "steps")
-        assert "attached 4242" in steps and "input 52% (highly)" in steps
+        assert "attached 4242" in steps and "input-bound 52% of step time (high)" in steps
         assert "p95 140ms" in steps and "dropped 0" in steps and "workers 2" in steps
         advice = _text(app, "advice").splitlines()
         assert advice[0].startswith("✖ GPUs are waiting for input")  # critical before warn

@@ -108,6 +108,7 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
 
     sampler = build_sampler(demo="idle", membw="estimate", defer=True)
     primed = threading.Event()
+    primed_pids: set[int] = set()
     frames_seen: list = []
     got = threading.Event()
     assert sampler.membw is None and sampler.attach_source is None and sampler.advisor is None
@@ -117,7 +118,11 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
         got.set()
 
     try:
-        sampler.start(on_frame, on_prime=lambda frame: primed.set())
+        def on_prime(frame) -> None:
+            primed_pids.update(p.pid for p in frame.processes)
+            primed.set()
+
+        sampler.start(on_frame, on_prime=on_prime)
         assert primed.wait(30)
         sampler.add_deferred_sources()
         assert got.wait(30)
@@ -125,7 +130,9 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
         sampler.stop()
     assert frames_seen[0].memory_bandwidth is not None
     assert sampler.attach_source is not None and sampler.advisor is not None
-    assert all(p.cpu_percent is not None for p in frames_seen[0].processes if p.in_proc)
+    # Every process the priming sample saw has a %CPU (one born since may be too young).
+    assert all(p.cpu_percent is not None for p in frames_seen[0].processes
+               if p.in_proc and p.pid in primed_pids)
 
 
 def test_deferring_loads_neither_membw_nor_advice() -> None:

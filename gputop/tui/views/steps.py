@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop import fmt
+from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui.lines import Line, Span, clip
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")
 _LABELS = {"data": "data", "h2d": "h2d", "forward": "fwd", "backward": "bwd",
            "optimizer": "opt", "other": "other"}
-HEAD_LINES = 4
+HEAD_LINES = 5
 MIN_COLUMN = 40
 
 
@@ -53,34 +54,58 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
         title.append((f"  STALLED: no step for {_idle(state.idle_s)}", "crit"))
     if state.error:
         title.append((f"  {state.error}", "warn"))
-    summary = summary_line(state.summary, state.dropped_records)
+    summary = summary_lines(state.summary, state.dropped_records)
     if state.state == "stalled":  # the numbers describe the past: grey them
-        summary = tuple((text, "dim") for text, _ in summary)
-    lines = [clip(tuple(title), width), clip(summary, width)]
+        summary = [tuple((text, "dim") for text, _ in line) for line in summary]
+    lines = [clip(tuple(title), width), *(clip(line, width) for line in summary)]
     if height >= HEAD_LINES + 3:
-        lines += [clip(config_line(config), width), clip(legend_line(), width)]
+        lines += [clip(config_line(config), width), clip(legend_line(state.steps), width)]
     room = max(0, height - len(lines))
     steps = list(state.steps[-room:]) if room else []
     longest = max((step.duration_ns for step in steps), default=0)
-    lines += [step_line(step, width, longest) for step in reversed(steps)]
+    unmeasured = state.summary.unmeasured_reason is not None
+    lines += [step_line(step, width, longest, unmeasured and step.implicit)
+              for step in reversed(steps)]
     return lines
 
 
-def summary_line(summary: StepSummary, dropped: int) -> Line:
-    """Steps, input-bound share with its band, median and p95, samples/s, dropped records."""
-    share = fmt.percent(summary.input_bound_percent)
-    band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(summary.band, "dim")
-    verdict_style = {"data-bound": "crit", "compute-bound": "ok"}.get(summary.verdict, "dim")
-    rate = "n/a" if summary.samples_per_s is None else f"{summary.samples_per_s:.0f}"
-    return (
-        (f"{summary.steps} steps  ", "plain"),
-        ("input ", "dim"), (share, band_style), (f" ({summary.band})", band_style),
-        ("  ", "plain"), (summary.verdict, verdict_style),
-        (f"  med {fmt.short_duration_ns(summary.median_step_ns)}", "plain"),
-        (f" p95 {fmt.short_duration_ns(summary.p95_step_ns)}", "plain"),
-        (f"  {rate} samples/s", "plain"),
-        (f"  dropped {dropped}", "warn" if dropped else "dim"),
-    )
+def summary_lines(summary: StepSummary, dropped: int) -> list[Line]:
+    """Two lines: the verdict with its input share and the steps' own verdicts, then the
+    window's size, step times (with a bimodality note), samples/s and dropped records."""
+    return [_verdict_line(summary), _timing_line(summary, dropped)]
+
+
+def _verdict_line(s: StepSummary) -> Line:
+    if s.input_bound_percent is None:
+        return ((f"verdict {s.verdict} ({s.unmeasured_reason or NO_DATA_PHASE})", "dim"),)
+    band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(s.band, "dim")
+    verdict_style = {"data-bound": "crit", "compute-bound": "ok"}.get(s.verdict, "dim")
+    spans: list[Span] = [
+        (s.verdict, verdict_style), ("  input-bound ", "dim"),
+        (fmt.percent(s.input_bound_percent), band_style), (" of step time", "dim"),
+        (f" ({BAND_WORDS[s.band]})", band_style),
+    ]
+    mix = s.data_bound_steps_percent
+    if mix is not None:
+        spans.append((f"  {mix:.0f}% of steps data-bound", "plain"))
+    if s.outlier_steps:
+        spans.append((f"  ({s.outlier_steps} slow steps left out)", "dim"))
+    return tuple(spans)
+
+
+def _timing_line(s: StepSummary, dropped: int) -> Line:
+    spans: list[Span] = [(f"last {s.steps} steps", "plain")]
+    if s.median_step_ns is None:
+        spans.append(("  step time n/a", "dim"))
+    else:
+        spans.append((f"  median {fmt.short_duration_ns(s.median_step_ns)}", "plain"))
+        if s.step_modes:
+            spans.append((f" ({bimodal_note(s, fmt.short_duration_ns)})", "warn"))
+        spans.append((f" p95 {fmt.short_duration_ns(s.p95_step_ns)}", "plain"))
+    rate = "n/a" if s.samples_per_s is None else f"{s.samples_per_s:.0f}"
+    spans += [(f"  {rate} samples/s", "plain" if s.samples_per_s is not None else "dim"),
+              (f"  dropped {dropped}", "warn" if dropped else "dim")]
+    return tuple(spans)
 
 
 def config_line(config: TrainerConfig) -> Line:
@@ -92,25 +117,32 @@ def config_line(config: TrainerConfig) -> Line:
             return "on" if value else "off"
         return str(value)
 
-    text = (f"workers {show(config.num_workers)}  pin {show(config.pin_memory)}"
+    pin = show(config.pin_memory)
+    if config.pin_memory_effective is False and config.pin_memory:
+        pin += " (no effect: no accelerator)"
+    text = (f"workers {show(config.num_workers)}  pin {pin}"
             f"  batch {show(config.batch_size)}  prefetch {show(config.prefetch_factor)}"
             f"  persistent {show(config.persistent_workers)}"
             f"  threads {show(config.num_threads)}  device {show(config.device)}")
     return ((text, "dim"),)
 
 
-def legend_line() -> Line:
-    """Which colour is which phase."""
+def legend_line(steps: Sequence[StepRecord]) -> Line:
+    """Which colour is which phase, for the phases measured in `steps` only."""
+    measured = {phase for step in steps for phase, value in _phases(step).items() if value}
     spans: list[Span] = []
     for phase in PHASES:
-        spans += [("█", f"phase-{phase}"), (f"{_LABELS[phase]} ", "dim")]
+        if phase in measured:
+            spans += [("█", f"phase-{phase}"), (f"{_LABELS[phase]} ", "dim")]
     return tuple(spans)
 
 
-def step_line(step: StepRecord, width: int, longest: int) -> Line:
-    """One step: number, stacked phase bar scaled to the longest shown step, time, verdict."""
+def step_line(step: StepRecord, width: int, longest: int, untimed: bool = False) -> Line:
+    """One step: number, stacked phase bar scaled to the longest shown step, time, verdict;
+    `untimed`: its duration is not a whole step's, so no time is shown."""
     verdict = "warm-up" if step.warmup else step.verdict
-    tail = f" {fmt.short_duration_ns(step.duration_ns):>6} {verdict}"
+    time = fmt.NA if untimed else fmt.short_duration_ns(step.duration_ns)
+    tail = f" {time:>6} {verdict}"
     label = f"#{step.step:<6}"[:7]
     bar_w = max(4, width - len(label) - len(tail) - 2)
     cells = 0 if longest <= 0 else round(step.duration_ns / longest * bar_w)
@@ -128,10 +160,7 @@ def step_line(step: StepRecord, width: int, longest: int) -> Line:
 
 def _stack(step: StepRecord, cells: int) -> list[Span]:
     """Phase cells in proportion to their time; rounding keeps the total at `cells`."""
-    values = {
-        "data": step.data_ns, "h2d": step.h2d_ns, "forward": step.forward_ns,
-        "backward": step.backward_ns, "optimizer": step.optimizer_ns, "other": step.other_ns,
-    }
+    values = _phases(step)
     total = step.duration_ns or 1
     spans: list[Span] = []
     done = 0
@@ -146,6 +175,14 @@ def _stack(step: StepRecord, cells: int) -> list[Span]:
             spans.append(("█" * take, f"phase-{phase}"))
             done += take
     return spans
+
+
+def _phases(step: StepRecord) -> dict[str, int | None]:
+    """Each drawn phase's time in `step` (None: not measured)."""
+    return {
+        "data": step.data_ns, "h2d": step.h2d_ns, "forward": step.forward_ns,
+        "backward": step.backward_ns, "optimizer": step.optimizer_ns, "other": step.other_ns,
+    }
 
 
 def _idle(seconds: float | None) -> str:
