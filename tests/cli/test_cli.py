@@ -66,7 +66,9 @@ def test_membw_section_is_labelled_with_its_source() -> None:
     assert out.returncode == 0, out.stderr
     m = json.loads(out.stdout)["memory_bandwidth"]
     assert m.keys() >= MEMBW_KEYS
-    assert m["source"] == "estimate"
+    assert m["source"] in {"resctrl-mbm", "estimate", "none"} or m["source"].startswith("perf-")
+    if m["source"] == "none":  # nothing here can measure it honestly: null, and why
+        assert m["pressure"] is None and m["note"]
 
 
 def test_once_text_is_readable() -> None:

@@ -83,7 +83,7 @@ def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> 
         return "SIMULATED GPUs" in screen and "pt_data_worker" in screen and "[3w" in screen
 
     screen = _wait_for(session, trainer_with_workers)
-    trainer_pid = int(next(line for line in screen.splitlines() if "[3w" in line).split()[0])
+    trainer_pid = _own_demo_trainer(session)
     assert sum(1 for line in screen.splitlines() if "mem " in line and "/79.6G" in line) == 4
 
     for width, height in ((80, 24), (40, 12), (200, 60)):
@@ -119,6 +119,20 @@ def _gone(pid: int, timeout_s: float = 10.0) -> bool:
     return False
 
 
+def _own_demo_trainer(session: str) -> int:
+    """The demo trainer this session's gputop started (other gputops may run here too)."""
+    queue = [int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())]
+    while queue:
+        pid = queue.pop(0)  # breadth first: the trainer comes before its workers
+        try:
+            if b"gputop.demo_trainer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+            queue += _children(pid)
+        except OSError:  # gone meanwhile
+            continue
+    raise AssertionError(f"no demo trainer under tmux session {session}")
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -134,7 +148,7 @@ def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
               "stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60")
     _tmux("respawn-pane", "-k", "-t", session, f"sh -c \"{script}\"")
     screen = _wait_for(session, lambda s: "SIMULATED GPUs" in s and "[3w" in s)
-    trainer_pid = int(next(line for line in screen.splitlines() if "[3w" in line).split()[0])
+    trainer_pid = _own_demo_trainer(session)
     shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
     (gputop_pid,) = _children(shell)
     os.kill(gputop_pid, signal.SIGHUP)
