@@ -63,6 +63,9 @@ class ReplaySampler:
     def attach(self, pid: int) -> None:
         raise ValueError("replay")
 
+    def detach(self, pid: int) -> None:
+        pass
+
 
 def serve_replay() -> int:
     """Run the real app on frames recorded from this machine first (drawing cost only)."""

@@ -79,9 +79,11 @@ def start_under_probe(
 ) -> subprocess.Popen[bytes]:
     """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop.
 
-    With `log`, the child's output goes to that file and its stdin is empty: the terminal
-    belongs to the TUI, and a trainer's progress bars would tear it. An unwritable log
-    raises LogError; a command that cannot start raises OSError and leaves no log it made.
+    With `log`, the child's output goes to that file, its stdin is empty and it runs in a
+    session of its own: the terminal belongs to the TUI (a trainer's progress bars would
+    tear it), and the terminal's hang-up or Ctrl-C reach gputop, which decides, so the
+    command can outlive gputop when the user detaches. An unwritable log raises LogError;
+    a command that cannot start raises OSError and leaves no log it made.
     """
     if log is None:
         child = subprocess.Popen(list(command), env=probe_env(env))
@@ -89,7 +91,8 @@ def start_under_probe(
         out = open_log(log, new=new_log)
         try:
             child = subprocess.Popen(list(command), env=probe_env(env), stdin=subprocess.DEVNULL,
-                                     stdout=out.fd, stderr=subprocess.STDOUT)
+                                     stdout=out.fd, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         except BaseException:
             discard_log(out)
             raise
@@ -114,24 +117,82 @@ def _forward_sigint(child: subprocess.Popen[bytes]) -> None:
     """Relay SIGINT to the child instead of dying first (only from the main thread)."""
 
     def relay(signum: int, frame: FrameType | None) -> None:
-        if not _terminal_sent_it():
+        if not _terminal_sent_it(child):
             interrupt(child)
 
     with contextlib.suppress(ValueError):  # not the main thread: leave SIGINT alone
         signal.signal(signal.SIGINT, relay)
 
 
-def _terminal_sent_it() -> bool:
-    """True when a cooked-mode terminal already sent SIGINT to our whole group, child included."""
+def _terminal_sent_it(child: subprocess.Popen[bytes]) -> bool:
+    """True when a cooked-mode terminal already sent SIGINT to the child's process group
+    (it is the terminal's foreground group: ours, unless the child has a session of its own)."""
     try:
         import termios
 
         fd = sys.stdin.fileno()
-        if os.tcgetpgrp(fd) != os.getpgrp():
+        if os.tcgetpgrp(fd) != os.getpgid(child.pid):
             return False
         return bool(termios.tcgetattr(fd)[3] & termios.ISIG)
     except (OSError, ValueError, AttributeError, ImportError):
         return False
+
+
+STOP_GRACE_S = 10.0  # after the SIGINT of a stop, the command's own handler has this long
+KILL_AFTER_S = 5.0  # after SIGTERM, this long before SIGKILL
+
+
+@dataclass
+class RunCommand:
+    """`gputop run`'s command as the TUI controls it: Ctrl-C, stop, or leave it running."""
+
+    process: subprocess.Popen[bytes]
+    log: str | None = None
+    detached: bool = False
+    stopping: bool = False
+
+    @property
+    def pid(self) -> int:
+        """The command's PID (the TUI attaches to it)."""
+        return self.process.pid
+
+    def running(self) -> bool:
+        """Whether the command still runs (reaps it once it has ended)."""
+        return self.process.poll() is None
+
+    def interrupt(self) -> None:
+        """Ctrl-C for the command: a SIGINT, so its own handler (KeyboardInterrupt) runs."""
+        interrupt(self.process)
+
+    def stop(self) -> None:
+        """Begin stopping: SIGINT now; `finish` sends SIGTERM if it outlives the grace period."""
+        self.stopping = True
+        self.interrupt()
+
+    def detach(self) -> None:
+        """Leave the command running when gputop exits (its output still goes to its log)."""
+        self.detached = True
+
+    def finish(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """The command's exit status once it has ended, or None when it was left running.
+
+        A command still running and not detached is stopped as a user would stop it: SIGINT
+        (unless `stop` sent one), `grace_s` for its handler, then SIGTERM, then SIGKILL.
+        """
+        if self.detached and self.running():
+            return None
+        if self.running():
+            if not self.stopping:
+                self.stop()
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.terminate()
+                try:
+                    self.process.wait(KILL_AFTER_S)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+        return exit_status(self.process.wait())
 
 
 @dataclass

@@ -6,14 +6,19 @@ Exit codes: 0 ok, 2 bad input (one line on stderr), 1 internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gputop import __version__
 from gputop.wiring import BadInput
+
+if TYPE_CHECKING:
+    from gputop.children import RunCommand
+    from gputop.model import Frame
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 DEFAULT_SCENARIO = "data-starved"
@@ -172,13 +177,43 @@ def _run(argv: list[str]) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return _run_without_terminal(command, args)
     log = args.log or f"gputop-run-{os.getpid()}.log"
-    child = start_probed(command, log=log, new_log=args.log is None)  # our name: a new file
+    from gputop.children import RunCommand
     from gputop.wiring import run_attached_child
 
-    code = run_attached_child(child, interval_s=args.interval, membw=args.membw)
-    print(f"gputop: {command[0]} exited with code {code}; its output is in {log}",
-          file=sys.stderr)
+    new_log = args.log is None  # our own name: a file of ours, never one already there
+    child = RunCommand(start_probed(command, log=log, new_log=new_log), log)
+    final = None
+    try:
+        final = run_attached_child(child, interval_s=args.interval, membw=args.membw)
+    finally:
+        code = _finish(child, command[0])
+    if code is None:
+        _say(f"gputop: left {command[0]} (PID {child.pid}) running; its output goes to {log}",
+             final)
+        return EXIT_OK
+    _say(f"gputop: {command[0]} exited with code {code}; its output is in {log}", final)
     return code
+
+
+def _finish(child: RunCommand, name: str) -> int | None:
+    """The command's exit code; a command still running is stopped unless it was detached."""
+    if child.running() and not child.detached:
+        from gputop.children import STOP_GRACE_S
+
+        _say(f"gputop: stopping {name} (PID {child.pid}): Ctrl-C (SIGINT), then SIGTERM "
+             f"if it still runs after {STOP_GRACE_S:.0f} s")
+    return child.finish()
+
+
+def _say(line: str, final: Frame | None = None) -> None:
+    """`line` and, after it, the final step summary with its advice (as without a terminal),
+    on stderr; a terminal that hung up gets nothing, and that is no error."""
+    from gputop.export.text import attach_summary, write_text
+
+    text = line + "\n" + (attach_summary(final) if final is not None else "")
+    with contextlib.suppress(OSError):
+        write_text(text, sys.stderr)
+        sys.stderr.flush()
 
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:

@@ -116,7 +116,7 @@ class Sampler:
         self._paused = False
         self._last_sample_time: float | None = None
         self._deferred: Callable[[], DeferredSources] | None = None
-        self._attach_requests: deque[int] = deque()
+        self._attach_requests: deque[tuple[bool, int]] = deque()  # (attach, pid); else detach
         self._derive = Derivation()
         self._last_frame: Frame | None = None
         self._failed_ticks = 0
@@ -184,9 +184,14 @@ class Sampler:
         return self._derive.processes(self.processes.sample(gpu), probe_pids, self.processes)
 
     def _take_attach_requests(self) -> None:
-        """Attach requests from other threads, applied here, on the sampling thread."""
+        """Attach and detach requests from other threads, applied here, on the sampling
+        thread, in the order they were made."""
         while self._attach_requests and self.attach_source is not None:
-            self.attach_source.attach(self._attach_requests.popleft())
+            attach, pid = self._attach_requests.popleft()
+            if attach:
+                self.attach_source.attach(pid)
+            else:
+                self.attach_source.detach(pid)
 
     def prime(self) -> None:
         """Take a first, throw-away sample so the next one already has meaningful rates."""
@@ -223,7 +228,13 @@ class Sampler:
         """Read trainer `pid`'s ring from the next tick on (the request runs on that tick)."""
         if self.attach_source is None and self._deferred is None:
             raise ValueError("no attach source")
-        self._attach_requests.append(pid)
+        self._attach_requests.append((True, pid))
+        self._wake.set()
+
+    def detach(self, pid: int) -> None:
+        """Stop reading the job of trainer `pid` from the next tick on (nothing attached to
+        it: nothing to do)."""
+        self._attach_requests.append((False, pid))
         self._wake.set()
 
     @property

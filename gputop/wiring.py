@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
+    from gputop.children import RunCommand
     from gputop.model import AttachState, Frame
 
 
@@ -155,20 +156,14 @@ def run_live(
 
 
 def run_attached_child(
-    child: subprocess.Popen[bytes], *, interval_s: float = 1.0, membw: str = "auto"
-) -> int:
-    """`gputop run`: the TUI attached to `child`; returns the child's exit code."""
-    from gputop.children import exit_status
+    command: RunCommand, *, interval_s: float = 1.0, membw: str = "auto"
+) -> Frame | None:
+    """`gputop run`: the TUI attached to `command`, which it may interrupt, stop or leave
+    running; the frame to summarise at the end (None if none was shown). Ending a command
+    that is still running is the caller's (`RunCommand.finish`)."""
     from gputop.tui import run_tui
 
-    try:
-        sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
-        run_tui(sampler, attach_pid=child.pid)
-    finally:
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(5)
-            except subprocess.TimeoutExpired:
-                child.kill()
-    return exit_status(child.wait())
+    final: list[Frame] = []
+    sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
+    run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append)
+    return final[-1] if final else None

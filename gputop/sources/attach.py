@@ -54,12 +54,31 @@ class RingAttachSource:
 
     def attach(self, pid: int) -> None:
         """Read `pid`'s job from the next sample on (its ring may appear later, e.g. under
-        `run`)."""
+        `run`); a job whose processes have all exited makes way for it."""
+        for target in [t for t in self._targets if t != pid and self._ended(t)]:
+            self.detach(target)
         if pid not in self._targets:
             self._targets.append(pid)
             self._members[pid] = []
         if pid not in self._windows:
             self._windows[pid] = _RingWindow(pid, self.rings, self.window)
+
+    def detach(self, pid: int) -> None:
+        """Stop reading the job `pid` belongs to (as its target or one of its ranks)."""
+        target = next((t for t in self._targets if t == pid or pid in self._members[t]), None)
+        if target is None:
+            return
+        self._targets.remove(target)
+        dropped = [target, *self._members.pop(target)]
+        for member in dropped:
+            window = self._windows.pop(member, None)
+            if window is not None:
+                window.close()
+        self._judged = {key for key in self._judged if key[0] not in dropped}  # may rejoin
+
+    def _ended(self, target: int) -> bool:
+        """Whether every process of `target`'s job has exited (as of the last sample)."""
+        return not any(self._windows[pid].alive for pid in (target, *self._members[target]))
 
     def sample(self) -> tuple[AttachState, ...]:
         """One state per trainer: each target, then its job's other ranks by rank."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gputop.model import Frame
-    from gputop.tui.app import FrameFeed, GputopApp
+    from gputop.tui.app import Command, FrameFeed, GputopApp
     from gputop.tui.splash import Splash
 
 __all__ = ["build_app", "run_tui"]
@@ -21,11 +21,13 @@ def build_app(
     attach_pid: int | None = None,
     start: bool = True,
     splash: Splash | None = None,
+    command: Command | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
 
     `attach_pid` is attached from the first tick on (its rings are read as they appear).
     A `splash` shows the frames until the app draws; its driver takes the terminal over.
+    `command` is `gputop run`'s: q asks before leaving it, Ctrl-C is forwarded to it.
     """
     from gputop.tui.slot import FrameSlot
 
@@ -45,7 +47,7 @@ def build_app(
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
 
-    app = GputopApp(sampler, attach_pid=pending, slot=slot,
+    app = GputopApp(sampler, attach_pid=pending, slot=slot, command=command,
                     driver_class=QuietLinuxDriver)
     app.splash = splash
     return app
@@ -73,12 +75,14 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 
 
 def run_tui(
-    sampler: FrameFeed, *, attach_pid: int | None = None
+    sampler: FrameFeed, *, attach_pid: int | None = None, command: Command | None = None,
+    on_exit: Callable[[Frame], None] | None = None,
 ) -> int:
     """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM, then stop the sampler.
 
     On a terminal a plain-text splash shows the first frames while Textual imports; Ctrl-C,
     SIGHUP or SIGTERM before the app is up end the run as q would, with the terminal restored.
+    `on_exit` gets the last frame with the advice then on screen, once the terminal is back.
     """
     from gputop.tui.splash import Splash
 
@@ -86,7 +90,7 @@ def run_tui(
     failed = False
     try:
         try:
-            app = build_app(sampler, attach_pid=attach_pid, splash=splash)
+            app = build_app(sampler, attach_pid=attach_pid, splash=splash, command=command)
             if splash is not None:
                 splash.stop()
             failed = True
@@ -98,4 +102,7 @@ def run_tui(
         if splash is not None:
             splash.close(failed=failed)
         sampler.stop()
+    final = app.summary_frame()
+    if on_exit is not None and final is not None:
+        on_exit(final)
     return app.return_code or 0

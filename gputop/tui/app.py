@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from gputop.model import Frame
+from gputop.model import Advice, Frame
 from gputop.tui.history import History
 from gputop.tui.lines import Line
 from gputop.tui.messages import FrameReady, RowActivated
@@ -28,9 +28,11 @@ from gputop.tui.views.processes import TableState, table_rows
 from gputop.tui.views.steps import HEAD_LINES, step_lines
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
+from gputop.tui.widgets.quit_prompt import Answer, QuitPrompt
 from gputop.tui.widgets.table import ProcessTable
 
 _DEFAULT_ASCENDING = {"pid": True}
+COMMAND_CHECK_S = 0.25  # how often the app looks whether `gputop run`'s command has ended
 
 
 class FrameFeed(Protocol):
@@ -48,7 +50,27 @@ class FrameFeed(Protocol):
 
     def attach(self, pid: int) -> None: ...
 
+    def detach(self, pid: int) -> None: ...
+
     def add_deferred_sources(self) -> None: ...
+
+
+class Command(Protocol):
+    """`gputop run`'s command as the app may control it (wiring hands one over)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def log(self) -> str | None: ...
+
+    def running(self) -> bool: ...
+
+    def interrupt(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def detach(self) -> None: ...
 
 
 class GputopApp(App[int]):
@@ -59,7 +81,7 @@ class GputopApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("p", "pause", "pause"),
         Binding("slash", "filter", "filter", key_display="/"),
@@ -72,11 +94,12 @@ class GputopApp(App[int]):
         Binding("space", "fold", "fold"),
         Binding("z", "fold_all", "fold all", show=False),
         Binding("a", "attach", "attach", show=False),
+        Binding("d", "detach", "detach", show=False),
         Binding("escape", "clear_filter", "clear filter", show=False),
     ]
 
     def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,  # still to attach
-                 slot: FrameSlot | None = None,
+                 slot: FrameSlot | None = None, command: Command | None = None,
                  **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.sampler = sampler
@@ -88,6 +111,11 @@ class GputopApp(App[int]):
         self._want_attach = attach_pid
         self.slot = slot or FrameSlot()
         self.splash: Splash | None = None  # the driver takes the terminal over from it
+        self.command = command
+        self._leave_when_command_ends = False  # Ctrl-C was forwarded: quit once it has ended
+        self._leave_on_next_frame = False
+        self._live_advice: tuple[Advice, ...] = ()  # the advice while a trainer ran
+        self.final_advice: tuple[Advice, ...] | None = None  # kept once every trainer exited
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
@@ -104,9 +132,35 @@ class GputopApp(App[int]):
         """Render one Frame into every pane."""
         self.frame = frame
         self.history.add(frame)
+        self._keep_final_advice(frame)
         if self._want_attach is not None:
             self._attach_pending(self._want_attach)
         self.refresh_panes()
+        if self._leave_on_next_frame:
+            self.exit()
+
+    def _keep_final_advice(self, frame: Frame) -> None:
+        """Once every attached trainer has exited, keep the advice it last had (the advisor
+        drops items that stop firing) until the user moves on."""
+        attached = frame.attached
+        if attached and all(a.state == "exited" for a in attached):
+            if self.final_advice is None:
+                self.final_advice = self._live_advice
+        else:
+            self.final_advice = None
+            self._live_advice = frame.advice if attached else ()
+
+    def shown_advice(self) -> tuple[Advice, ...]:
+        """The advice on screen: the final advice of trainers that exited, else the frame's."""
+        if self.final_advice:
+            return self.final_advice
+        return self.frame.advice if self.frame is not None else ()
+
+    def summary_frame(self) -> Frame | None:
+        """The last frame with the advice on screen, for the summary printed at exit."""
+        if self.frame is None:
+            return None
+        return replace(self.frame, advice=self.shown_advice())
 
     def _attach_pending(self, pid: int) -> None:
         """Attach to the job we were started for once the sampler reads rings; its rings
@@ -137,6 +191,8 @@ class GputopApp(App[int]):
         self.query_one("#filter", Input).display = False
         self.query_one(ProcessTable).focus()
         self._install_signal_handlers()
+        if self.command is not None:
+            self.set_interval(COMMAND_CHECK_S, self.check_command)
         frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)
@@ -172,7 +228,7 @@ class GputopApp(App[int]):
             steps = step_lines(attached, width, budget["steps"], slowest)
         self._pane("steps").set_lines(error_lines(frame, width, "attach") + steps)
         self._pane("advice").set_lines(error_lines(frame, width, "advice") + advice_lines(
-            frame.advice, width, budget["advice"]))
+            self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
         rows = table_rows(frame, self.state)
         self.query_one(ProcessTable).show(rows, self.state)
 
@@ -186,7 +242,8 @@ class GputopApp(App[int]):
         steps = 0
         if frame.attached:
             steps = min(HEAD_LINES + 12, max(HEAD_LINES + 2, free // 3))
-        advice = min(2 * len(frame.advice), max(2, free // 6)) if frame.advice else 0
+        shown = self.shown_advice()
+        advice = min(2 * len(shown) + bool(self.final_advice), max(2, free // 6)) if shown else 0
         table_min = max(4, free // 3)
         roomy = free >= 16  # below that the table and the GPUs get everything
         floors = {"advice": min(advice, 2) if roomy else 0, "steps": min(steps, 3) if roomy else 0,
@@ -207,6 +264,73 @@ class GputopApp(App[int]):
         return self.query_one(f"#{name}", LinePane)
 
     # ---- actions ---------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        """Quit; while `gputop run`'s command still runs, ask what becomes of it first."""
+        if self._command_running():
+            self._ask_about_command()
+        else:
+            self.exit()
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: the command's while it runs (gputop quits once it has ended), else quit."""
+        if self.command is None or not self._command_running():
+            self.exit()
+            return
+        self.command.interrupt()
+        self._leave_when_command_ends = True
+        if isinstance(self.screen, QuitPrompt):
+            self.screen.dismiss("cancel")
+        self.notify(f"Ctrl-C sent to {self.command.pid}; gputop quits when it ends "
+                    "(q asks to stop or leave it)", markup=False)
+
+    def check_command(self) -> None:
+        """Quit after the command ended, when the user asked to (Ctrl-C, or q still asking),
+        once a frame sampled after its end is on screen."""
+        if self._leave_on_next_frame or self.command is None or self._command_running():
+            return
+        if self._leave_when_command_ends or isinstance(self.screen, QuitPrompt):
+            if self.sampler.paused:
+                self.exit()
+            else:
+                self._leave_on_next_frame = True
+
+    def _command_running(self) -> bool:
+        return self.command is not None and self.command.running()
+
+    def _ask_about_command(self) -> None:
+        if self.command is not None and not isinstance(self.screen, QuitPrompt):
+            self.push_screen(QuitPrompt(self.command.pid, self.command.log), self._answered)
+
+    def _answered(self, answer: Answer | None) -> None:
+        """Stop the command (SIGINT now, SIGTERM later from wiring) or leave it, and quit."""
+        if self.command is None or answer in (None, "cancel"):
+            return
+        if answer == "stop":
+            self.command.stop()
+        else:
+            self.command.detach()
+        self.exit()
+
+    def action_detach(self) -> None:
+        """Stop showing the attached trainers (under `gputop run`, while the command runs,
+        this is the quit question: detaching from it means leaving it running)."""
+        if self._command_running():
+            self._ask_about_command()
+            return
+        pids = {a.pid for a in self.frame.attached} if self.frame is not None else set()
+        pids |= {pid for pid in (self.attach_pid, self._want_attach) if pid is not None}
+        if not pids:
+            self.notify("not attached to any trainer")
+            return
+        for pid in sorted(pids):
+            self.sampler.detach(pid)
+        self.attach_pid = self._want_attach = self.attach_error = None
+        self.final_advice, self._live_advice = None, ()
+        if self.frame is not None:
+            self.frame = replace(self.frame, attached=(), straggler=None)
+        self.refresh_panes()
+        self.notify(f"detached from {', '.join(map(str, sorted(pids)))}")
 
     def action_help(self) -> None:
         """Show the key help."""
@@ -303,13 +427,21 @@ class GputopApp(App[int]):
             self.notify(f"cannot attach to {pid}: {exc}", severity="error", markup=False)
             return
         self.attach_pid = pid
+        self.final_advice, self._live_advice = None, ()
         self.notify(f"attached to {pid}; steps appear with the next tick")
 
     def _install_signal_handlers(self) -> None:
-        """SIGHUP (SSH drop) and SIGTERM end the app the same way q does, restoring the tty."""
+        """SIGHUP (SSH drop) and SIGTERM end the app, restoring the tty; a hang-up leaves
+        `gputop run`'s command running, SIGTERM stops it as Q would."""
         loop = self._loop
         if loop is None or threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGHUP, signal.SIGTERM):
+        for sig, handler in ((signal.SIGHUP, self.hang_up), (signal.SIGTERM, self.exit)):
             with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
-                loop.add_signal_handler(sig, self.exit)
+                loop.add_signal_handler(sig, handler)
+
+    def hang_up(self) -> None:
+        """The terminal is gone: leave the command running (its output goes to its log)."""
+        if self.command is not None and self._command_running():
+            self.command.detach()
+        self.exit()

@@ -38,6 +38,7 @@ class FedSampler:
         self.started = False
         self.stopped = False
         self.attached: list[int] = []
+        self.detached: list[int] = []
         self.on_frame: Callable[[Frame], None] | None = None
 
     def start(self, on_frame: Callable[[Frame], None], *, on_prime: object = None) -> None:
@@ -52,6 +53,9 @@ class FedSampler:
 
     def attach(self, pid: int) -> None:
         self.attached.append(pid)
+
+    def detach(self, pid: int) -> None:
+        self.detached.append(pid)
 
     def add_deferred_sources(self) -> None:
         """Nothing is deferred here: the test feeds frames."""

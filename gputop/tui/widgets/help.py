@@ -17,10 +17,16 @@ HELP = """\
   [b]space[/b]       fold or unfold the trainer group under the cursor
   [b]z[/b]           fold or unfold every trainer group
   [b]enter[/b]       attach to a trainer with a probe (◆), else fold it
-  [b]a[/b]           attach to the trainer under the cursor
+  [b]a[/b]           attach to the trainer under the cursor (replaces one that exited)
+  [b]d[/b]           detach: stop showing the attached trainer and its final advice
   [b]p[/b]           pause / resume sampling
   [b]↑ ↓ PgUp PgDn Home End[/b]  move the cursor
   [b]?[/b]           this help      [b]q[/b] or [b]ctrl+c[/b]  quit
+
+[b]gputop run[/b], while the command runs
+  [b]q[/b] or [b]d[/b]      ask first: [b]Q[/b] stop it, [b]d[/b] leave it running, [b]Esc[/b] stay
+              (Q sends Ctrl-C, then SIGTERM if it still runs 10 s later)
+  [b]ctrl+c[/b]      to the command (its KeyboardInterrupt runs); gputop quits after it
 
 [b]Marks[/b]
   ▾ ▸   a trainer with its DataLoader workers (unfolded / folded)

@@ -1,0 +1,210 @@
+"""Pilot tests: `gputop run`'s quit prompt, Ctrl-C forwarding, `d`, and the final advice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputop.model import Frame
+from gputop.tui import build_app
+from gputop.tui.app import GputopApp
+from gputop.tui.widgets.linepane import LinePane
+from gputop.tui.widgets.quit_prompt import QuitPrompt
+from tests.helpers.tui import FedSampler, frames, sync
+
+TRAINER = 4242  # the recorded trainer the fixture frames attach to
+
+
+class FakeCommand:
+    """Stands where wiring's RunCommand stands: records what the app asked of it."""
+
+    def __init__(self) -> None:
+        self.pid = TRAINER
+        self.log: str | None = "gputop-run-1.log"
+        self.alive = True
+        self.interrupts = 0
+        self.stopped = False
+        self.detached = False
+
+    def running(self) -> bool:
+        return self.alive
+
+    def interrupt(self) -> None:
+        self.interrupts += 1
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def detach(self) -> None:
+        self.detached = True
+
+
+def _app(command: FakeCommand | None = None) -> tuple[GputopApp, FedSampler]:
+    sampler = FedSampler()
+    return build_app(sampler, command=command), sampler  # type: ignore[arg-type]
+
+
+def _text(app: GputopApp, pane: str) -> str:
+    return app.query_one(f"#{pane}", LinePane).text
+
+
+def _exited(frame: Frame) -> Frame:
+    """`frame` with its attached trainer gone and the advice that followed it gone too."""
+    return replace(frame, attached=tuple(replace(a, alive=False, state="exited")
+                                         for a in frame.attached), advice=())
+
+
+async def _feed(app: GputopApp, pilot, count: int = 5, **kw: object) -> None:  # type: ignore[no-untyped-def]
+    for frame in frames("data-starved", count, **kw):  # type: ignore[arg-type]
+        app.show_frame(frame)
+    await pilot.pause()
+
+
+@sync
+async def test_q_with_the_command_running_asks_and_esc_cancels() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitPrompt)
+        assert ("training is still running: Q stop it, d detach and leave it running, "
+                "Esc cancel") in app.screen.text
+        await pilot.press("q")  # q again is no answer: the question stays
+        assert isinstance(app.screen, QuitPrompt) and app.is_running
+        await pilot.press("escape")
+        assert not isinstance(app.screen, QuitPrompt) and app.is_running
+        assert (command.stopped, command.detached, command.interrupts) == (False, False, 0)
+
+
+@sync
+async def test_shift_q_in_the_prompt_stops_the_command_and_quits() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("q", "Q")
+        await pilot.pause()
+        assert not app.is_running
+    assert command.stopped and not command.detached
+
+
+@sync
+async def test_d_in_the_prompt_leaves_the_command_running_and_quits() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("q", "d")
+        await pilot.pause()
+        assert not app.is_running
+    assert command.detached and not command.stopped and not command.interrupts
+
+
+@sync
+async def test_d_while_the_command_runs_asks_the_quit_question() -> None:
+    command = FakeCommand()
+    app, sampler = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot, attach=True)
+        await pilot.press("d")
+        assert isinstance(app.screen, QuitPrompt)
+        assert sampler.detached == [] and not command.detached
+
+
+@sync
+async def test_q_after_the_command_ended_quits_without_asking() -> None:
+    command = FakeCommand()
+    command.alive = False
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+    assert not command.stopped and not command.detached
+
+
+@sync
+async def test_ctrl_c_is_forwarded_and_the_app_stays_until_the_command_ends() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot, attach=True)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert command.interrupts == 1 and app.is_running
+        await pilot.press("ctrl+c")  # a second Ctrl-C is the command's to judge too
+        assert command.interrupts == 2 and app.is_running
+        command.alive = False
+        app.check_command()
+        await pilot.pause()
+        assert app.is_running  # it waits for a frame sampled after the command ended...
+        app.show_frame(_exited(frames("data-starved", 1, attach=True)[0]))
+        await pilot.pause()
+        assert not app.is_running  # ...so the printed summary says "exited"
+    final = app.summary_frame()
+    assert final is not None and final.attached[0].state == "exited"
+    assert not command.stopped and not command.detached
+
+
+@sync
+async def test_the_command_ending_while_the_prompt_asks_quits() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("q")
+        command.alive = False
+        app.check_command()
+        app.show_frame(frames("data-starved", 1)[0])
+        await pilot.pause()
+        assert not app.is_running
+    assert not command.stopped and not command.detached
+
+
+@sync
+async def test_ctrl_c_without_a_running_command_quits() -> None:
+    command = FakeCommand()
+    command.alive = False
+    app, _ = _app(command)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert not app.is_running
+    assert not command.interrupts
+
+
+@sync
+async def test_d_detaches_from_the_attached_trainer() -> None:
+    app, sampler = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _feed(app, pilot, attach=True, advice=True)
+        assert f"attached {TRAINER}" in _text(app, "steps")
+        await pilot.press("d")
+        await pilot.pause()
+        assert sampler.detached == [TRAINER]
+        assert _text(app, "steps") == "" and app.is_running
+
+
+@sync
+async def test_advice_stays_marked_final_after_the_trainer_exits_until_d() -> None:
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        live = frames("data-starved", 20, attach=True, advice=True)
+        for frame in live:
+            app.show_frame(frame)
+        await pilot.pause()
+        assert live[-1].advice
+        first = live[-1].advice[0].title
+        assert first in _text(app, "advice") and "final" not in _text(app, "advice")
+        for _ in range(8):  # longer than the advisor keeps items that stopped firing
+            app.show_frame(_exited(live[-1]))
+        await pilot.pause()
+        advice = _text(app, "advice")
+        assert first in advice and "final advice" in advice
+        summary = app.summary_frame()
+        assert summary is not None and summary.advice == live[-1].advice
+        await pilot.press("d")  # moving on: the final summary and advice go
+        await pilot.pause()
+        assert _text(app, "advice") == "" and _text(app, "steps") == ""

@@ -1,0 +1,158 @@
+"""`gputop run` in a real terminal (tmux): q asks, d and a hang-up leave the job running,
+Ctrl-C reaches the job, and the final summary with its advice is printed at exit."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.tui.test_terminal import _children, _exit_code, _gone, _screen, _spawn, _tmux, _wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+TRAINER = REPO / "tests" / "cli" / "interruptible.py"
+QUESTION = "training is still running: Q stop it, d detach and leave it running, Esc cancel"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+@pytest.fixture
+def session() -> Iterator[str]:
+    """A detached 120x40 tmux session whose pane stays after the program exits."""
+    name = f"gputop-run-{uuid.uuid4().hex[:8]}"
+    _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", "-c", str(REPO), "sh")
+    _tmux("set-option", "-t", name, "remain-on-exit", "on")
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+@pytest.fixture
+def trainers() -> Iterator[list[int]]:
+    """PIDs of trainers a test left running on purpose: killed at the end."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _run(name: str, log: Path, mark: Path, steps: int = 0, code: int = 7,
+         interval: str = "0.5") -> None:
+    _spawn(name, f"env PYTHONPATH={REPO} TERM=xterm {PYTHON} -m gputop run --membw off "
+                 f"--interval {interval} --log {log} -- {PYTHON} {TRAINER} {mark} {steps} {code}")
+
+
+def _trainer(log: Path, timeout_s: float = 60.0) -> tuple[int, int]:
+    """The trainer's PID and session, from the first line it writes to its log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = re.search(r"pid (\d+) sid (\d+)", log.read_text() if log.exists() else "")
+        if found:
+            return int(found[1]), int(found[2])
+        time.sleep(0.1)
+    raise AssertionError(f"the trainer never started; log: {log.read_text()!r}")
+
+
+def _steps_logged(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if line.startswith("step "))
+
+
+def _keeps_logging(log: Path, timeout_s: float = 60.0) -> bool:
+    """Whether the trainer writes more step lines to its log than it had written so far."""
+    before = _steps_logged(log)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _steps_logged(log) > before:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _printed(name: str) -> str:
+    """Everything the pane shows and scrolled by, wrapped lines joined."""
+    return _tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", name)
+
+
+def test_q_asks_and_d_leaves_the_trainer_running(session: str, tmp_path: Path,
+                                                 trainers: list[int]) -> None:
+    log, mark = tmp_path / "run.log", tmp_path / "saved"
+    _run(session, log, mark)
+    pid, sid = _trainer(log)
+    trainers.append(pid)
+    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
+    _tmux("send-keys", "-t", session, "q")
+    _wait_for(session, lambda s: QUESTION in s)
+    _tmux("send-keys", "-t", session, "Escape")  # cancel: the app carries on
+    _wait_for(session, lambda s: QUESTION not in s and f"attached {pid}" in s)
+    _tmux("send-keys", "-t", session, "q")
+    _wait_for(session, lambda s: QUESTION in s)
+    _tmux("send-keys", "-t", session, "d")
+    assert _exit_code(session) == 0, _screen(session)
+    printed = _printed(session)
+    assert f"left {PYTHON} (PID {pid}) running; its output goes to {log}" in printed
+    assert f"ATTACHED {pid}" in printed and "verdict" in printed
+    assert sid == pid  # a session of its own: the terminal's hang-up is not its concern
+    assert _keeps_logging(log), "the trainer stopped writing steps after gputop left"
+    assert not _gone(pid, timeout_s=0.5) and not mark.exists()
+
+
+def test_ctrl_c_reaches_the_trainer_and_gputop_exits_with_its_code(
+        session: str, tmp_path: Path) -> None:
+    log, mark = tmp_path / "run.log", tmp_path / "saved"
+    _run(session, log, mark, code=7)
+    pid, _ = _trainer(log)
+    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
+    _tmux("send-keys", "-t", session, "C-c")
+    assert _exit_code(session, timeout_s=60) == 7, _screen(session)
+    assert mark.read_text().startswith("KeyboardInterrupt after ")  # its handler ran
+    printed = _printed(session)
+    assert f"exited with code 7; its output is in {log}" in printed
+    assert f"ATTACHED {pid} (exited, final summary)" in printed
+
+
+def test_after_the_trainer_exits_the_summary_stays_and_is_printed_on_exit(
+        session: str, tmp_path: Path) -> None:
+    log, mark = tmp_path / "run.log", tmp_path / "saved"
+    _run(session, log, mark, steps=400)
+    pid, _ = _trainer(log)
+    screen = _wait_for(session, lambda s: "exited, final summary" in s and "final advice" in s)
+    assert f"attached {pid}" in screen and "num_workers=0" in screen
+    _tmux("send-keys", "-t", session, "q")  # nothing runs any more: no question
+    assert _exit_code(session) == 0, _screen(session)
+    printed = _printed(session)
+    assert f"exited with code 0; its output is in {log}" in printed
+    assert f"ATTACHED {pid} (exited, final summary)" in printed
+    assert "verdict data-bound" in printed and "ADVICE" in printed
+    assert QUESTION not in printed
+
+
+def test_a_hang_up_leaves_the_trainer_running(session: str, tmp_path: Path,
+                                              trainers: list[int]) -> None:
+    """An SSH drop: the terminal goes, gputop goes, the training job stays."""
+    log, mark = tmp_path / "run.log", tmp_path / "saved"
+    _run(session, log, mark)
+    pid, _ = _trainer(log)
+    trainers.append(pid)
+    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
+    shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    (gputop,) = _children(shell)
+    _tmux("kill-pane", "-t", session)  # the terminal hangs up
+    assert _gone(gputop, timeout_s=30), "gputop outlived its terminal"
+    assert _keeps_logging(log), "the hang-up ended the training job"
+    assert not mark.exists()
