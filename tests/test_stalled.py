@@ -25,7 +25,7 @@ from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.builders import attached, frame
-from tests.helpers.probe import ROOT, TRAINERS, trainer_env
+from tests.helpers.probe import ROOT, TRAINERS, sample_until, trainer_env
 
 S = 1_000_000_000
 
@@ -68,19 +68,20 @@ def test_a_sigstopped_trainer_is_stalled_then_running_again(tmp_path: Path) -> N
                       attach=RingAttachSource(directory=str(tmp_path)))
     try:
         sampler.attach(proc.pid)
-        f = _until(sampler, lambda f: bool(f.attached and len(f.attached[0].steps) >= 20))
+        f = sample_until(sampler, lambda f: bool(f.attached and len(f.attached[0].steps) >= 20),
+                         pause_s=0.2)
         assert f.attached[0].state == "running"
         os.kill(proc.pid, signal.SIGSTOP)
-        f = _until(sampler, lambda f: f.attached[0].state == "stalled")
+        f = sample_until(sampler, lambda f: f.attached[0].state == "stalled")
         state = f.attached[0]
         assert state.idle_s is not None and state.idle_s > 5
         assert json.loads(dumps(f))["attach"]["state"] == "stalled"
         assert "STALLED: no step closed" in render(f)
         os.kill(proc.pid, signal.SIGCONT)
-        f = _until(sampler, lambda f: f.attached[0].state == "running")
+        f = sample_until(sampler, lambda f: f.attached[0].state == "running")
         stop.touch()
         assert proc.wait(timeout=60) == 0
-        f = _until(sampler, lambda f: f.attached[0].state == "exited")
+        f = sample_until(sampler, lambda f: f.attached[0].state == "exited")
         assert f.attached[0].steps and "exited, final summary" in render(f)
     finally:
         if proc.poll() is None:
@@ -88,13 +89,3 @@ def test_a_sigstopped_trainer_is_stalled_then_running_again(tmp_path: Path) -> N
             proc.kill()
         sampler.close()
 
-
-def _until(sampler: Sampler, done, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
-    """Sample until `done(frame)`; fails after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        f = sampler.sample()
-        if done(f):
-            return f
-        time.sleep(0.2)
-    raise AssertionError("the expected state never came")

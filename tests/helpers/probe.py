@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gputop.derive import Derivation
-from gputop.model import AttachState
+from gputop.model import AttachState, Frame
 from gputop.probe import ring as layout
+from gputop.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +57,17 @@ def run_probed(
     proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT)
     state = watch_process(proc, ring_dir)
     return proc.returncode, state
+
+
+def sample_until(
+    sampler: Sampler, done: Callable[[Frame], bool], timeout_s: float = 60.0,
+    pause_s: float = 0.05,
+) -> Frame:
+    """Sample until `done(frame)`; fails after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        frame = sampler.sample()
+        if done(frame):
+            return frame
+        time.sleep(pause_s)
+    raise AssertionError("the expected frame never came")

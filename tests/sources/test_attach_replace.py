@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from gputop.sources.attach import RingAttachSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
-from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.probe import ROOT, sample_until, trainer_env
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +57,6 @@ def sampler(tmp_path: Path) -> Iterator[Sampler]:
     sampler.close()
 
 
-def _until(sampler: Sampler, done: Callable[[Frame], bool], timeout_s: float = 60.0) -> Frame:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        frame = sampler.sample()
-        if done(frame):
-            return frame
-        time.sleep(0.05)
-    raise AssertionError("the expected frame never came")
-
 
 def _pids(frame: Frame) -> list[int]:
     return [a.pid for a in frame.attached]
@@ -78,12 +68,12 @@ def test_attaching_after_the_first_run_exited_shows_only_the_new_one(
     second = _start(tmp_path)
     try:
         sampler.attach(first.pid)
-        _until(sampler, lambda f: bool(f.attached and f.attached[0].steps))
+        sample_until(sampler, lambda f: bool(f.attached and f.attached[0].steps))
         _end(first)
-        frame = _until(sampler, lambda f: f.attached[0].state == "exited")
+        frame = sample_until(sampler, lambda f: f.attached[0].state == "exited")
         assert _pids(frame) == [first.pid]  # the finished run stays until we move on
         sampler.attach(second.pid)
-        frame = _until(sampler, lambda f: bool(f.attached and f.attached[-1].steps))
+        frame = sample_until(sampler, lambda f: bool(f.attached and f.attached[-1].steps))
         assert _pids(frame) == [second.pid]
         assert frame.attached[0].state == "running" and frame.straggler is None
     finally:
@@ -100,7 +90,8 @@ def test_a_running_job_is_kept_beside_a_new_one_and_detach_lets_go(
     try:
         sampler.attach(first.pid)
         sampler.attach(second.pid)
-        frame = _until(sampler, lambda f: len(f.attached) == 2 and all(a.steps for a in f.attached))
+        frame = sample_until(
+            sampler, lambda f: len(f.attached) == 2 and all(a.steps for a in f.attached))
         assert sorted(_pids(frame)) == sorted([first.pid, second.pid])
         sampler.detach(first.pid)
         assert _pids(sampler.sample()) == [second.pid]
@@ -109,7 +100,7 @@ def test_a_running_job_is_kept_beside_a_new_one_and_detach_lets_go(
         sampler.detach(1)
         assert sampler.sample().attached == ()
         sampler.attach(first.pid)  # attachable again after a detach
-        assert _pids(_until(sampler, lambda f: bool(f.attached and f.attached[0].steps))) == [
+        assert _pids(sample_until(sampler, lambda f: bool(f.attached and f.attached[0].steps))) == [
             first.pid]
     finally:
         for proc in (first, second):

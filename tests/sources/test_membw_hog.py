@@ -22,6 +22,7 @@ import pytest
 
 from gputop.sources.membw.canary import Canary, MiB
 from gputop.sources.membw.estimate import CanaryEstimator
+from tests.helpers.membw import cpu_ns
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +31,6 @@ GOOD_ROUNDS = 4
 MAX_ROUNDS = 12
 MIN_HOG_SHARE = 0.6
 
-
-def _cpu_ns(pid: int) -> int:
-    """Nanoseconds on CPU so far, summed over the process's threads (schedstat)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total
 
 
 def _favour(pid: int) -> None:
@@ -67,7 +60,7 @@ def memory_hog(cpu: int) -> Iterator[int]:
     try:
         _favour(proc.pid)
         deadline = time.monotonic() + 10
-        while _cpu_ns(proc.pid) < 200_000_000:  # past allocation, into the streaming loop
+        while cpu_ns(proc.pid) < 200_000_000:  # past allocation, into the streaming loop
             assert proc.poll() is None, "sysbench exited early"
             assert time.monotonic() < deadline, "sysbench never got CPU time"
             time.sleep(0.02)
@@ -104,9 +97,9 @@ def test_pressure_is_higher_with_a_memory_hog_on_the_other_core() -> None:
         while len(shares) < MAX_ROUNDS and len(hog) < GOOD_ROUNDS * PER_PHASE:
             quiet = _phase(estimator)
             with memory_hog(cpus[1]) as pid:
-                wall, cpu = time.monotonic_ns(), _cpu_ns(pid)
+                wall, cpu = time.monotonic_ns(), cpu_ns(pid)
                 loaded = _phase(estimator)
-                share = (_cpu_ns(pid) - cpu) / (time.monotonic_ns() - wall)
+                share = (cpu_ns(pid) - cpu) / (time.monotonic_ns() - wall)
             shares.append(share)
             if share >= MIN_HOG_SHARE:
                 idle += quiet

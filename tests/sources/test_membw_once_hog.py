@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.membw import cpu_ns
+
 pytestmark = pytest.mark.slow
 
 CLEARLY = 0.1  # pressure is 0..1; the old estimate moved by 0.01-0.17 either way
@@ -36,13 +38,6 @@ def once(state: Path) -> dict[str, Any]:
     return membw
 
 
-def _cpu_ns(pid: int) -> int:
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total
-
 
 @contextlib.contextmanager
 def sysbench_hog() -> Iterator[int]:
@@ -54,7 +49,7 @@ def sysbench_hog() -> Iterator[int]:
     )
     try:
         deadline = time.monotonic() + 10
-        while _cpu_ns(proc.pid) < 200_000_000:
+        while cpu_ns(proc.pid) < 200_000_000:
             assert proc.poll() is None, "sysbench exited early"
             assert time.monotonic() < deadline, "sysbench never got CPU time"
             time.sleep(0.02)
