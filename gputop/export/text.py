@@ -7,7 +7,7 @@ import unicodedata
 from typing import TextIO
 
 from gputop import fmt
-from gputop.model import AttachState, Frame, GpuSample, ProcessSample
+from gputop.model import AttachState, Frame, GpuSample, MemoryBandwidthSample, ProcessSample
 
 TOP_PROCESSES = 15
 
@@ -127,7 +127,7 @@ def _membw(frame: Frame) -> str:
     if m.pressure is None and m.total_bytes_per_s is None and m.read_bytes_per_s is None:
         kernel = (f"PSI some {_num(m.psi_some_avg10, 1)}%  swap-in {_num(m.swap_in_per_s, 1)}/s"
                   f"  major faults {_num(m.major_faults_per_s, 1)}/s")
-        return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}"
+        return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}" + _membw_extra(m)
     parts = [f"MEMORY BANDWIDTH ({m.source}, {m.confidence})"]
     if m.read_bytes_per_s is not None or m.write_bytes_per_s is not None:
         parts.append(f"read {fmt.rate(m.read_bytes_per_s)} write {fmt.rate(m.write_bytes_per_s)}")
@@ -141,7 +141,22 @@ def _membw(frame: Frame) -> str:
     parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s")
     parts.append(f"major faults {_num(m.major_faults_per_s, 1)}/s")
     line = "  ".join(parts)
-    return line + (f"\n  {m.note}" if m.note else "")
+    return line + (f"\n  {m.note}" if m.note else "") + _membw_extra(m)
+
+
+def _membw_extra(m: MemoryBandwidthSample) -> str:
+    """Lines for who made the traffic and how the memory modules are laid out."""
+    lines = []
+    if m.top_consumers:
+        lines.append("top: " + ", ".join(f"{c.name or '?'} ({c.pid}) {fmt.rate(c.bytes_per_s)}"
+                                         for c in m.top_consumers))
+    check = m.layout_check
+    if check is not None:
+        detail = "; ".join(check.findings) or check.reason or ""
+        counts = (f" {check.channels_populated} of {check.channels_total} channels"
+                  if check.channels_total else "")
+        lines.append(f"memory layout: {check.verdict}{counts}" + (f" — {detail}" if detail else ""))
+    return "".join(f"\n  {line}" for line in lines)
 
 
 def _straggler_pid(frame: Frame) -> int | None:
