@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-fast test-snapshot-update lint bench screenshots gpu-check clean
+.PHONY: demo test test-fast test-snapshot-update lint bench screenshots gpu-check hw-check clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ screenshots: $(STAMP)
 gpu-check:
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check.py
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check_probe.py
+
+hw-check:
+	PYTHONPATH=$(CURDIR) python3 scripts/hw_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

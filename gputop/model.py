@@ -120,6 +120,35 @@ class TrainerGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryConsumer:
+    """A process and the memory traffic its cache misses stand for (bytes/s, cache lines x 64)."""
+
+    pid: int
+    name: str | None
+    bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLayoutCheck:
+    """The memory modules judged against the board's channels and each other.
+
+    `verdict` is "balanced", "unbalanced" or "n/a" (then `reason` says why); `findings` are
+    one sentence each with the slots named; `fill_slots` are the first slot of each empty
+    channel, `slow_slots` the modules slower than the rest, `usual_module` what most are.
+    """
+
+    verdict: str
+    source: str | None = None
+    channels_populated: int | None = None
+    channels_total: int | None = None
+    findings: tuple[str, ...] = ()
+    fill_slots: tuple[str, ...] = ()
+    slow_slots: tuple[str, ...] = ()
+    usual_module: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryBandwidthSample:
     """Host memory-bandwidth pressure, always labelled with where it came from."""
 
@@ -140,6 +169,8 @@ class MemoryBandwidthSample:
     layout: str | None = None
     measured_peak_bytes_per_s: float | None = None
     relative_to: str | None = None
+    top_consumers: tuple[MemoryConsumer, ...] = ()
+    layout_check: MemoryLayoutCheck | None = None
 
 
 @dataclass(frozen=True, slots=True)

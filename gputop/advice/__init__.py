@@ -16,6 +16,7 @@ FRAME_RULES: tuple[FrameRule, ...] = (
     gpu_rules.gpu_starved,
     gpu_rules.gpu_shared,
     host_rules.host_memory_bandwidth,
+    host_rules.memory_layout,
     host_rules.swap,
     rank_rules.input_straggler_rank,
 )

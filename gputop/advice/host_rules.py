@@ -1,11 +1,11 @@
-"""Rules about the host: memory bandwidth, swap, CPU threads."""
+"""Rules about the host: memory bandwidth and layout, swap, CPU threads."""
 
 from __future__ import annotations
 
 import re
 
 from gputop.advice.context import Context, counted, input_evidence, is_data_bound, num_workers
-from gputop.model import Advice, AttachState
+from gputop.model import Advice, AttachState, MemoryLayoutCheck
 
 HIGH_PRESSURE = 0.6
 LOW_PEAK_SHARE = 0.5
@@ -57,6 +57,50 @@ def _layout_action(layout: str | None) -> str:
                 "names (a module in the wrong slot halves bandwidth or worse).")
     return ("Check that the memory modules sit in the slots the board manual names for "
             "dual-channel use (one module in the wrong slot halves bandwidth or worse).")
+
+
+def memory_layout(ctx: Context) -> list[Advice]:
+    """Empty channels, uneven channels or mixed module speeds: named, whatever the pressure."""
+    m = ctx.frame.memory_bandwidth
+    check = m.layout_check if m is not None else None
+    if check is None or check.verdict != "unbalanced":
+        return []
+    populated, total = check.channels_populated, check.channels_total
+    if populated is not None and total and populated < total:
+        title = f"Only {populated} of {total} memory channels are populated"
+    elif check.slow_slots:
+        title = "Memory modules of different speeds hold all of them to the slowest"
+    else:
+        title = "Memory channels are unevenly populated"
+    return [Advice(
+        id="memory-layout",
+        severity="warn",
+        title=title,
+        evidence="; ".join(check.findings) + f" ({_source_name(check.source)})",
+        action=_layout_fix(check),
+    )]
+
+
+def _source_name(source: str | None) -> str:
+    """Where the module list came from, in words."""
+    return {"udev": "udev's DMI data", "dmi": "SMBIOS records", "dmidecode": "dmidecode",
+            "edac": "EDAC"}.get(source or "", source or "unknown source")
+
+
+def _layout_fix(check: MemoryLayoutCheck) -> str:
+    """What to change, slot by slot."""
+    like = f" ({check.usual_module})" if check.usual_module else ""
+    steps = []
+    if check.fill_slots:
+        steps.append(f"Fill {', '.join(check.fill_slots)} with modules matching the others{like}, "
+                     "so that every channel carries the same memory: bandwidth grows with "
+                     "populated channels.")
+    if check.slow_slots:
+        steps.append(f"Replace the slower modules in {', '.join(check.slow_slots)} with ones "
+                     f"rated like the rest: every module runs at the slowest one's speed.")
+    if not steps:
+        steps.append(f"Give every channel the same modules{like}.")
+    return " ".join(steps) + " The board manual's population order says which slot comes first."
 
 
 def swap(ctx: Context) -> list[Advice]:

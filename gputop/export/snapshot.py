@@ -13,6 +13,7 @@ from gputop.model import (
     GpuSample,
     HostSample,
     MemoryBandwidthSample,
+    MemoryLayoutCheck,
     ProcessSample,
     StepRecord,
     StepSummary,
@@ -155,6 +156,26 @@ def membw_json(m: MemoryBandwidthSample | None) -> dict[str, Any] | None:
         "layout": m.layout,
         "relative_to": m.relative_to,
         "note": m.note,
+        "top_consumers": [{"pid": c.pid, "name": c.name, "bytes_per_s": c.bytes_per_s}
+                          for c in m.top_consumers],
+        "layout_check": layout_check_json(m.layout_check),
+    }
+
+
+def layout_check_json(c: MemoryLayoutCheck | None) -> dict[str, Any] | None:
+    """The memory-layout verdict with its findings and the slots they name."""
+    if c is None:
+        return None
+    return {
+        "verdict": c.verdict,
+        "source": c.source,
+        "channels_populated": c.channels_populated,
+        "channels_total": c.channels_total,
+        "findings": list(c.findings),
+        "fill_slots": list(c.fill_slots),
+        "slow_slots": list(c.slow_slots),
+        "usual_module": c.usual_module,
+        "reason": c.reason,
     }
 
 

@@ -8,7 +8,15 @@ from typing import TextIO
 
 from gputop import fmt
 from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, OUTLIER_FACTOR, bimodal_note
-from gputop.model import AttachState, Frame, GpuSample, ProcessSample, StepSummary, TrainerConfig
+from gputop.model import (
+    AttachState,
+    Frame,
+    GpuSample,
+    MemoryBandwidthSample,
+    ProcessSample,
+    StepSummary,
+    TrainerConfig,
+)
 
 TOP_PROCESSES = 15
 
@@ -130,7 +138,7 @@ def _membw(frame: Frame) -> str:
     if m.pressure is None and m.total_bytes_per_s is None and m.read_bytes_per_s is None:
         kernel = (f"PSI some {_num(m.psi_some_avg10, 1)}%  swap-in {_num(m.swap_in_per_s, 1)}/s"
                   f"  major faults {_num(m.major_faults_per_s, 1)}/s")
-        return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}"
+        return f"MEMORY BANDWIDTH n/a — {m.note or m.confidence}\n  {kernel}" + _membw_extra(m)
     parts = [f"MEMORY BANDWIDTH ({_membw_label(m.source, m.confidence)})"]
     if m.read_bytes_per_s is not None or m.write_bytes_per_s is not None:
         parts.append(f"read {fmt.rate(m.read_bytes_per_s)} write {fmt.rate(m.write_bytes_per_s)}")
@@ -144,7 +152,22 @@ def _membw(frame: Frame) -> str:
     parts.append(f"swap-in {_num(m.swap_in_per_s, 1)}/s")
     parts.append(f"major faults {_num(m.major_faults_per_s, 1)}/s")
     line = "  ".join(parts)
-    return line + (f"\n  {m.note}" if m.note else "")
+    return line + (f"\n  {m.note}" if m.note else "") + _membw_extra(m)
+
+
+def _membw_extra(m: MemoryBandwidthSample) -> str:
+    """Lines for who made the traffic and how the memory modules are laid out."""
+    lines = []
+    if m.top_consumers:
+        lines.append("top: " + ", ".join(f"{c.name or '?'} ({c.pid}) {fmt.rate(c.bytes_per_s)}"
+                                         for c in m.top_consumers))
+    check = m.layout_check
+    if check is not None:
+        detail = "; ".join(check.findings) or check.reason or ""
+        counts = (f" {check.channels_populated} of {check.channels_total} channels"
+                  if check.channels_total else "")
+        lines.append(f"memory layout: {check.verdict}{counts}" + (f" — {detail}" if detail else ""))
+    return "".join(f"\n  {line}" for line in lines)
 
 
 def _membw_label(source: str, confidence: str) -> str:

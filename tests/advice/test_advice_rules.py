@@ -9,7 +9,7 @@ import pytest
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
 from gputop.advice.loader_rules import suggested_workers
-from gputop.model import Advice, Frame, MemoryBandwidthSample
+from gputop.model import Advice, Frame, MemoryBandwidthSample, MemoryLayoutCheck
 from tests.helpers.builders import attached, frame, gpu, trainer_with_workers, with_gpu_util
 
 
@@ -142,6 +142,24 @@ def test_memory_bandwidth_layout_far_under_expected() -> None:
                               layout="1 of 4 slots populated, 1 channel, 3200 MT/s")
     a = _advice(frame(membw=m))["host-memory-bandwidth"]
     assert "traffic 9.0 GB/s is 35% of the 25.6 GB/s" in a.evidence and "1 channel" in a.evidence
+
+
+def test_memory_layout_advice_from_the_check_alone_with_no_pressure() -> None:
+    check = MemoryLayoutCheck("unbalanced", "dmi", 12, 12,
+                              ("mixed module speeds: 2 rated 4400 MT/s, 10 rated 4800 MT/s; "
+                               "slower ones in DIMMC1, DIMMH1; all run at 4400 MT/s",),
+                              slow_slots=("DIMMC1", "DIMMH1"),
+                              usual_module="64 GiB DDR5 4800 MT/s")
+    m = MemoryBandwidthSample(source="none", confidence="unavailable", layout_check=check)
+    a = _advice(frame(membw=m))["memory-layout"]
+    assert a.severity == "warn"
+    assert a.title == "Memory modules of different speeds hold all of them to the slowest"
+    assert a.evidence.endswith("all run at 4400 MT/s (SMBIOS records)")
+    assert a.action.startswith("Replace the slower modules in DIMMC1, DIMMH1 with ones rated")
+    for quiet in (MemoryLayoutCheck("balanced", "dmi", 8, 8),
+                  MemoryLayoutCheck("n/a", reason="no memory-module list readable")):
+        m = MemoryBandwidthSample(source="none", confidence="unavailable", layout_check=quiet)
+        assert "memory-layout" not in _advice(frame(membw=m))
 
 
 def test_cpu_threads_oversubscribed() -> None:

@@ -45,3 +45,41 @@ def cpu_ns(pid: int) -> int:
         with contextlib.suppress(OSError, ValueError, IndexError):
             total += int((task / "schedstat").read_text().split()[0])
     return total
+
+
+def proc_tree(
+    root: Path,
+    paranoid: int | None = 2,
+    cap_eff: int = 0,
+    vendor: str = "GenuineIntel",
+    processes: dict[int, tuple[str, tuple[int, ...], int]] | None = None,
+) -> Path:
+    """A /proc tree: perf_event_paranoid, this process's CapEff, cpuinfo's vendor, and
+    `processes` as pid -> (comm, thread ids, CPU ticks used)."""
+    (root / "self").mkdir(parents=True)
+    (root / "self/status").write_text(f"Name:\tpython\nCapEff:\t{cap_eff:016x}\n")
+    (root / "cpuinfo").write_text(f"processor\t: 0\nvendor_id\t: {vendor}\n"
+                                  "cpu family\t: 6\nmodel\t\t: 143\n\n")
+    if paranoid is not None:
+        (root / "sys/kernel").mkdir(parents=True)
+        (root / "sys/kernel/perf_event_paranoid").write_text(f"{paranoid}\n")
+    for pid, (comm, tids, ticks) in (processes or {}).items():
+        for tid in tids:
+            (root / str(pid) / "task" / str(tid)).mkdir(parents=True)
+        (root / str(pid) / "comm").write_text(comm + "\n")
+        fields = ["S", "1", *["0"] * 9, str(ticks), "0", *["0"] * 6]
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)}\n")
+    return root
+
+
+def sys_with_core_pmu(root: Path, cpus: str = "0-1", pmu: str | None = "cpu") -> Path:
+    """A /sys tree with a core PMU named `pmu` (none when None) and `cpus` online."""
+    devices = root / "bus/event_source/devices"
+    devices.mkdir(parents=True)
+    (devices / "software").mkdir()
+    if pmu is not None:
+        (devices / pmu).mkdir()
+        (devices / pmu / "type").write_text("4\n")
+    (root / "devices/system/cpu").mkdir(parents=True)
+    (root / "devices/system/cpu/online").write_text(cpus + "\n")
+    return root

@@ -90,7 +90,7 @@ def test_the_canary_buffer_is_twice_the_cache_and_within_budget(tmp_path: Path) 
     source = _open(tmp_path, "6144K")
     try:
         assert source.source == "estimate" and source.estimator is not None
-        assert [w.split(":")[0] for w in source.why] == ["resctrl", "perf uncore"]
+        assert [w.split(":")[0] for w in source.why] == ["resctrl", "perf uncore", "perf core"]
         canary = source.estimator.canary
         assert 2 * 6 * MiB <= canary.footprint <= CANARY_BUDGET
         assert canary.chunks >= 2  # calibration can copy chunks side by side

@@ -12,8 +12,10 @@ from gputop.model import MemoryBandwidthSample
 from gputop.sources.base import MemoryBandwidthSource
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.membw.canary import Calibration, Canary, MiB
+from gputop.sources.membw.coreevents import INTEL_CACHE_MISSES, LLC_LOAD_MISSES
 from gputop.sources.membw.estimate import CanaryEstimator
 from tests.helpers.membw import sys_with_llc
+from tests.helpers.perf import FakePerf
 
 FIX = Path(__file__).parent / "fixtures" / "membw"
 
@@ -33,11 +35,11 @@ def test_auto_on_this_machine_falls_back_to_the_estimate_or_says_why_not() -> No
         _check_protocol(source)
         if source.source == "none":  # a cache too big for the canary's budget (this VM)
             assert [w.split(":")[0] for w in source.why] == ["canary off", "resctrl",
-                                                              "perf uncore"]
+                                                              "perf uncore", "perf core"]
             sample = source.sample()
             assert sample.pressure is None and sample.note == "; ".join(source.why)
             return
-        assert [w.split(":")[0] for w in source.why] == ["resctrl", "perf uncore"]
+        assert [w.split(":")[0] for w in source.why] == ["resctrl", "perf uncore", "perf core"]
         assert source.estimator is not None
         assert source.estimator.canary._map is None and source.estimator.thread is None
         first = source.sample()  # starts calibration, does not wait for it
@@ -78,14 +80,18 @@ def test_auto_prefers_resctrl_and_reports_measured_total(tmp_path: Path) -> None
 
 
 def test_auto_with_unopenable_uncore_falls_back_with_the_reason() -> None:
+    no_core_events = FakePerf(unsupported={INTEL_CACHE_MISSES.config, LLC_LOAD_MISSES.config})
     source = open_membw_source("auto", resctrl_root=FIX / "resctrl/no-monitoring",
                                sys_root=FIX / "sys-intel-imc", proc_root=FIX / "proc-paranoid2",
-                               udev_root=FIX / "udev-four")
+                               udev_root=FIX / "udev-four", perf=no_core_events)
     assert source is not None
     try:
         assert source.source == "none"  # the fixture tree has no cache sizes: no canary
         assert source.why[0].startswith("canary off: the LLC size is unknown")
         assert source.why[2].startswith("perf-uncore-imc: not permitted (perf_event_paranoid=2")
+        assert source.why[3].startswith("perf core: all CPUs not permitted "
+                                        "(perf_event_paranoid=2; CPU-wide counters need <= 0")
+        assert "own processes no usable event (cache-misses: not supported" in source.why[3]
     finally:
         source.close()
 

@@ -12,9 +12,9 @@ from gputop.sources.membw.layout import (
     channel_of,
     compare_peak,
     read_edac,
-    read_layout,
     read_udev,
 )
+from gputop.sources.membw.layoutcheck import read_layout
 
 FIX = Path(__file__).parent / "fixtures" / "membw"
 

@@ -102,7 +102,7 @@ def test_amd_df_events_are_not_guessed_on_zen4() -> None:
 
 def test_traffic_from_sums() -> None:
     split = traffic_from_sums({"read": 2e9, "write": 1e9, "total": 0.0}, 2.0)
-    assert split == (1e9, 0.5e9, 1.5e9, None)
+    assert split == (1e9, 0.5e9, 1.5e9, None, ())
     total = traffic_from_sums({"read": 0.0, "write": 0.0, "total": 4e9}, 2.0, unseen=1)
     assert total.total_bytes_per_s == 2e9 and total.read_bytes_per_s is None
     assert total.note == "1 counter(s) not scheduled"

@@ -1,4 +1,6 @@
-"""Host memory bandwidth: the ladder (resctrl MBM -> perf uncore -> estimate -> n/a), its factory.
+"""Host memory bandwidth: the ladder, its factory.
+
+resctrl MBM -> perf uncore -> core PMU cache misses -> the canary's estimate -> n/a.
 
 When no rung can measure, samples say so (`pressure` None, the reason in `note`) rather
 than show a number that does not mean what it says.
@@ -17,14 +19,17 @@ from gputop.sources.membw.canary import (
     llc_bytes,
     plan_canary,
 )
+from gputop.sources.membw.corepmu import open_core_pmu
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
     VmstatReader,
     read_psi,
 )
-from gputop.sources.membw.layout import MemoryLayout, compare_peak, read_layout
+from gputop.sources.membw.layout import MemoryLayout, compare_peak
+from gputop.sources.membw.layoutcheck import check_layout, read_layout
 from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
+from gputop.sources.membw.perf_event import KERNEL_PERF, PerfLayer
 from gputop.sources.membw.quiet import QuietMeter
 from gputop.sources.membw.resctrl import open_resctrl
 from gputop.sources.membw.traffic import Traffic, TrafficMeter
@@ -36,7 +41,8 @@ __all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
 
 
 class MemoryBandwidthMonitor:
-    """One rung of the ladder (a hardware meter or the canary), or none, plus PSI and vmstat.
+    """One rung of the ladder (a hardware meter or the canary), or none, plus PSI and vmstat,
+    and the memory-layout check (read once: modules do not move while the machine runs).
 
     With neither a meter nor an estimator it still reads PSI, vmstat and the layout, and
     every sample says why there is no bandwidth reading (`why`, one reason per rung).
@@ -58,6 +64,7 @@ class MemoryBandwidthMonitor:
         self.estimator = estimator
         self.proc_root = Path(proc_root)
         self.layout = layout
+        self.layout_check = check_layout(layout)
         self.why = why
         self.limits = limits
         self._vmstat = VmstatReader(proc_root, clock)
@@ -82,6 +89,7 @@ class MemoryBandwidthMonitor:
             "major_faults_per_s": vm.major_faults_per_s,
             "expected_peak_bytes_per_s": layout.expected_peak_bytes_per_s if layout else None,
             "layout": layout.summary() if layout and layout.modules else None,
+            "layout_check": self.layout_check,
         }
         if self.meter is not None:
             return self._hardware(self.meter, common)
@@ -112,7 +120,7 @@ class MemoryBandwidthMonitor:
         notes = [meter.detail, t.note, compare_peak(None, self.layout)]
         return MemoryBandwidthSample(
             source=meter.source,
-            confidence="measured",
+            confidence=meter.confidence,
             read_bytes_per_s=t.read_bytes_per_s,
             write_bytes_per_s=t.write_bytes_per_s,
             total_bytes_per_s=t.total_bytes_per_s,
@@ -121,6 +129,7 @@ class MemoryBandwidthMonitor:
             note="; ".join(n for n in notes if n) or None,
             relative_to=f"the modules' theoretical peak {gb(expected)} ({self.layout.source})"
             if pressure is not None and expected and self.layout is not None else None,
+            top_consumers=t.top,
             **common,
         )
 
@@ -199,13 +208,15 @@ def open_membw_source(
     udev_root: Path | str = "/run/udev/data",
     period_s: float = DEFAULT_PERIOD_S,
     state_dir: Path | str | None = None,
+    perf: PerfLayer = KERNEL_PERF,
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
     Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
     that the first sample starts; samples say "calibrating" until it is done. Where the
     canary cannot be honest (its buffer would not exceed the cache within its budget),
-    there is no estimator and samples say why.
+    there is no estimator and samples say why. `perf` opens counters and rings (tests pass
+    a stand-in so that fixture trees never reach the kernel).
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -218,9 +229,13 @@ def open_membw_source(
         if resctrl is not None:
             return MemoryBandwidthMonitor(resctrl, None, proc_root, layout)
         why.append(reason)
-        uncore, reason = open_uncore(sys_root, proc_root)
+        uncore, reason = open_uncore(sys_root, proc_root, perf.open)
         if uncore is not None:
             return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
+        why.append(reason)
+        core, reason = open_core_pmu(sys_root, proc_root, perf.open, perf.ring)
+        if core is not None:
+            return MemoryBandwidthMonitor(core, None, proc_root, layout)
         why.append(reason)
     llc = llc_bytes(sys_root)
     if llc is None and Path(sys_root) == Path("/sys"):  # getconf speaks for this machine only

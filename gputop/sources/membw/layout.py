@@ -1,4 +1,8 @@
-"""Which memory modules sit in which channels (udev DMI data, EDAC), and what peak they promise."""
+"""Which memory modules sit in which channels (udev DMI data, EDAC), and what peak they promise.
+
+SMBIOS records read as root are in smbios.py; choosing among the sources and judging the
+layout is layoutcheck.py.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ GiB = 1 << 30
 
 @dataclass(frozen=True)
 class MemoryModule:
-    """One populated slot."""
+    """One slot: a populated one, or an empty one (no size) where a source lists those."""
 
     locator: str
     bank_locator: str = ""
@@ -30,11 +34,12 @@ class MemoryModule:
 
 @dataclass(frozen=True)
 class MemoryLayout:
-    """Populated modules, slot count and channels; `source` says where it was read."""
+    """Populated modules, empty slots, slot count and channels; `source` says where it was read."""
 
     source: str
     modules: tuple[MemoryModule, ...]
     slots: int | None = None
+    empty: tuple[MemoryModule, ...] = ()
 
     @property
     def channels(self) -> tuple[str, ...] | None:
@@ -125,6 +130,16 @@ def strip_common_prefix(modules: list[MemoryModule]) -> list[MemoryModule]:
     return [replace(m, channel=(m.channel or "").rpartition("/")[2]) for m in modules]
 
 
+def finish_layout(
+    source: str, modules: list[MemoryModule], empty: list[MemoryModule], slots: int | None = None
+) -> MemoryLayout:
+    """A layout with each slot's channel read from its locators, shared prefixes dropped."""
+    named = strip_common_prefix([replace(m, channel=channel_of(m.locator, m.bank_locator))
+                                 for m in [*modules, *empty]])
+    return MemoryLayout(source, tuple(named[:len(modules)]),
+                        slots or len(modules) + len(empty), tuple(named[len(modules):]))
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value not in (None, "") else None
@@ -144,27 +159,28 @@ def parse_udev(text: str) -> MemoryLayout | None:
     })
     if not indices:
         return None
-    modules = []
+    modules: list[MemoryModule] = []
+    empty: list[MemoryModule] = []
     for i in indices:
         def get(name: str, i: int = i) -> str | None:
             return props.get(f"MEMORY_DEVICE_{i}_{name}")
 
         size = _int(get("SIZE"))
-        if get("PRESENT") == "0" or not size:
-            continue
-        locator, bank = get("LOCATOR") or f"slot {i}", get("BANK_LOCATOR") or ""
-        modules.append(MemoryModule(
-            locator=locator,
-            bank_locator=bank,
+        slot = MemoryModule(
+            locator=get("LOCATOR") or f"slot {i}",
+            bank_locator=get("BANK_LOCATOR") or "",
             size_bytes=size,
             mem_type=get("TYPE"),
             speed_mts=_int(get("SPEED_MTS")),
             configured_speed_mts=_int(get("CONFIGURED_SPEED_MTS")),
             data_width_bits=_int(get("DATA_WIDTH")),
-            channel=channel_of(locator, bank),
-        ))
+        )
+        if get("PRESENT") == "0" or not size:
+            empty.append(replace(slot, size_bytes=None, mem_type=None))
+        else:
+            modules.append(slot)
     slots = _int(props.get("MEMORY_ARRAY_NUM_DEVICES")) or len(indices)
-    return MemoryLayout("udev", tuple(strip_common_prefix(modules)), slots)
+    return finish_layout("udev", modules, empty, slots)
 
 
 def read_udev(udev_root: Path | str = "/run/udev/data") -> MemoryLayout | None:
@@ -176,39 +192,61 @@ def read_udev(udev_root: Path | str = "/run/udev/data") -> MemoryLayout | None:
 
 
 def read_edac(sys_root: Path | str = "/sys") -> MemoryLayout | None:
-    """Layout from EDAC (/sys/devices/system/edac/mc/mc*/dimm*): sizes and channels, no speeds."""
-    modules = []
-    for dimm in sorted(Path(sys_root).glob("devices/system/edac/mc/mc*/dimm*")):
-        try:
-            size_mib = int((dimm / "size").read_text())
-            location = (dimm / "dimm_location").read_text().strip()
-        except (OSError, ValueError):
-            continue
-        if size_mib <= 0:
-            continue
-        try:
-            mem_type = (dimm / "dimm_mem_type").read_text().strip()
-        except OSError:
-            mem_type = ""
-        match = re.search(r"channel (\d+)", location)
-        channel = f"{dimm.parent.name}/{match.group(1)}" if match else None
-        modules.append(MemoryModule(
-            locator=f"{dimm.parent.name} {location}",
-            size_bytes=size_mib << 20,
-            mem_type=mem_type.rsplit("-", 1)[-1] or None,
-            channel=channel,
-        ))
-    return MemoryLayout("edac", tuple(modules)) if modules else None
+    """Layout from EDAC (/sys/devices/system/edac/mc/mc*/dimm*): sizes and channels, no speeds.
+
+    A controller's max_location ('channel 1 slot 1') says how many channels it has, so a
+    channel without any DIMM shows as an empty slot named after it.
+    """
+    modules: list[MemoryModule] = []
+    empty: list[MemoryModule] = []
+    slots: int | None = 0
+    for mc in sorted(Path(sys_root).glob("devices/system/edac/mc/mc*")):
+        channels, per_channel = _edac_shape(mc)
+        slots = slots + channels * per_channel if slots is not None and per_channel else None
+        seen: set[str] = set()
+        for dimm in sorted(mc.glob("dimm*")):
+            slot = _edac_dimm(dimm)
+            if slot is None:
+                continue
+            seen.add(slot.channel or "")
+            (modules if slot.size_bytes else empty).append(slot)
+        empty += [MemoryModule(locator=f"{mc.name} channel {n}", channel=f"{mc.name}/{n}")
+                  for n in range(channels) if f"{mc.name}/{n}" not in seen]
+    if not modules:
+        return None
+    return MemoryLayout("edac", tuple(modules), slots or None, tuple(empty))
 
 
-def read_layout(
-    udev_root: Path | str = "/run/udev/data", sys_root: Path | str = "/sys"
-) -> MemoryLayout | None:
-    """udev's DMI data if it lists modules, else EDAC, else None."""
-    layout = read_udev(udev_root)
-    if layout is not None and layout.modules:
-        return layout
-    return read_edac(sys_root) or layout
+def _edac_dimm(dimm: Path) -> MemoryModule | None:
+    """One EDAC dimm folder as a slot (size 0: empty), or None when unreadable."""
+    try:
+        size_mib = int((dimm / "size").read_text())
+        location = (dimm / "dimm_location").read_text().strip()
+    except (OSError, ValueError):
+        return None
+    try:
+        mem_type = (dimm / "dimm_mem_type").read_text().strip()
+    except OSError:
+        mem_type = ""
+    match = re.search(r"channel (\d+)", location)
+    populated = size_mib > 0
+    return MemoryModule(
+        locator=f"{dimm.parent.name} {location}",
+        size_bytes=size_mib << 20 if populated else None,
+        mem_type=(mem_type.rsplit("-", 1)[-1] or None) if populated else None,
+        channel=f"{dimm.parent.name}/{match.group(1)}" if match else None,
+    )
+
+
+def _edac_shape(mc: Path) -> tuple[int, int]:
+    """(channels, slots per channel) of one controller from max_location ('channel 1 slot 1'
+    -> (2, 2)); 0 where a layer is not named (AMD's 'csrow 7 channel 1' has no slots)."""
+    try:
+        layers = dict(re.findall(r"(\w+) (\d+)", (mc / "max_location").read_text()))
+    except OSError:
+        return 0, 0
+    channel, slot = layers.get("channel"), layers.get("slot")
+    return (int(channel) + 1 if channel else 0), (int(slot) + 1 if slot else 0)
 
 
 def compare_peak(measured_bytes_per_s: float | None, layout: MemoryLayout | None) -> str | None:

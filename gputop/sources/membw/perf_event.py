@@ -1,20 +1,31 @@
-"""perf_event_open(2) through ctypes: open, enable, read and close one counter; no root asked."""
+"""perf_event_open(2) through ctypes: open, enable, read and close one counter; no root asked.
+
+A counter may also sample (`sample_freq`): the kernel then writes one record per sample
+(the pid it interrupted and the events since the last one) into a ring `SampleRing` maps.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import errno
 import fcntl
+import mmap
 import os
 import platform
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
+PERF_TYPE_HARDWARE = 0
 PERF_TYPE_SOFTWARE = 1
+PERF_TYPE_HW_CACHE = 3
+PERF_COUNT_HW_CACHE_MISSES = 3
 PERF_COUNT_SW_CPU_CLOCK = 0
 PERF_COUNT_SW_TASK_CLOCK = 1
+
+PERF_SAMPLE_TID = 1 << 1
+PERF_SAMPLE_PERIOD = 1 << 8
 
 PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
 PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
@@ -23,6 +34,7 @@ PERF_FLAG_FD_CLOEXEC = 1 << 3
 ATTR_DISABLED = 1 << 0
 ATTR_EXCLUDE_KERNEL = 1 << 5
 ATTR_EXCLUDE_HV = 1 << 6
+ATTR_FREQ = 1 << 10
 
 # _IO('$', n): type '$' (0x24) in bits 8..15, no size, no direction.
 PERF_EVENT_IOC_ENABLE = 0x2400
@@ -98,8 +110,14 @@ def perf_event_open(
     pid: int = -1,
     cpu: int = -1,
     exclude_kernel: bool = False,
+    sample_freq: int = 0,
+    sample_type: int = 0,
 ) -> int:
-    """Open one disabled counter and return its fd; raises OSError with the kernel's errno."""
+    """Open one disabled counter and return its fd; raises OSError with the kernel's errno.
+
+    With `sample_freq` it also samples about that often per second (the kernel picks the
+    period), writing `sample_type` fields per sample into a ring the caller maps.
+    """
     number = SYSCALL_NUMBERS.get(platform.machine())
     if number is None:
         raise OSError(errno.ENOSYS, f"perf_event_open: no syscall number for {platform.machine()}")
@@ -111,6 +129,10 @@ def perf_event_open(
     attr.config2 = config2
     attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
     attr.flags = ATTR_DISABLED | (ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV if exclude_kernel else 0)
+    if sample_freq:
+        attr.sample_period = sample_freq  # a frequency: the union's other member
+        attr.sample_type = sample_type
+        attr.flags |= ATTR_FREQ
     fd = _libc_syscall()(
         ctypes.c_long(number),
         ctypes.byref(attr),
@@ -143,11 +165,13 @@ class PerfCounter:
         pid: int = -1,
         cpu: int = -1,
         exclude_kernel: bool = False,
+        sample_freq: int = 0,
+        sample_type: int = 0,
     ) -> PerfCounter:
         """Open a counter (disabled until enable())."""
         fd = perf_event_open(
             type_, config, config1=config1, config2=config2, pid=pid, cpu=cpu,
-            exclude_kernel=exclude_kernel,
+            exclude_kernel=exclude_kernel, sample_freq=sample_freq, sample_type=sample_type,
         )
         return cls(fd)
 
@@ -211,12 +235,102 @@ def effective_caps(proc_root: Path | str = "/proc") -> int | None:
 
 
 def cpu_wide_refusal(proc_root: Path | str = "/proc") -> str | None:
-    """Why CPU-wide (uncore) events are not permitted here, or None when they may be."""
+    """Why CPU-wide (uncore, per-CPU core) events are not permitted here, or None if they may be."""
     caps = effective_caps(proc_root)
     if caps is not None and caps & ((1 << CAP_PERFMON) | (1 << CAP_SYS_ADMIN)):
         return None
     level = paranoid_level(proc_root)
     if level is None or level <= 0:
         return None
-    return (f"not permitted (perf_event_paranoid={level}; uncore counters need <= 0 "
+    return (f"not permitted (perf_event_paranoid={level}; CPU-wide counters need <= 0 "
             "or CAP_PERFMON)")
+
+
+PERF_RECORD_LOST = 2
+PERF_RECORD_SAMPLE = 9
+# struct perf_event_mmap_page: data_head, data_tail, data_offset, data_size from byte 1024.
+DATA_HEAD_AT = 1024
+DATA_TAIL_AT = 1032
+DATA_OFFSET_AT = 1040
+DATA_SIZE_AT = 1048
+
+
+class Samples(NamedTuple):
+    """What one drain of a ring held: events per pid (the sum of sample periods), records lost."""
+
+    periods: dict[int, int]
+    lost: int
+
+
+def parse_samples(data: bytes) -> Samples:
+    """Records of a ring opened with PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD; others are skipped."""
+    periods: dict[int, int] = {}
+    lost = 0
+    at = 0
+    while at + 8 <= len(data):
+        kind, _misc, size = struct.unpack_from("=IHH", data, at)
+        if size < 8 or at + size > len(data):
+            break  # a torn or foreign record: stop rather than misread what follows
+        if kind == PERF_RECORD_SAMPLE and size >= 24:
+            pid, _tid, period = struct.unpack_from("=IIQ", data, at + 8)
+            periods[pid] = periods.get(pid, 0) + period
+        elif kind == PERF_RECORD_LOST and size >= 24:
+            lost += struct.unpack_from("=Q", data, at + 16)[0]
+        at += size
+    return Samples(periods, lost)
+
+
+class SampleRing:
+    """The ring a sampling counter writes into: drain() reads the new records and frees them.
+
+    One metadata page plus a power of two of data pages, mapped writable so the kernel
+    never overwrites unread records (it counts them as lost instead).
+    """
+
+    def __init__(self, fd: int, data_pages: int = 2) -> None:
+        page = mmap.PAGESIZE
+        self._map = mmap.mmap(fd, (1 + data_pages) * page, mmap.MAP_SHARED,
+                              mmap.PROT_READ | mmap.PROT_WRITE)
+        offset, size = struct.unpack_from("=QQ", self._map, DATA_OFFSET_AT)
+        self._offset: int = offset if size else page  # kernels before 4.1 leave both zero
+        self._size: int = size or data_pages * page
+
+    def drain(self) -> Samples:
+        """Every record since the last drain (x86 orders the loads; a lag only delays one)."""
+        head = struct.unpack_from("=Q", self._map, DATA_HEAD_AT)[0]
+        tail = struct.unpack_from("=Q", self._map, DATA_TAIL_AT)[0]
+        count = min(head - tail, self._size)
+        start = tail % self._size
+        first = min(count, self._size - start)
+        base = self._offset
+        data = self._map[base + start:base + start + first] + self._map[base:base + count - first]
+        struct.pack_into("=Q", self._map, DATA_TAIL_AT, head)
+        return parse_samples(data)
+
+    def close(self) -> None:
+        """Unmap (idempotent)."""
+        if not self._map.closed:
+            self._map.close()
+
+
+class PerfLayer(Protocol):
+    """What the meters need from the kernel: open a counter, map its sample ring."""
+
+    def open(self, type_: int, config: int, **kwargs: Any) -> PerfCounter: ...
+
+    def ring(self, fd: int) -> SampleRing: ...
+
+
+class KernelPerf:
+    """The real perf_event_open(2) and ring mapping."""
+
+    def open(self, type_: int, config: int, **kwargs: Any) -> PerfCounter:
+        """PerfCounter.open."""
+        return PerfCounter.open(type_, config, **kwargs)
+
+    def ring(self, fd: int) -> SampleRing:
+        """SampleRing over the counter's fd."""
+        return SampleRing(fd)
+
+
+KERNEL_PERF = KernelPerf()

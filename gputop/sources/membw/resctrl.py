@@ -90,6 +90,7 @@ class ResctrlMeter:
     """Reads resctrl MBM counters; never mounts resctrl or creates groups."""
 
     source = "resctrl-mbm"
+    confidence = "measured"
 
     def __init__(
         self, root: Path | str = "/sys/fs/resctrl", clock: Callable[[], float] = time.monotonic

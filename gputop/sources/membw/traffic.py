@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
+from gputop.model import MemoryConsumer
+
 COUNTER_MODULUS = 1 << 64
 
 
 class Traffic(NamedTuple):
-    """DRAM traffic over the last interval in bytes/s; a side the meter cannot split is None."""
+    """DRAM traffic over the last interval in bytes/s; a side the meter cannot split is None.
+
+    `top` names the processes that made the most of it, where the meter can tell.
+    """
 
     read_bytes_per_s: float | None
     write_bytes_per_s: float | None
     total_bytes_per_s: float | None
     note: str | None = None
+    top: tuple[MemoryConsumer, ...] = ()
 
 
 class TrafficMeter(Protocol):
-    """A hardware source of DRAM bytes: resctrl MBM or perf uncore counters."""
+    """A hardware source of DRAM bytes: resctrl MBM, perf uncore or core PMU counters."""
 
     source: str
+    confidence: str  # "measured" (memory-controller bytes) or "approximate" (cache misses)
     detail: str
 
     def read(self) -> Traffic | None: ...

@@ -311,6 +311,7 @@ class UncoreMeter:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = plan.source
+        self.confidence = "measured"
         self.detail = plan.detail
         self._counters = counters
         self._clock = clock

@@ -97,7 +97,8 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
         detail = ""  # the peak is in the label
     spans: list[Span] = [
         ("membw ", "dim"), *bar_spans(cells.bar_parts(frac, 10), style),
-        (value, style), (label, "dim"), *_kernel_spans(sample), (detail, "dim"),
+        (value, style), (label, "dim"), *_top_spans(sample), *_kernel_spans(sample),
+        (detail, "dim"),
     ]
     used = sum(len(text) for text, _ in spans)
     spark_w = min(40, width - used - 2)
@@ -117,6 +118,14 @@ def na_line(sample: MemoryBandwidthSample, width: int) -> Line:
     if len(why) > room >= MIN_WHY:
         why = why[:room - 1] + "…"
     return clip(((head, "dim"), (why, "dim"), *kernel), width)
+
+
+def _top_spans(sample: MemoryBandwidthSample) -> list[Span]:
+    """The process that made most of the traffic, where the source can tell."""
+    if not sample.top_consumers:
+        return []
+    top = sample.top_consumers[0]
+    return [(f"  top {top.name or '?'} {top.pid} {fmt.short_rate(top.bytes_per_s)}", "accent")]
 
 
 def _kernel_spans(sample: MemoryBandwidthSample) -> list[Span]:
