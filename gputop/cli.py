@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="number of simulated GPUs with --demo (1..16)")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto",
                         help="host memory-bandwidth source (default auto)")
+    parser.add_argument("--ascii", action="store_true",
+                        help="draw with ASCII characters only (automatic where the locale's "
+                        "encoding is not UTF-8); NO_COLOR=1 turns colour off")
     return parser
 
 
@@ -124,7 +127,7 @@ def _main(args: argparse.Namespace) -> int:
         from gputop.wiring import run_live
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
-                        membw=args.membw, attach_pid=args.attach)
+                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -149,9 +152,10 @@ def _once(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dumps(frame) + "\n")
     else:
-        from gputop.export.text import render, write_text
+        from gputop.export.text import ascii_text, render, write_text
 
-        write_text(render(frame), sys.stdout)
+        text = render(frame)
+        write_text(ascii_text(text) if args.ascii else text, sys.stdout)
     return EXIT_OK
 
 
@@ -159,6 +163,7 @@ def _run(argv: list[str]) -> int:
     parser = _Parser(prog="gputop run", description="run CMD with the step probe, TUI attached")
     parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
+    parser.add_argument("--ascii", action="store_true", help="draw with ASCII characters only")
     parser.add_argument("--log", metavar="FILE",
                         help="where CMD's output goes while the TUI has the terminal "
                         "(default gputop-run-PID.log in the current directory)")
@@ -175,7 +180,8 @@ def _run(argv: list[str]) -> int:
     child = start_probed(command, log=log, new_log=args.log is None)  # our name: a new file
     from gputop.wiring import run_attached_child
 
-    code = run_attached_child(child, interval_s=args.interval, membw=args.membw)
+    code = run_attached_child(child, interval_s=args.interval, membw=args.membw,
+                              ascii=args.ascii)
     print(f"gputop: {command[0]} exited with code {code}; its output is in {log}",
           file=sys.stderr)
     return code

@@ -134,9 +134,10 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
 
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
-    membw: str = "auto", attach_pid: int | None = None,
+    membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
 ) -> int:
-    """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0."""
+    """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
+    `ascii` draws with ASCII characters only."""
     from gputop.tui import run_tui
 
     trainer = None
@@ -148,14 +149,15 @@ def run_live(
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target)
+        return run_tui(sampler, attach_pid=target, ascii=ascii)
     finally:
         if trainer is not None:
             trainer.stop()
 
 
 def run_attached_child(
-    child: subprocess.Popen[bytes], *, interval_s: float = 1.0, membw: str = "auto"
+    child: subprocess.Popen[bytes], *, interval_s: float = 1.0, membw: str = "auto",
+    ascii: bool = False,
 ) -> int:
     """`gputop run`: the TUI attached to `child`; returns the child's exit code."""
     from gputop.children import exit_status
@@ -163,7 +165,7 @@ def run_attached_child(
 
     try:
         sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
-        run_tui(sampler, attach_pid=child.pid)
+        run_tui(sampler, attach_pid=child.pid, ascii=ascii)
     finally:
         if child.poll() is None:
             child.terminate()

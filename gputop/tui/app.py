@@ -16,6 +16,7 @@ from textual.widgets import Input
 from gputop.model import Frame
 from gputop.tui.history import History
 from gputop.tui.lines import Line
+from gputop.tui.look import PLAIN
 from gputop.tui.messages import FrameReady, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
@@ -88,6 +89,7 @@ class GputopApp(App[int]):
         self._want_attach = attach_pid
         self.slot = slot or FrameSlot()
         self.splash: Splash | None = None  # the driver takes the terminal over from it
+        self.look = PLAIN  # how the terminal draws (build_app sets it; the driver reads it)
 
     # ---- frames from the sampler thread ----------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""A widget that paints Lines through cached Strips and repaints only the lines that changed."""
+"""A widget that paints Lines through cached Strips and repaints only the lines that changed.
+
+Its strips skip Textual's styles cache, so the app's line filters (NO_COLOR's NoColor,
+Textual's monochrome) are applied here, once per cached strip.
+"""
 
 from __future__ import annotations
 
@@ -76,7 +80,7 @@ class LinePane(Widget):
     def _strip(self, y: int, width: int) -> Strip:
         if y >= len(self._lines):
             if self._blank is None:
-                self._blank = Strip.blank(width, self.rich_style)
+                self._blank = self._build((), width)
             return self._blank
         line = self._lines[y]
         key = (line, width)
@@ -99,7 +103,13 @@ class LinePane(Widget):
             used += len(text)
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
-        return Strip(segments, width)
+        strip = Strip(segments, width)
+        filters = self.get_line_filters()
+        if filters:
+            background = self.background_colors[1]
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+        return strip
 
     def _style(self, word: str) -> Style:
         style = self._span_styles.get(word)
