@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputop",
         description="nvidia-smi + top for people who train models. "
-        "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it.",
+        "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it; "
+        "`gputop probe-path` prints a directory that makes the probe importable from any "
+        "Python: PYTHONPATH=$(gputop probe-path) python -m gputop.probe train.py",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
     parser.add_argument("--once", action="store_true", help="sample one interval, print, exit")
@@ -94,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list and args_list[0] == "run":
             return _run(args_list[1:])
+        if args_list and args_list[0] == "probe-path":
+            return _probe_path(args_list[1:])
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -185,6 +189,26 @@ def _run(argv: list[str]) -> int:
     print(f"gputop: {command[0]} exited with code {code}; its output is in {log}",
           file=sys.stderr)
     return code
+
+
+def probe_path() -> str:
+    """A directory that, on PYTHONPATH, makes `gputop.probe` (and only gputop) importable."""
+    import gputop.probe
+
+    return os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_path")
+
+
+def _probe_path(argv: list[str]) -> int:
+    """`gputop probe-path`: print probe_path() for the user's own interpreter."""
+    if argv in (["-h"], ["--help"]):
+        print("usage: gputop probe-path\n\nPrints a directory to put on PYTHONPATH so that "
+              "any Python can run\n`python -m gputop.probe train.py` or `from gputop import "
+              "probe`, without\ninstalling gputop in that environment.")
+        return EXIT_OK
+    if argv:
+        raise UsageError(f"probe-path takes no arguments, got {argv[0]!r}")
+    print(probe_path())
+    return EXIT_OK
 
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
