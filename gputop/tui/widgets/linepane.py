@@ -1,7 +1,9 @@
 """A widget that paints Lines through cached Strips and repaints only the lines that changed.
 
 Its strips skip Textual's styles cache, so the app's line filters (NO_COLOR's NoColor,
-Textual's monochrome) are applied here, once per cached strip.
+Textual's monochrome) are applied here, once per cached strip. ANSI-to-RGB is left out: the
+panes' colours come from the theme, never from ANSI names, so it would change nothing at
+~16 us a line.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from itertools import zip_longest
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -104,7 +107,7 @@ class LinePane(Widget):
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
         strip = Strip(segments, width)
-        filters = self.get_line_filters()
+        filters = [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
         if filters:
             background = self.background_colors[1]
             for line_filter in filters:
