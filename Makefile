@@ -1,38 +1,50 @@
-# gputop: `make demo` runs the demo, `make test` runs every check, `make test-fast` the tests
-# that start no real trainers, terminals or gputop processes. All set up .venv first.
+# gputop: `make demo` installs gputop with its runtime dependencies only into .venv and runs
+# the demo; `make test` adds the test tools (requirements/test.lock) and runs every check;
+# `make test-fast` the tests that start no real trainers, terminals or gputop processes.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-stamp
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+RUNTIME := $(VENV)/.runtime-stamp
+TESTING := $(VENV)/.test-stamp
 
 .PHONY: demo test test-fast test-snapshot-update lint bench screenshots gpu-check hw-check clean
 
-$(STAMP): pyproject.toml requirements.lock
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# gputop itself is installed editable; pip builds it with hatchling in a throwaway env.
+$(RUNTIME): pyproject.toml requirements/runtime.lock | $(PY)
+	$(PIP) -r requirements/runtime.lock
+	$(PIP) --no-deps -e .
 	touch $@
 
-demo: $(STAMP)
+$(TESTING): requirements/test.lock $(RUNTIME)
+	$(PIP) -r requirements/test.lock
+	touch $@
+
+demo: $(RUNTIME)
+	@echo "gputop is $(CURDIR)/$(VENV)/bin/gputop (put $(CURDIR)/$(VENV)/bin on PATH," \
+	      "or install it for good with: pipx install $(CURDIR))"
 	$(VENV)/bin/gputop --demo
 
-lint: $(STAMP)
+lint: $(TESTING)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: $(TESTING)
 	$(PY) -m pytest -q -m "not slow"
 
-bench: $(STAMP)
+bench: $(TESTING)
 	$(PY) benchmarks/run_all.py
 
-test-snapshot-update: $(STAMP)
+test-snapshot-update: $(TESTING)
 	$(PY) -m pytest tests/tui/test_snapshots.py --snapshot-update
 
-screenshots: $(STAMP)
+screenshots: $(TESTING)
 	$(PY) scripts/screenshots.py
 
 gpu-check:

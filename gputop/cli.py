@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputop",
         description="nvidia-smi + top for people who train models. "
-        "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it.",
+        "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it; "
+        "`gputop probe-path` prints a directory that makes the probe importable from any "
+        "Python: PYTHONPATH=$(gputop probe-path) python -m gputop.probe train.py",
     )
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
     parser.add_argument("--once", action="store_true", help="sample one interval, print, exit")
@@ -87,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="number of simulated GPUs with --demo (1..16)")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto",
                         help="host memory-bandwidth source (default auto)")
+    parser.add_argument("--ascii", action="store_true",
+                        help="draw with ASCII characters only (automatic where the locale's "
+                        "encoding is not UTF-8); NO_COLOR=1 turns colour off")
     return parser
 
 
@@ -96,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list and args_list[0] == "run":
             return _run(args_list[1:])
+        if args_list and args_list[0] == "probe-path":
+            return _probe_path(args_list[1:])
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -129,7 +136,7 @@ def _main(args: argparse.Namespace) -> int:
         from gputop.wiring import run_live
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
-                        membw=args.membw, attach_pid=args.attach)
+                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -154,9 +161,10 @@ def _once(args: argparse.Namespace) -> int:
 
         sys.stdout.write(dumps(frame) + "\n")
     else:
-        from gputop.export.text import render, write_text
+        from gputop.export.text import ascii_text, render, write_text
 
-        write_text(render(frame), sys.stdout)
+        text = render(frame)
+        write_text(ascii_text(text) if args.ascii else text, sys.stdout)
     return EXIT_OK
 
 
@@ -164,6 +172,7 @@ def _run(argv: list[str]) -> int:
     parser = _Parser(prog="gputop run", description="run CMD with the step probe, TUI attached")
     parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
+    parser.add_argument("--ascii", action="store_true", help="draw with ASCII characters only")
     parser.add_argument("--log", metavar="FILE",
                         help="where CMD's output goes while the TUI has the terminal "
                         "(default gputop-run-PID.log in the current directory)")
@@ -184,7 +193,8 @@ def _run(argv: list[str]) -> int:
     child = RunCommand(start_probed(command, log=log, new_log=new_log), log)
     final = None
     try:
-        final = run_attached_child(child, interval_s=args.interval, membw=args.membw)
+        final = run_attached_child(child, interval_s=args.interval, membw=args.membw,
+                                   ascii=args.ascii)
     finally:
         code = _finish(child, command[0])
     if code is None:
@@ -214,6 +224,26 @@ def _say(line: str, final: Frame | None = None) -> None:
     with contextlib.suppress(OSError):
         write_text(text, sys.stderr)
         sys.stderr.flush()
+
+
+def probe_path() -> str:
+    """A directory that, on PYTHONPATH, makes `gputop.probe` (and only gputop) importable."""
+    import gputop.probe
+
+    return os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_path")
+
+
+def _probe_path(argv: list[str]) -> int:
+    """`gputop probe-path`: print probe_path() for the user's own interpreter."""
+    if argv in (["-h"], ["--help"]):
+        print("usage: gputop probe-path\n\nPrints a directory to put on PYTHONPATH so that "
+              "any Python can run\n`python -m gputop.probe train.py` or `from gputop import "
+              "probe`, without\ninstalling gputop in that environment.")
+        return EXIT_OK
+    if argv:
+        raise UsageError(f"probe-path takes no arguments, got {argv[0]!r}")
+    print(probe_path())
+    return EXIT_OK
 
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:

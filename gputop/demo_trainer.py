@@ -1,10 +1,10 @@
 """The trainer `gputop --demo` runs: a small, real training loop with DataLoader workers.
 
-With torch: a CPU MLP fed by a DataLoader with worker processes (named pt_data_worker
-by torch itself), timed by gputop.probe when it is importable, so the step pane is live.
-Without torch: a standard-library stand-in whose multiprocessing children name
-themselves pt_data_worker, so worker grouping still works. Either way it exits when
-its parent (gputop) dies.
+With torch (when it is already importable; the demo never installs it): a CPU MLP fed by
+a DataLoader with worker processes (named pt_data_worker by torch itself). Without torch:
+a standard-library trainer whose multiprocessing workers name themselves pt_data_worker,
+labelled as such in the step pane. Either way the real probe times every step, and it
+exits when its parent (gputop) dies.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import importlib.util
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
+STDLIB_NOTE = "stdlib demo trainer: torch not installed"
 
 
 def _prctl(option: int, value: Any) -> None:
@@ -117,7 +119,8 @@ def _stand_in_worker(queue: Any, parent: int, item_sleep: float, batch: int) -> 
 
 
 def run_stand_in(args: argparse.Namespace, parent: int) -> None:
-    """No torch: multiprocessing children named pt_data_worker feed a queue."""
+    """No torch: multiprocessing workers named pt_data_worker feed a queue; the loop's
+    forward, backward and optimizer are arithmetic, timed by the same probe."""
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
@@ -128,6 +131,9 @@ def run_stand_in(args: argparse.Namespace, parent: int) -> None:
     for worker in workers:
         worker.start()
     probe = _probe()
+    if probe is not None:
+        probe.annotate(note=STDLIB_NOTE, num_workers=args.workers, batch_size=args.batch,
+                       device="cpu", num_threads=1, demo=True)
 
     def batches() -> Iterator[int]:
         while not orphaned(parent):
@@ -138,6 +144,8 @@ def run_stand_in(args: argparse.Namespace, parent: int) -> None:
             sum(i * item % 7 for i in range(3000))
         with _phase(probe, "backward"):
             sum(i * item % 5 for i in range(5000))
+        with _phase(probe, "optimizer"):
+            sum(i * item % 3 for i in range(1000))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,17 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--item-sleep", type=float, default=0.004,
                         help="seconds a worker spends per sample (data starvation knob)")
     parser.add_argument("--epoch-steps", type=int, default=300)
-    parser.add_argument("--stand-in", action="store_true", help="never use torch")
+    parser.add_argument("--stand-in", action="store_true",
+                        help="the standard-library trainer even where torch is importable")
     args = parser.parse_args(argv)
     parent = os.getppid()
     die_with_parent(parent)
     signal.signal(signal.SIGTERM, _leave_now)
-    use_torch = not args.stand_in
-    if use_torch:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            use_torch = False
+    use_torch = not args.stand_in and importlib.util.find_spec("torch") is not None
     with contextlib.suppress(KeyboardInterrupt):
         (run_torch if use_torch else run_stand_in)(args, parent)
     return 0

@@ -135,9 +135,10 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
 
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
-    membw: str = "auto", attach_pid: int | None = None,
+    membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
 ) -> int:
-    """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0."""
+    """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
+    `ascii` draws with ASCII characters only."""
     from gputop.tui import run_tui
 
     trainer = None
@@ -149,14 +150,14 @@ def run_live(
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target)
+        return run_tui(sampler, attach_pid=target, ascii=ascii)
     finally:
         if trainer is not None:
             trainer.stop()
 
 
 def run_attached_child(
-    command: RunCommand, *, interval_s: float = 1.0, membw: str = "auto"
+    command: RunCommand, *, interval_s: float = 1.0, membw: str = "auto", ascii: bool = False,
 ) -> Frame | None:
     """`gputop run`: the TUI attached to `command`, which it may interrupt, stop or leave
     running; the frame to summarise at the end (None if none was shown). Ending a command
@@ -165,5 +166,6 @@ def run_attached_child(
 
     final: list[Frame] = []
     sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
-    run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append)
+    run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append,
+            ascii=ascii)
     return final[-1] if final else None

@@ -6,13 +6,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     from gputop.model import Frame
     from gputop.tui.app import Command, FrameFeed, GputopApp
+    from gputop.tui.look import Look
     from gputop.tui.splash import Splash
 
 __all__ = ["build_app", "run_tui"]
 
 SPLASH_WAIT_S = 0.5  # at most this long for the splash's first paint before importing Textual
+ANSI_THEME = "gputop-ansi"  # the terminal's own palette: for NO_COLOR and 8/16 colours
 
 
 def build_app(
@@ -22,12 +26,14 @@ def build_app(
     start: bool = True,
     splash: Splash | None = None,
     command: Command | None = None,
+    look: Look | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
 
     `attach_pid` is attached from the first tick on (its rings are read as they appear).
     A `splash` shows the frames until the app draws; its driver takes the terminal over.
     `command` is `gputop run`'s: q asks before leaving it, Ctrl-C is forwarded to it.
+    `look` is the terminal's (see gputop.tui.look); by default Unicode in full colour.
     """
     from gputop.tui.slot import FrameSlot
 
@@ -46,11 +52,28 @@ def build_app(
             sampler.add_deferred_sources()  # while the first real frame is measured
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
+    from gputop.tui.look import PLAIN
 
+    look = look or PLAIN
     app = GputopApp(sampler, attach_pid=pending, slot=slot, command=command,
-                    driver_class=QuietLinuxDriver)
+                    driver_class=QuietLinuxDriver, ansi_color=True if look.ansi else None)
     app.splash = splash
+    app.look = look
+    if look.ansi:  # with NO_COLOR set, Textual then drops every colour (its NoColor filter)
+        app.register_theme(ansi_theme())
+        app.theme = ANSI_THEME
+    if look.mono:
+        app.add_class("-mono")  # gputop.tcss: attributes stand in for colours
     return app
+
+
+def ansi_theme() -> Theme:
+    """Textual's ANSI theme with an accent of its own (magenta, apart from success's green)."""
+    from dataclasses import replace
+
+    from textual.theme import BUILTIN_THEMES
+
+    return replace(BUILTIN_THEMES["ansi-dark"], name=ANSI_THEME, accent="ansi_magenta")
 
 
 def _splash_then(deliver: Callable[[Frame], None], splash: Splash) -> Callable[[Frame], None]:
@@ -76,21 +99,25 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 
 def run_tui(
     sampler: FrameFeed, *, attach_pid: int | None = None, command: Command | None = None,
-    on_exit: Callable[[Frame], None] | None = None,
+    on_exit: Callable[[Frame], None] | None = None, ascii: bool = False,
 ) -> int:
     """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM, then stop the sampler.
 
     On a terminal a plain-text splash shows the first frames while Textual imports; Ctrl-C,
     SIGHUP or SIGTERM before the app is up end the run as q would, with the terminal restored.
     `on_exit` gets the last frame with the advice then on screen, once the terminal is back.
+    `ascii` draws with ASCII only (as does a locale that is not UTF-8).
     """
+    from gputop.tui.look import terminal_look
     from gputop.tui.splash import Splash
 
-    splash = Splash.open()
+    look = terminal_look(ascii=ascii)
+    splash = Splash.open(look=look)
     failed = False
     try:
         try:
-            app = build_app(sampler, attach_pid=attach_pid, splash=splash, command=command)
+            app = build_app(sampler, attach_pid=attach_pid, splash=splash, command=command,
+                            look=look)
             if splash is not None:
                 splash.stop()
             failed = True

@@ -16,6 +16,7 @@ from textual.widgets import Input
 from gputop.model import Advice, Frame
 from gputop.tui.history import History
 from gputop.tui.lines import Line
+from gputop.tui.look import PLAIN
 from gputop.tui.messages import FrameReady, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
@@ -116,6 +117,7 @@ class GputopApp(App[int]):
         self._leave_on_next_frame = False
         self._live_advice: tuple[Advice, ...] = ()  # the advice while a trainer ran
         self.final_advice: tuple[Advice, ...] | None = None  # kept once every trainer exited
+        self.look = PLAIN  # how the terminal draws (build_app sets it; the driver reads it)
 
     # ---- frames from the sampler thread ----------------------------------------------------
 

@@ -5,10 +5,21 @@ Numbers are worded by gputop.fmt (its short_ forms for cells).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+# One ASCII character for each glyph gputop (or Textual) draws, so a line keeps its width.
+_ASCII_GLYPHS = {
+    **dict(zip("▁▂▃▄▅▆▇", "_.-=+*%", strict=True)),  # sparkline levels, low to high
+    **dict.fromkeys("█▉▊▋▌▐▀", "#"), **dict.fromkeys("▍▎▏▕", "|"), "▔": "-",  # bars, ends
+    "·": ".", "—": "-", "\u2013": "-", "…": "~", "µ": "u", "°": " ", "\u00d7": "x", "\u00a0": " ",
+    "↑": "^", "↓": "v", "→": ">", "←": "<", "↔": "-", "≈": "~", "≥": ">", "≤": "<",
+    "▲": "^", "▼": "v", "▸": ">", "▾": "v", "◀": "<", "▶": ">", "◆": "*", "●": "o", "✖": "x",
+    "├": "|", "└": "`",  # tree lines, as `tree --charset=ascii` draws them
+}
 
 
 def bar(fraction: float | None, width: int) -> str:
@@ -49,6 +60,40 @@ def fit(text: str, width: int) -> str:
     if len(text) > width:
         return text[: width - 1] + "…"
     return text.ljust(width)
+
+
+def ascii_cells(text: str) -> str:
+    """`text` in ASCII, cell for cell: gputop's glyphs get look-alikes, box lines become
+    - | +, a wide character '??', anything else '?'."""
+    return text if text.isascii() else text.translate(_ASCII_CELLS)
+
+
+class _AsciiCells(dict[int, str]):
+    """str.translate's table for ascii_cells; it learns each character on first sight."""
+
+    def __missing__(self, code: int) -> str:
+        self[code] = sub = _ascii_cell(chr(code))
+        return sub
+
+
+def _ascii_cell(char: str) -> str:
+    if char.isascii():
+        return char
+    if char in _ASCII_GLYPHS:
+        return _ASCII_GLYPHS[char]
+    if unicodedata.combining(char):
+        return ""  # drawn on the cell before it
+    base = unicodedata.normalize("NFD", char)[0]
+    if base.isascii() and base.isprintable():
+        return base  # é -> e
+    name = unicodedata.name(char, "")
+    if name.startswith("BOX DRAWINGS"):
+        across, down = "HORIZONTAL" in name, "VERTICAL" in name
+        return "-" if across and not down else "|" if down and not across else "+"
+    return "??" if unicodedata.east_asian_width(char) in ("W", "F") else "?"
+
+
+_ASCII_CELLS = _AsciiCells()
 
 
 def level(fraction: float | None, warn: float = 0.75, crit: float = 0.9) -> str:

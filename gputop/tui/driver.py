@@ -4,13 +4,19 @@ Textual's stock input loop wakes ten times a second to poll; at a 1 Hz refresh t
 wake-ups cost more CPU than drawing. Here select() blocks with no timeout on the
 terminal and on a pipe that the exit event writes to; a timeout is used only while the
 key parser waits to tell a lone Escape from the start of a sequence.
+
+It draws on the terminal, not on stderr as Textual's driver does: `gputop 2>err.log`
+keeps the screen on the terminal and the file free of it. In an ASCII look every glyph
+is swapped for an ASCII one, cell for cell, on its way out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import selectors
+import sys
 import threading
 from codecs import getincrementaldecoder
 from typing import Any
@@ -18,6 +24,10 @@ from typing import Any
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from gputop.tui.cells import ascii_cells
+from gputop.tui.look import PLAIN, Look
+from gputop.tui.splash import terminal_stream
 
 
 class _WakingEvent(threading.Event):
@@ -38,11 +48,33 @@ class _WakingEvent(threading.Event):
         self._wake_fd = -1
 
 
+class _AsciiScreen(io.TextIOWrapper):
+    """The terminal for an ASCII look: each glyph leaves as its ASCII stand-in."""
+
+    def write(self, text: str) -> int:
+        """Write `text` with ASCII look-alikes for every other character."""
+        return super().write(ascii_cells(text))
+
+
+def screen_file(look: Look) -> io.TextIOWrapper:
+    """The terminal as a text file for Textual's writer thread; stderr if there is none."""
+    stream = terminal_stream()
+    if stream is None:
+        return sys.__stderr__  # type: ignore[return-value]  # Textual's own choice
+    raw = io.BufferedWriter(io.FileIO(stream.fileno(), "w", closefd=False))
+    if look.ascii:
+        return _AsciiScreen(raw, encoding="ascii", errors="replace")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+
+
 class QuietLinuxDriver(LinuxDriver):
-    """LinuxDriver with an input thread that does not poll."""
+    """LinuxDriver with an input thread that does not poll, drawing on the terminal."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        look = getattr(self._app, "look", None)
+        self._screen = screen_file(look if isinstance(look, Look) else PLAIN)
+        self._file = self._screen
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
@@ -90,9 +122,20 @@ class QuietLinuxDriver(LinuxDriver):
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._app.exit)
 
+    def _get_terminal_size(self) -> tuple[int, int]:
+        """The size of the terminal we draw on (stdout may be a file)."""
+        try:
+            columns, lines = os.get_terminal_size(self._screen.fileno())
+        except (OSError, ValueError):
+            return super()._get_terminal_size()
+        return columns or 80, lines or 25
+
     def close(self) -> None:
-        """Stop the writer and release the wake pipe."""
+        """Stop the writer and release the wake pipe and our handle on the terminal."""
         super().close()
+        if self._screen is not sys.__stderr__:
+            with contextlib.suppress(OSError, ValueError):
+                self._screen.close()
         self.exit_event.detach()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):

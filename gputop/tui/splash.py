@@ -2,7 +2,8 @@
 
 Textual takes about half a second to import; the sampler's first Frame is ready long
 before. `render` turns a Frame into one full-screen paint; `Splash` owns the terminal
-until the app's driver takes it over: alternate screen, hidden cursor, no echo.
+until the app's driver takes it over: alternate screen, hidden cursor, no echo. It draws
+on the terminal (`terminal_stream`), in the terminal's `Look`: ASCII, or no colour.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from gputop import fmt
 from gputop.model import Frame, GpuSample, ProcessSample
+from gputop.tui.cells import ascii_cells
+from gputop.tui.look import PLAIN, Look
 
 ENTER = "\x1b[?1049h\x1b[?25l\x1b[?7l"  # alternate screen, no cursor, no autowrap (Textual
 LEAVE = "\x1b[?7h\x1b[?1049l\x1b[?25h"  # sets the same and restores wrapping at its exit)
@@ -27,13 +30,26 @@ _BOLD, _REVERSE, _YELLOW, _DIM, _RESET = "\x1b[1m", "\x1b[7m", "\x1b[33m", "\x1b
 _UNPRINTABLE = dict.fromkeys([*range(32), 127, *range(0x80, 0xA0)], " ")
 
 
-def render(frame: Frame, width: int, height: int, *, rates: bool = True) -> str:
+def terminal_stream() -> Any:
+    """Where the screen goes: stdout when it is a terminal, else stderr when that is one
+    (`gputop 2>err.log` and `gputop >out.txt` both still draw on the terminal); else None."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and os.isatty(stream.fileno()):
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return None
+
+
+def render(frame: Frame, width: int, height: int, *, rates: bool = True,
+           look: Look = PLAIN) -> str:
     """One full-screen paint of `frame`; without `rates` (a first sample) no %CPU is shown."""
     width, height = max(width, 1), max(height, 1)
     lines: list[tuple[str, str]] = [(_header(frame), _REVERSE)]
     banner = fmt.gpu_banner(frame.gpu)
     if banner:
-        lines.append((f" {banner}", _YELLOW))
+        lines.append((f" {banner}", _BOLD + _REVERSE if look.mono else _YELLOW))
     lines += [(_gpu_line(g), "") for g in frame.gpu.gpus]
     lines.append((LOADING, _DIM))
     room = height - len(lines) - 1
@@ -47,6 +63,8 @@ def render(frame: Frame, width: int, height: int, *, rates: bool = True) -> str:
     out = ["\x1b[H"]
     for text, style in lines[:height]:
         cut = text.translate(_UNPRINTABLE)[:width]
+        if look.ascii:
+            cut = ascii_cells(cut)
         out.append(f"{style}{cut}{_RESET if style else ''}\x1b[K\r\n")
     out[-1] = out[-1].removesuffix("\r\n")
     out.append("\x1b[J")
@@ -89,9 +107,10 @@ class Splash:
     restores them at exit; `close` puts everything back unless the driver did.
     """
 
-    def __init__(self, fd: int, attrs: list[Any]) -> None:
+    def __init__(self, fd: int, attrs: list[Any], look: Look = PLAIN) -> None:
         self._fd = fd
         self._attrs = attrs
+        self._look = look
         self._lock = threading.Lock()
         self._painting = True
         self._painted = threading.Event()
@@ -100,9 +119,9 @@ class Splash:
         self._signals: dict[int, Any] = {}
 
     @classmethod
-    def open(cls, stream: Any = None) -> Splash | None:
-        """A splash on `stream` (stdout) when it is a terminal, else None."""
-        stream = sys.stdout if stream is None else stream
+    def open(cls, stream: Any = None, look: Look = PLAIN) -> Splash | None:
+        """A splash on `stream` (the terminal_stream) when it is a terminal, else None."""
+        stream = terminal_stream() if stream is None else stream
         try:
             fd = stream.fileno()
             if not os.isatty(fd) or os.environ.get("TERM", "dumb") == "dumb":
@@ -110,7 +129,7 @@ class Splash:
             attrs = termios.tcgetattr(fd)
         except (AttributeError, OSError, ValueError, termios.error):
             return None
-        splash = cls(fd, attrs)
+        splash = cls(fd, attrs, look)
         try:
             mode = termios.tcgetattr(fd)
             mode[tty.IFLAG] &= ~termios.IXON  # Ctrl-S must not stall a paint (and our stop)
@@ -133,7 +152,7 @@ class Splash:
                 return
             try:
                 width, height = os.get_terminal_size(self._fd)
-                self._write(render(frame, width, height, rates=rates))
+                self._write(render(frame, width, height, rates=rates, look=self._look))
             except OSError:
                 self._painting = False
         self._painted.set()

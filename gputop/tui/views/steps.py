@@ -109,7 +109,8 @@ def _timing_line(s: StepSummary, dropped: int) -> Line:
 
 
 def config_line(config: TrainerConfig) -> Line:
-    """The trainer's loader settings as the probe recorded them; unknown shows n/a."""
+    """The trainer's own note (annotate(note=...)), if it left one, then its loader settings
+    as the probe recorded them; unknown shows n/a."""
     def show(value: object) -> str:
         if value is None:
             return "n/a"
@@ -124,7 +125,8 @@ def config_line(config: TrainerConfig) -> Line:
             f"  batch {show(config.batch_size)}  prefetch {show(config.prefetch_factor)}"
             f"  persistent {show(config.persistent_workers)}"
             f"  threads {show(config.num_threads)}  device {show(config.device)}")
-    return ((text, "dim"),)
+    note = dict(config.extra).get("note")
+    return ((note, "accent"), (f"  {text}", "dim")) if note else ((text, "dim"),)
 
 
 def legend_line(steps: Sequence[StepRecord]) -> Line:

@@ -1,4 +1,10 @@
-"""A widget that paints Lines through cached Strips and repaints only the lines that changed."""
+"""A widget that paints Lines through cached Strips and repaints only the lines that changed.
+
+Its strips skip Textual's styles cache, so the app's line filters (NO_COLOR's NoColor,
+Textual's monochrome) are applied here, once per cached strip. ANSI-to-RGB is left out: the
+panes' colours come from the theme, never from ANSI names, so it would change nothing at
+~16 us a line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from itertools import zip_longest
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -76,7 +83,7 @@ class LinePane(Widget):
     def _strip(self, y: int, width: int) -> Strip:
         if y >= len(self._lines):
             if self._blank is None:
-                self._blank = Strip.blank(width, self.rich_style)
+                self._blank = self._build((), width)
             return self._blank
         line = self._lines[y]
         key = (line, width)
@@ -99,7 +106,13 @@ class LinePane(Widget):
             used += len(text)
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
-        return Strip(segments, width)
+        strip = Strip(segments, width)
+        filters = [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
+        if filters:
+            background = self.background_colors[1]
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+        return strip
 
     def _style(self, word: str) -> Style:
         style = self._span_styles.get(word)

@@ -1,0 +1,98 @@
+"""Terminal conventions in a real terminal (tmux): NO_COLOR, ASCII locales and --ascii,
+8/16-colour terminals, and stderr sent to a file."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import tmux
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = REPO / ".venv" / "bin" / "python"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+WARN_TEXT = "68.2G/79.6G"  # GPU memory at 86 % in the data-starved scenario: a warning
+CRIT_TEXT = "data-bound"   # the summary's verdict for a data-starved trainer: critical
+SUMMARY = "of step time"  # the summary line: "data-bound  input-bound 98% of step time"
+
+
+def _demo(env: str, extra: str = "") -> str:
+    python = PYTHON if PYTHON.exists() else Path(sys.executable)
+    return (f"env -u COLORTERM PYTHONPATH={REPO} {env} {python} -m gputop --demo data-starved"
+            f" {extra}")
+
+
+def _app_with_steps(screen: str) -> bool:
+    """The full view (not the splash) is up and the demo trainer's steps are summarized."""
+    return "SIMULATED GPUs" in screen and "GPU MEM" in screen and any(
+        SUMMARY in line and CRIT_TEXT in line for line in screen.splitlines())
+
+
+def _quit(name: str) -> None:
+    tmux.tmux("send-keys", "-t", name, "q")
+    assert tmux.exit_code(name) == 0, tmux.screen(name)
+
+
+def test_no_color_sends_no_colour_yet_warning_and_critical_differ() -> None:
+    """no-color.org: NO_COLOR=1 means no colour codes at all; bold/reverse/underline carry
+    the severity instead."""
+    with tmux.session(REPO) as name:
+        tmux.spawn(name, _demo("NO_COLOR=1 TERM=xterm-256color"))
+        tmux.wait_for(name, _app_with_steps)
+        styled = tmux.screen(name, styled=True)
+        assert tmux.colour_codes(styled) == [], styled
+        warn = tmux.style_of(styled, WARN_TEXT)
+        crit = tmux.style_of(styled, CRIT_TEXT, in_line_with=SUMMARY)
+        assert warn.attrs and crit.attrs and warn != crit, (warn, crit)
+        _quit(name)
+
+
+@pytest.mark.parametrize("env,flag", [
+    ("LANG=C LC_ALL=C PYTHONUTF8=0", ""),
+    ("LANG=C.UTF-8 LC_ALL=C.UTF-8", "--ascii"),
+], ids=["c-locale", "ascii-flag"])
+def test_ascii_terminal_gets_only_ascii(env: str, flag: str) -> None:
+    """Where the locale is not UTF-8 (or with --ascii) every cell is ASCII: bars are '#',
+    and no glyph turns into an escape like \\u2588."""
+    with tmux.session(REPO) as name:
+        tmux.spawn(name, _demo(f"{env} TERM=xterm-256color", flag))
+        screen = tmux.wait_for(name, _app_with_steps)
+        assert screen.isascii(), [ch for ch in screen if not ch.isascii()][:20]
+        assert "\\u" not in screen and "\\x" not in screen
+        gpu_rows = [line for line in screen.splitlines() if "Simulated" in line]
+        assert gpu_rows and all("#" in line for line in gpu_rows), screen
+        _quit(name)
+
+
+def test_sixteen_colours_tell_warning_from_critical_and_data_from_h2d() -> None:
+    """TERM=xterm means 16 colours: warning and critical, and the data and h2d phases of the
+    legend, must not map to the same colour."""
+    with tmux.session(REPO) as name:
+        tmux.spawn(name, _demo("TERM=xterm"))
+        tmux.wait_for(name, _app_with_steps)
+        styled = tmux.screen(name, styled=True)
+        assert not any(params[:1] in (["38"], ["48"]) for params in tmux.sgr_codes(styled))
+        warn = tmux.style_of(styled, WARN_TEXT)
+        crit = tmux.style_of(styled, CRIT_TEXT, in_line_with=SUMMARY)
+        assert warn.fg and crit.fg and warn != crit, (warn, crit)
+        legend = [tmux.style_of(styled, word) for word in ("█data", "█fwd", "█bwd", "█opt")
+                  if word in tmux.screen(name)]  # the legend shows the measured phases only
+        assert len(legend) >= 3 and len({style.fg for style in legend}) == len(legend), legend
+        _quit(name)
+
+
+def test_stderr_to_a_file_keeps_the_screen_on_the_terminal(tmp_path: Path) -> None:
+    """`gputop 2>err.log`: the full view comes up on the terminal, and the file gets no
+    escape codes."""
+    log = tmp_path / "err.log"
+    with tmux.session(REPO) as name:
+        tmux.spawn(name, _demo("TERM=xterm-256color") + f" 2>{log}")
+        tmux.wait_for(name, _app_with_steps, timeout_s=60)
+        _quit(name)
+    assert "\x1b" not in log.read_text(errors="replace")
