@@ -218,6 +218,9 @@ class StepRecord:
     verdict: Verdict = "unknown"
     end_ns: int | None = None  # when the step closed, on the trainer's monotonic clock
     implicit: bool = False  # no loader opened it (the ring's F_IMPLICIT)
+    # data_ns is the host time before the model's forward, not a loader's wait: the loop has
+    # no DataLoader (the ring's F_INPUT_OUTSIDE_MODEL)
+    input_outside_model: bool = False
 
     @property
     def input_ns(self) -> int | None:
@@ -257,6 +260,7 @@ class StepSummary:
     compute_bound_steps: int = 0
     step_modes: tuple[tuple[float, int], ...] = ()  # (% of steps, median ns) when bimodal
     unmeasured_reason: str | None = None  # why step time, samples/s and share are None
+    input_outside_model: bool = False  # the input is the host time before the model's forward
 
     @property
     def data_bound_steps_percent(self) -> float | None:

@@ -24,6 +24,11 @@ LOW_MEMORY = 0.60
 FREE_CORE = 0.75  # a core this idle can feed one more worker (the trainer itself uses a little)
 
 
+def no_dataloader(state: AttachState) -> bool:
+    """The trainer's input is its own code before the forward (no DataLoader to tune)."""
+    return state.summary.input_outside_model
+
+
 def suggested_workers(current: int, free_cores: float) -> int | None:
     """The next rung of 4/8/16 the free cores can feed, or None when none fits."""
     ceiling = current + int(free_cores + 1 - FREE_CORE)
@@ -35,6 +40,8 @@ def suggested_workers(current: int, free_cores: float) -> int | None:
 
 def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound while every batch is loaded in the main process."""
+    if no_dataloader(state):
+        return []
     if not is_data_bound(state) or num_workers(ctx, state) != 0:
         return []
     cores = ctx.frame.host.cpu_count
@@ -52,6 +59,8 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
 
 def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound with every worker near a full core and cores to spare."""
+    if no_dataloader(state):
+        return []
     n = num_workers(ctx, state)
     busy = per_worker_cpu(ctx, state.pid)
     if not is_data_bound(state) or not n or busy is None or busy < BUSY_WORKER:
@@ -74,6 +83,8 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
 
 def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
     """More workers than cores, or starved idle workers on a saturated host."""
+    if no_dataloader(state):
+        return []
     n = num_workers(ctx, state)
     cores = ctx.frame.host.cpu_count
     if not n:
@@ -108,6 +119,8 @@ def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
 
 def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound while the workers barely use an unsaturated CPU: they wait on storage."""
+    if no_dataloader(state):
+        return []
     n = num_workers(ctx, state)
     busy = per_worker_cpu(ctx, state.pid)
     if not is_data_bound(state) or not n or busy is None or busy >= IDLE_WORKER:
@@ -127,6 +140,8 @@ def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
 
 def pin_memory_off(ctx: Context, state: AttachState) -> list[Advice]:
     """A CUDA trainer that spends a noticeable share copying from pageable memory."""
+    if no_dataloader(state):
+        return []
     config = state.config
     median = dict(state.summary.median_phase_ns)
     h2d, step = median.get("h2d"), state.summary.median_step_ns

@@ -42,6 +42,13 @@ MODE_MIN_RATIO = 2.0  # ... and the groups' medians differ at least this much
 BAND_WORDS = {"highly": "high", "moderately": "moderate", "not": "low", "unknown": "n/a"}
 NO_DATA_PHASE = "no data wait measured (the probe saw no DataLoader fetch)"
 UNBOUNDED = "no DataLoader: steps are timed only from backward to optimizer.step"
+INPUT_WORDS = "input-bound"
+OUTSIDE_MODEL_WORDS = "input (outside the model)"  # a loop without a DataLoader: not its wait
+
+
+def input_words(s: StepSummary) -> str:
+    """What the input share is called: a loader's wait, or the time outside the model."""
+    return OUTSIDE_MODEL_WORDS if s.input_outside_model else INPUT_WORDS
 
 
 def split(step: StepRecord) -> tuple[int, int] | None:
@@ -120,7 +127,15 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
         compute_bound_steps=sum(i < c for i, c in parts),
         step_modes=_modes(durations),
         unmeasured_reason=UNBOUNDED if counted and not timed else None,
+        input_outside_model=_input_outside_model(counted),
     )
+
+
+def _input_outside_model(steps: Sequence[StepRecord]) -> bool:
+    """Whether most steps with an input got it from the gap before the model's forward (a
+    loop without a DataLoader), not from a loader's wait."""
+    measured = [s.input_outside_model for s in steps if s.data_ns is not None]
+    return 2 * sum(measured) > len(measured)
 
 
 def _bounded(steps: Sequence[StepRecord]) -> list[bool]:

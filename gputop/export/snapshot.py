@@ -215,6 +215,7 @@ def step_json(s: StepRecord) -> dict[str, Any]:
         "warmup": s.warmup,
         "verdict": s.verdict,
         "implicit": s.implicit,
+        "input_outside_model": s.input_outside_model,
     }
 
 
@@ -246,6 +247,7 @@ def summary_json(s: StepSummary) -> dict[str, Any]:
             {"percent_of_steps": share, "median_ns": median} for share, median in s.step_modes
         ],
         "unmeasured_reason": s.unmeasured_reason,
+        "input_outside_model": s.input_outside_model,
     }
 
 

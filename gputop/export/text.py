@@ -7,7 +7,13 @@ import unicodedata
 from typing import TextIO
 
 from gputop import fmt
-from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, OUTLIER_FACTOR, bimodal_note
+from gputop.analysis.steps import (
+    BAND_WORDS,
+    NO_DATA_PHASE,
+    OUTLIER_FACTOR,
+    bimodal_note,
+    input_words,
+)
 from gputop.model import (
     AttachState,
     Frame,
@@ -206,7 +212,7 @@ def _share(s: StepSummary) -> str:
     """The input share in words, with the steps' own verdicts and any steps left out."""
     if s.input_bound_percent is None:
         return f"input-bound n/a ({s.unmeasured_reason or NO_DATA_PHASE})"
-    text = (f"input-bound {fmt.percent(s.input_bound_percent, 1)} of step time "
+    text = (f"{input_words(s)} {fmt.percent(s.input_bound_percent, 1)} of step time "
             f"({BAND_WORDS[s.band]})")
     data, compute = s.data_bound_steps_percent, s.compute_bound_steps_percent
     if data is not None and compute is not None:

@@ -5,6 +5,13 @@ the next one (its blocked time is that step's data wait); `step_end()` or an opt
 step closes a step no loader opened. Steps of a loader that does not train (evaluation)
 are written with F_OTHER so readers keep them apart.
 
+Without a loader, an optimizer step closes the open step and opens the next at once; the
+first forward of the stepped model (timed by the torch patch) then ends that step's input:
+the host time since the previous optimizer step (the program's own get_batch, copies, loop
+overhead), written as data with F_INPUT_OUTSIDE_MODEL. A probed process that has closed no
+step yet still gets its ring once it iterates a loader or runs a backward pass, with a
+status in its metadata saying why no step closed.
+
 Closed steps are staged in a list and published to the ring at most every PUBLISH_NS
 (at once when steps are longer). After a training step the caches are cold, and a
 shared-memory store then costs microseconds (the first touch of memoryview's C code)
@@ -38,20 +45,25 @@ NONE = layout.NONE
 MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
 MAX_INT_BITS = 640  # about 190 digits; a longer int is recorded as its size
 _annotate_warned = False
-F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT = (
-    layout.F_WARMUP, layout.F_OPTIMIZER, layout.F_OTHER, layout.F_IMPLICIT
+F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT, F_INPUT_OUTSIDE_MODEL = (
+    layout.F_WARMUP, layout.F_OPTIMIZER, layout.F_OTHER, layout.F_IMPLICIT,
+    layout.F_INPUT_OUTSIDE_MODEL,
 )
+NO_STEP_YET = ("probed; no optimizer step seen yet: steps close at optimizer.step() or "
+               "gputop.probe.step_end()")
+FIRST_BATCH = "probed; the first batch is loading: a step closes at the loader's next batch"
 
 
 class Recorder:
     """The probe's state in the training process; one per process."""
 
     __slots__ = (
-        "_batch", "_closed_at", "_data", "_epoch", "_epoch_mark", "_facts_written",
-        "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock", "_in_epoch", "_loader",
-        "_loader_facts", "_lock", "_open_ring", "_publish_at", "_staged", "_step", "_t_open",
-        "_train_loader", "_trains", "acc", "enabled", "facts", "fetching", "gpu", "manual",
-        "open", "owner", "ring", "times_own_training",
+        "_awaiting_forward", "_batch", "_closed_at", "_data", "_epoch", "_epoch_mark",
+        "_facts_written", "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock",
+        "_in_epoch", "_loader", "_loader_facts", "_lock", "_open_ring", "_publish_at",
+        "_staged", "_status_shown", "_step", "_t_open", "_train_loader", "_trains", "acc",
+        "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
+        "times_own_training",
     )
 
     def __init__(self, open_ring: Callable[[], layout.RingWriter | None]) -> None:
@@ -86,11 +98,15 @@ class Recorder:
         self._lock: Lock | None = None  # with the ring comes the publisher thread
         self._gpu_lock = allocate_lock()  # the GPU hook's queue: that thread polls it too
         self._closed_at = 0  # when the last step closed (kept with a GPU hook only)
+        self._awaiting_forward = False  # an optimizer step opened the step: input runs
+        self._status_shown = False  # the metadata says no step has closed yet
 
     # -- loaders ---------------------------------------------------------------------------
 
     def iteration_begin(self, loader: int, facts: dict[str, object] | None = None) -> None:
         """A loader starts a new pass: for the training loader that is an epoch boundary."""
+        if self.ring is None:
+            self._start_before_steps(FIRST_BATCH)
         if not self._first_loader:
             self._first_loader = loader
         if facts:
@@ -160,10 +176,33 @@ class Recorder:
             self.optimizer_done(ns)
 
     def optimizer_done(self, ns: int) -> None:
-        """An optimizer step took `ns`; it ends a step that no loader opened."""
+        """An optimizer step took `ns`; it ends a step that no loader opened, and the next
+        step opens there (its input runs until the stepped model's forward)."""
         self.add_phase(OPTIMIZER, ns)
         if not self._loader:
-            self._close(perf_counter_ns())
+            t = perf_counter_ns()
+            self._close(t)
+            self._open_implicit(t)
+            self._awaiting_forward = True
+
+    def forward_begin(self, t: int) -> None:
+        """The stepped model's forward starts at `t` (the torch patch, outermost calls)."""
+        if self._awaiting_forward:
+            self._end_input(t)
+
+    def _end_input(self, t: int) -> None:
+        """The first forward since an optimizer step: the input of a loader-less step ends."""
+        self._awaiting_forward = False
+        if self.open and not self._loader and not self.manual:
+            self._data = t - self._t_open
+            if self.gpu is not None:
+                with self._gpu_lock:
+                    self.gpu.step_opened(True)
+
+    def forward_done(self, ns: int) -> None:
+        """The stepped model's forward took `ns` (the program's own phase() calls win)."""
+        if self.open and not self.manual:
+            self.acc[FORWARD] += ns or 1
 
     def step_end(self, batch_size: int | None = None) -> None:
         """Close the open step now; without a loader the next step opens at once."""
@@ -179,6 +218,9 @@ class Recorder:
             self._open_implicit(t)
 
     def _open_implicit(self, t: int) -> None:
+        if self.ring is None:
+            self._start_before_steps(NO_STEP_YET)
+        self._awaiting_forward = False
         self.open = True
         self._t_open = t
         self._data = NONE
@@ -213,7 +255,9 @@ class Recorder:
 
     def _flags(self, loader: int, acc: list[int]) -> int:
         """A step's flags in general: implicit, training, another loader's, warm-up."""
-        flags = 0 if loader else F_IMPLICIT
+        if self._status_shown:
+            self._clear_status()
+        flags = 0 if loader else F_IMPLICIT | (F_INPUT_OUTSIDE_MODEL if self._data != NONE else 0)
         if self._trains or acc[BACKWARD] or acc[OPTIMIZER]:
             flags |= F_OPTIMIZER
             self._trains = False
@@ -302,6 +346,20 @@ class Recorder:
             return
         self._facts_written = dict(self.facts)
         self.ring.set_meta(bounded_json(self.facts, layout.META_CAP))
+
+    def _start_before_steps(self, status: str) -> None:
+        """Create the ring before any step closed, saying so (`status`) in the metadata: a
+        program that iterates a loader or runs backward is probed before (or without) steps."""
+        if self.enabled and not self._step and not self._staged:
+            self.facts[layout.META_STATUS] = status
+            self._status_shown = True
+            self._start_ring()
+
+    def _clear_status(self) -> None:
+        """A step closed: the metadata no longer needs to say why none had."""
+        self._status_shown = False
+        self.facts.pop(layout.META_STATUS, None)
+        self.annotate({}, start=False)
 
     def _start_ring(self) -> layout.RingWriter | None:
         """Create the ring on first use; when that fails, go quiet after one warning."""

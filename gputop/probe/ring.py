@@ -73,6 +73,12 @@ F_WARMUP = 1  # among the first steps of its epoch
 F_OPTIMIZER = 2  # enclosed an optimizer step or a backward pass: its loader trains
 F_OTHER = 4  # belongs to a loader known not to be the training loader
 F_IMPLICIT = 8  # opened by a phase or an optimizer step, not by a loader
+# data_ns is the host time from the previous optimizer step's end to the first forward of the
+# model the optimizers step (a loop without a DataLoader, e.g. its own get_batch): input
+# outside the model (data, host-to-device copy, loop overhead), not a DataLoader's wait
+F_INPUT_OUTSIDE_MODEL = 16
+# the metadata key under which the probe says what it saw while no step has closed yet
+META_STATUS = "probe_status"
 
 assert HEADER.size <= META_OFFSET and RECORD_SIZE == 128
 assert PAYLOAD_OFFSET + PAYLOAD.size == CHECK_WORD * 8

@@ -1,8 +1,13 @@
-"""The torch integration: DataLoader iterators, backward, optimizer steps, CUDA events.
+"""The torch integration: DataLoader iterators, backward, optimizer steps, the forward of
+the model the optimizers step, CUDA events.
 
 Used only after the program itself imported torch (torch is imported inside install(),
 so even importing this module costs nothing). Every patch forwards to the original and
 records around it; none changes arguments, results or the order of work.
+
+Phases nest as the program runs them: an optimizer step that runs a closure (LBFGS,
+Lightning's training step) holds that closure's forward and backward, and they count as
+forward and backward; the optimizer phase is the step's time without them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from time import perf_counter_ns
 from typing import Any
 
 from gputop.probe import loader_facts, loader_id
-from gputop.probe.recorder import BACKWARD, NONE, Recorder
+from gputop.probe.recorder import BACKWARD, FORWARD, NONE, Recorder
+
+SEARCH_STEPS = 2  # optimizer steps after a new optimizer's first during which modules are found
 
 _installed: list[Recorder] = []
 _undo: list[Callable[[], None]] = []
@@ -29,7 +36,7 @@ def install(rec: Recorder) -> None:
 
     _installed.append(rec)
     _patch_loaders(rec, torch)
-    _hook_optimizers(rec, torch, _patch_backward(rec, torch))
+    _hook_optimizers(rec, torch, _patch_backward(rec, torch), _ModelForward(rec))
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
 
 
@@ -109,8 +116,10 @@ def _patch_backward(rec: Recorder, torch: Any) -> Callable[[], None]:
     return restore
 
 
-def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], None]) -> None:
-    """Time optimizer steps and note each optimizer's device.
+def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], None],
+                     forward: _ModelForward) -> None:
+    """Time optimizer steps (without the forward and backward of a closure they run), note
+    each optimizer's device, and find the model it steps.
 
     A program that times its own backward or optimizer phase needs neither timing: once
     its first optimizer step is noted, the pre-hook and the backward wrapper step aside.
@@ -119,16 +128,22 @@ def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], N
     """
     hooks = importlib.import_module("torch.optim.optimizer")
 
-    started = [0]
+    started = [0, 0]  # when the step began; forward + backward time of the open step then
+    acc = rec.acc
     seen: set[int] = set()
     handles: list[Any] = []
 
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
+        started[1] = acc[FORWARD] + acc[BACKWARD]
         started[0] = perf_counter_ns()
 
     def post(opt: Any, args: Any, kwargs: Any) -> None:
         if not rec.times_own_training:
-            rec.auto_optimizer_done(perf_counter_ns() - started[0])
+            ns = perf_counter_ns() - started[0]
+            inner = acc[FORWARD] + acc[BACKWARD] - started[1]  # a closure's, inside the step
+            rec.auto_optimizer_done(ns - inner if 0 < inner < ns else ns)
+        if forward.searching:
+            forward.stepped()
         if id(opt) not in seen:
             seen.add(id(opt))
             _note_device(rec, opt)
@@ -136,10 +151,93 @@ def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], N
             if rec.times_own_training:
                 handles[0].remove()  # the pre-hook: its dict is not being iterated now
                 restore_backward()
+            elif not rec.manual:
+                forward.search(opt)
 
     handles += (hooks.register_optimizer_step_pre_hook(pre),
                 hooks.register_optimizer_step_post_hook(post))
     _undo.extend(handle.remove for handle in handles)
+
+
+class _ModelForward:
+    """Times the forward of the model the optimizers step: the outermost calls of the modules
+    that hold their parameters (a DDP wrapper, a compiled model, or the model itself).
+
+    They are found by a global forward pre-hook that lives from a new optimizer's first step
+    for SEARCH_STEPS more steps (whole steps of module calls), then goes: every module call
+    takes torch's slower hooked path while it lives. Only the modules found keep hooks.
+    """
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.module_hooks = importlib.import_module("torch.nn.modules.module")
+        self.depth = 0  # calls of found modules in progress (a found module inside another)
+        self.t0 = 0
+        self.params: set[int] = set()  # ids of the stepped parameters
+        self.found: set[int] = set()  # ids of the modules hooked
+        self.left = 0  # optimizer steps before the search ends
+        self.finder: Any = None  # the global hook's handle while searching
+        self.searching = False
+
+    def search(self, opt: Any) -> None:
+        """`opt` stepped for the first time: look for the modules holding its parameters."""
+        try:
+            for group in opt.param_groups:
+                self.params.update(id(p) for p in group["params"])
+        except (AttributeError, KeyError, TypeError):
+            return
+        self.left = SEARCH_STEPS
+        if self.finder is None:
+            self.finder = self.module_hooks.register_module_forward_pre_hook(self._find)
+            _undo.append(self._stop)
+        self.searching = True
+
+    def stepped(self) -> None:
+        """An optimizer step ended while searching; the search ends after SEARCH_STEPS."""
+        self.left -= 1
+        if self.left <= 0:
+            self._stop()
+
+    def _stop(self) -> None:
+        self.searching = False
+        if self.finder is not None:
+            self.finder.remove()
+            self.finder = None
+
+    def _find(self, module: Any, args: Any) -> None:
+        """The global pre-hook: hook `module` when it is outermost and holds stepped params."""
+        if self.depth or id(module) in self.found or not self._steps(module):
+            return
+        self.found.add(id(module))
+        handles = [module.register_forward_pre_hook(self.pre), self._post_hook(module)]
+        _undo.extend(handle.remove for handle in handles)
+        self.pre(module, args)  # torch listed this call's pre-hooks already; its post-hook runs
+
+    def _steps(self, module: Any) -> bool:
+        params = self.params
+        try:
+            return any(id(p) in params for p in module.parameters())
+        except Exception:  # a module whose parameters() fails is not ours to judge
+            return False
+
+    def _post_hook(self, module: Any) -> Any:
+        """The forward hook, run even when forward raises (torch 2.1+), so depth stays true."""
+        try:
+            return module.register_forward_hook(self.post, always_call=True)
+        except TypeError:
+            return module.register_forward_hook(self.post)
+
+    def pre(self, module: Any, args: Any) -> None:
+        if not self.depth:
+            t = self.t0 = perf_counter_ns()
+            self.rec.forward_begin(t)
+        self.depth += 1
+
+    def post(self, module: Any, args: Any, output: Any) -> None:
+        if self.depth:
+            self.depth -= 1
+            if not self.depth:
+                self.rec.forward_done(perf_counter_ns() - self.t0)
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from itertools import pairwise
 
 from gputop.model import AttachState, StepRecord, TrainerConfig
 from gputop.printable import printable
@@ -15,6 +16,8 @@ from gputop.sources.rings import RingDirectory, process_owner
 
 WINDOW = 256
 HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
+RING_APPEARS = ("the probe makes it at the first DataLoader pass, backward or optimizer step; "
+                "try again once the model trains")
 CONFIG_FIELDS = {
     "num_workers": int, "pin_memory": bool, "batch_size": int, "prefetch_factor": int,
     "persistent_workers": bool, "num_threads": int, "device": str, "rank": int,
@@ -214,9 +217,10 @@ class _RingWindow:
                 self.reader = self.rings.open(self.pid)  # checked against the live process
             for raw in self.reader.read_new():
                 self._add(raw)
-            self.config = config_from_meta(self.reader.read_meta())
+            meta = self.reader.read_meta()
+            self.config = config_from_meta(meta)
             self.meta_seen = True
-            self.error = None
+            self.error = probe_status(meta)  # what a probe that closed no step yet saw
         except RingError as exc:  # shown in the pane: why there is no ring to read
             self.error = str(exc)
         if self.reader is not None and ticks != self.reader.header.start_ticks:
@@ -243,12 +247,20 @@ def to_step(raw: RawRecord) -> StepRecord:
     return StepRecord(
         step=raw.step, duration_ns=raw.duration_ns, epoch=raw.epoch,
         warmup=bool(raw.flags & layout.F_WARMUP), end_ns=raw.start_ns + raw.duration_ns,
-        implicit=bool(raw.flags & layout.F_IMPLICIT), **measured,  # type: ignore[arg-type]
+        implicit=bool(raw.flags & layout.F_IMPLICIT),
+        input_outside_model=bool(raw.flags & layout.F_INPUT_OUTSIDE_MODEL),
+        **measured,  # type: ignore[arg-type]
     )
 
 
 def _opt(value: int) -> int | None:
     return None if value < 0 else value
+
+
+def probe_status(meta: dict[str, object]) -> str | None:
+    """The probe's word on why no step closed yet (printable, bounded), or None."""
+    status = meta.get(layout.META_STATUS)
+    return printable(status[:200]) if isinstance(status, str) else None
 
 
 def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
@@ -259,6 +271,8 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
     known: dict[str, object] = {}
     extra = []
     for key, value in meta.items():
+        if key == layout.META_STATUS:
+            continue
         kind = CONFIG_FIELDS.get(key)
         if kind is None:
             if isinstance(value, (str, int, float, bool)) or value is None:
@@ -284,7 +298,18 @@ def check_attachable(pid: int, directory: str | None = None) -> str | None:
         return rings.refusals[pid]
     if _has_probed_descendant(pid, rings):
         return None  # a launcher (torchrun, a shell): its ranks are attached
+    if _runs_under_probe(pid):
+        return f"PID {pid} runs under the probe but has no ring yet; {RING_APPEARS}"
     return f"PID {pid} has no probe ring; {HOW_TO_START}"
+
+
+def _runs_under_probe(pid: int) -> bool:
+    """Whether `pid` was started under the probe (`gputop run` or `python -m gputop.probe`)."""
+    environ = (read_bytes(f"/proc/{pid}/environ") or b"").split(b"\0")
+    if b"GPUTOP_PROBE=1" in environ:
+        return True
+    argv = (read_bytes(f"/proc/{pid}/cmdline") or b"").split(b"\0")
+    return any(pair == (b"-m", b"gputop.probe") for pair in pairwise(argv))
 
 
 def _has_probed_descendant(pid: int, rings: RingDirectory) -> bool:

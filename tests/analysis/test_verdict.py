@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from itertools import pairwise
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
@@ -185,10 +186,13 @@ def _recorded(steps: object) -> list[StepRecord]:
     return [replace(to_step(r), implicit=bool(r.flags & layout.F_IMPLICIT)) for r in raws]
 
 
-def test_the_probes_own_steps_without_a_loader_are_told_apart() -> None:
+def test_the_probes_own_steps_without_a_loader_run_from_optimizer_step_to_optimizer_step(
+) -> None:
+    """The zero-code probe opens each loader-less step where the previous optimizer step
+    ended (issue 13), so its steps are whole, like gputop.step_end()'s."""
     from gputop.probe.recorder import BACKWARD, OPTIMIZER
 
-    def zero_code(rec) -> None:  # the torch patch: backward opens a step, optimizer closes it
+    def zero_code(rec) -> None:  # the torch patch: the first backward opens the first step
         for _ in range(12):
             rec.auto_phase(BACKWARD, 1)
             rec.auto_optimizer_done(1)
@@ -199,9 +203,11 @@ def test_the_probes_own_steps_without_a_loader_are_told_apart() -> None:
             rec.add_phase(OPTIMIZER, 1)
             rec.step_end(batch_size=8)
 
-    unbounded = summarize(_recorded(zero_code))
-    assert unbounded.steps > 0 and unbounded.median_step_ns is None
-    assert unbounded.unmeasured_reason is not None
+    whole = _recorded(zero_code)
+    assert [s.implicit for s in whole] == [True] * 12
+    assert all(s.end_ns - s.duration_ns == p.end_ns for p, s in pairwise(whole))
+    zero = summarize(whole)
+    assert zero.median_step_ns is not None and zero.unmeasured_reason is None
     bounded = summarize(_recorded(step_end_loop))
     assert bounded.median_step_ns is not None and bounded.samples_per_s is not None
     assert bounded.unmeasured_reason is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop import fmt
-from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note
+from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note, input_words
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui.lines import Line, Span, clip
 
@@ -81,7 +81,7 @@ def _verdict_line(s: StepSummary) -> Line:
     band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(s.band, "dim")
     verdict_style = {"data-bound": "crit", "compute-bound": "ok"}.get(s.verdict, "dim")
     spans: list[Span] = [
-        (s.verdict, verdict_style), ("  input-bound ", "dim"),
+        (s.verdict, verdict_style), (f"  {input_words(s)} ", "dim"),
         (fmt.percent(s.input_bound_percent), band_style), (" of step time", "dim"),
         (f" ({BAND_WORDS[s.band]})", band_style),
     ]
@@ -132,10 +132,12 @@ def config_line(config: TrainerConfig) -> Line:
 def legend_line(steps: Sequence[StepRecord]) -> Line:
     """Which colour is which phase, for the phases measured in `steps` only."""
     measured = {phase for step in steps for phase, value in _phases(step).items() if value}
+    outside = any(step.input_outside_model for step in steps)  # no loader: not its wait
     spans: list[Span] = []
     for phase in PHASES:
         if phase in measured:
-            spans += [("█", f"phase-{phase}"), (f"{_LABELS[phase]} ", "dim")]
+            label = "input" if outside and phase == "data" else _LABELS[phase]
+            spans += [("█", f"phase-{phase}"), (f"{label} ", "dim")]
     return tuple(spans)
 
 

@@ -1,0 +1,128 @@
+"""Issue 13, in-process: a loop without a DataLoader gets its input from the gap before the
+stepped model's forward, the forward is timed in zero-code mode, and a probed process that
+closed no step yet has a ring that says so."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from time import perf_counter_ns
+
+from gputop.probe import ring as layout
+from gputop.probe.reader import RawRecord, RingReader
+from gputop.probe.recorder import BACKWARD, Recorder
+
+
+def _records(rec: Recorder) -> list[RawRecord]:
+    rec.publish()
+    assert rec.ring is not None
+    reader = RingReader(rec.ring.path)
+    try:
+        return reader.read_new()
+    finally:
+        reader.close()
+
+
+def _meta(rec: Recorder) -> dict[str, object]:
+    assert rec.ring is not None
+    reader = RingReader(rec.ring.path)
+    try:
+        return reader.read_meta()
+    finally:
+        reader.close()
+
+
+def _loaderless_step(rec: Recorder) -> None:
+    """What the torch patch reports for one step of a nanoGPT-style loop."""
+    rec.forward_begin(perf_counter_ns())
+    rec.forward_done(300)
+    rec.auto_phase(BACKWARD, 500)
+    rec.auto_optimizer_done(100)
+
+
+def test_without_a_loader_the_gap_before_the_forward_is_the_steps_input(rec: Recorder) -> None:
+    for _ in range(8):
+        _loaderless_step(rec)
+    got = _records(rec)
+    assert len(got) == 8
+    # the first step opened at its backward (no optimizer step had ended before it)
+    assert got[0].data_ns == layout.NONE and not got[0].flags & layout.F_INPUT_OUTSIDE_MODEL
+    for previous, step in pairwise(got):
+        assert step.start_ns == previous.start_ns + previous.duration_ns  # whole steps
+        assert step.flags & layout.F_INPUT_OUTSIDE_MODEL and step.flags & layout.F_IMPLICIT
+        assert 0 <= step.data_ns <= step.duration_ns
+        assert (step.forward_ns, step.backward_ns, step.optimizer_ns) == (300, 500, 100)
+
+
+def test_only_the_first_forward_of_a_step_ends_its_input(rec: Recorder) -> None:
+    """Gradient accumulation: several forwards per optimizer step, all of them forward time."""
+    for _ in range(4):
+        for _ in range(3):
+            rec.forward_begin(perf_counter_ns())
+            rec.forward_done(100)
+            rec.auto_phase(BACKWARD, 200)
+        rec.auto_optimizer_done(50)
+    got = _records(rec)[1:]
+    assert all(r.forward_ns == 300 and r.backward_ns == 600 for r in got)
+    assert all(r.data_ns + 900 + 50 <= r.duration_ns for r in got)
+
+
+def test_a_loader_step_gets_its_forward_and_keeps_its_loaders_wait(rec: Recorder) -> None:
+    rec.iteration_begin(1)
+    for _ in range(5):
+        rec.fetch_begin()
+        rec.fetch_end(1, 8)
+        rec.forward_begin(perf_counter_ns())
+        rec.forward_done(400)
+        rec.auto_phase(BACKWARD, 500)
+        rec.auto_optimizer_done(100)
+    rec.fetch_begin()
+    rec.fetch_stop()
+    got = _records(rec)
+    assert len(got) == 5 and all(r.forward_ns == 400 for r in got)
+    assert not any(r.flags & (layout.F_INPUT_OUTSIDE_MODEL | layout.F_IMPLICIT) for r in got)
+
+
+def test_a_forward_outside_any_step_opens_none(rec: Recorder) -> None:
+    rec.forward_begin(perf_counter_ns())
+    rec.forward_done(100)
+    assert not rec.open
+
+
+def test_a_program_timing_its_own_phases_keeps_them(rec: Recorder) -> None:
+    rec.manual = True
+    rec.step_end()
+    for _ in range(4):
+        rec.forward_begin(perf_counter_ns())
+        rec.forward_done(100)
+        rec.step_end()
+    got = _records(rec)
+    assert all(r.forward_ns == layout.NONE and r.data_ns == layout.NONE for r in got)
+
+
+def test_a_backward_without_an_optimizer_makes_a_ring_that_says_why_no_step_closed(
+    rec: Recorder,
+) -> None:
+    """A loop that updates its parameters by hand closes no step; it is probed all the same."""
+    rec.auto_phase(BACKWARD, 500)
+    rec.auto_phase(BACKWARD, 500)
+    assert rec.ring is not None and _records(rec) == []
+    status = _meta(rec)[layout.META_STATUS]
+    assert isinstance(status, str) and "no optimizer step" in status
+    assert "step_end" in status
+
+
+def test_the_first_loader_pass_makes_the_ring_and_the_first_step_clears_the_status(
+    rec: Recorder,
+) -> None:
+    rec.iteration_begin(1, {"num_workers": 0})
+    assert rec.ring is not None and layout.META_STATUS in _meta(rec)
+    for _ in range(2):
+        rec.fetch_begin()
+        rec.fetch_end(1, 8)
+        rec.auto_phase(BACKWARD, 5)
+        rec.auto_optimizer_done(5)
+    rec.fetch_begin()
+    rec.fetch_stop()
+    assert len(_records(rec)) == 2
+    meta = _meta(rec)
+    assert layout.META_STATUS not in meta and meta["num_workers"] == 0
