@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -18,6 +19,7 @@ from gputop.wiring import BadInput
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
+    from gputop.export.recorder import Retention
     from gputop.model import Frame
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -53,6 +55,46 @@ def _pid(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
     return value
+
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _size(text: str) -> int:
+    """Bytes from '500M', '2G', '1048576' (binary units; a trailing 'B' or 'iB' is allowed)."""
+    body = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = body[-1:] if body[-1:] in _SIZE_UNITS else ""
+    try:
+        value = float(body[: len(body) - len(unit)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 500M or 2G)") from None
+    if not math.isfinite(value) or value * _SIZE_UNITS[unit] < 1 << 20:
+        raise argparse.ArgumentTypeError(f"size must be at least 1M, got {text}")
+    return int(value * _SIZE_UNITS[unit])
+
+
+def _duration(text: str) -> float:
+    """Seconds from '90s', '30m', '24h', '7d', '2w' or a plain number of seconds."""
+    body = text.strip().lower()
+    unit = body[-1:] if body[-1:] in _TIME_UNITS else "s"
+    number = body[:-1] if body[-1:] in _TIME_UNITS else body
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 90s, 30m, 24h or "
+                                         "7d)") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be positive, got {text}")
+    return value * _TIME_UNITS[unit]
+
+
+def _add_retention(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-size", type=_size, metavar="SIZE",
+                        help="keep the recording under SIZE (e.g. 500M, 2G): the oldest ticks "
+                        "are dropped")
+    parser.add_argument("--keep", type=_duration, metavar="DURATION",
+                        help="keep only the last DURATION of ticks (e.g. 24h, 7d)")
 
 
 def _gpu_count(text: str) -> int:
@@ -92,6 +134,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true",
                         help="draw with ASCII characters only (automatic where the locale's "
                         "encoding is not UTF-8); NO_COLOR=1 turns colour off")
+    parser.add_argument("--record", metavar="FILE",
+                        help="also record what the screen shows to FILE (SQLite, "
+                        "see `gputop record`)")
+    _add_retention(parser)
+    return parser
+
+
+def record_parser() -> argparse.ArgumentParser:
+    """`gputop record`'s options."""
+    parser = _Parser(prog="gputop record",
+                     description="sample without a screen and record every tick, and every "
+                     "step of every probed trainer, to a SQLite file (schema gputop.record/1); "
+                     "`gputop replay FILE` shows it again")
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="where to record (default gputop-YYYYmmdd-HHMMSS.sqlite here); "
+                        "an existing recording is appended to")
+    parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                        help="sampling period (default 1.0)")
+    parser.add_argument("--attach", type=_pid, nargs="+", default=[], metavar="PID",
+                        help="trainers to attach to from the start (every probed process "
+                        "found later is attached too)")
+    parser.add_argument("--duration", type=_duration, metavar="DURATION",
+                        help="stop after DURATION (e.g. 8h); default: until Ctrl-C or SIGTERM")
+    parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
+    parser.add_argument("--demo", nargs="?", const=DEFAULT_SCENARIO, metavar="SCENARIO",
+                        help="simulated GPUs + the built-in demo trainer")
+    parser.add_argument("--gpus", type=_gpu_count, default=None, metavar="N")
+    _add_retention(parser)
     return parser
 
 
@@ -103,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args_list[1:])
         if args_list and args_list[0] == "probe-path":
             return _probe_path(args_list[1:])
+        if args_list and args_list[0] == "record":
+            return _record(record_parser().parse_args(args_list[1:]))
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -131,14 +203,41 @@ def _main(args: argparse.Namespace) -> int:
     if args.attach is not None:
         check_attach(args.attach)
     if args.once:
+        if args.record or args.max_size or args.keep:
+            raise UsageError("--record, --max-size and --keep go with the live view, not --once")
         return _once(args)
+    if (args.max_size or args.keep) and not args.record:
+        raise UsageError("--max-size and --keep go with --record FILE")
     try:
         from gputop.wiring import run_live
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
-                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii)
+                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
+                        record=args.record, retention=_retention(args))
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
+
+
+def _retention(args: argparse.Namespace) -> Retention:
+    from gputop.export.recorder import Retention
+
+    return Retention(max_bytes=args.max_size, keep_s=args.keep)
+
+
+def _record(args: argparse.Namespace) -> int:
+    """`gputop record`: headless, until Ctrl-C, SIGTERM or --duration."""
+    if args.gpus is not None and args.demo is None:
+        raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
+    from gputop.wiring import check_attach, check_scenario, run_record
+
+    if args.demo is not None:
+        check_scenario(args.demo)
+    for pid in args.attach:
+        check_attach(pid)
+    path = args.file or time.strftime("gputop-%Y%m%d-%H%M%S.sqlite")
+    return run_record(path, interval_s=args.interval, attach_pids=args.attach,
+                      membw=args.membw, retention=_retention(args), duration_s=args.duration,
+                      demo=args.demo, gpus=args.gpus)
 
 
 def _once(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ Verdict = Literal["data-bound", "compute-bound", "unknown"]
 Band = Literal["highly", "moderately", "not", "unknown"]
 Severity = Literal["info", "warn", "critical"]
 TrainerState = Literal["running", "stalled", "exited"]
-SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler"]
+SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler",
+                     "record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,9 +338,12 @@ class SourceError:
     failures: int  # in a row
     retry_in_s: float
     last_good: float | None = None  # time of the last good sample of this source
+    stopped: bool = False  # it gave up (a recorder on a full disk): no next try
 
     def line(self) -> str:
         """The error as one line for any pane."""
+        if self.stopped:
+            return f"{self.source} stopped: {self.message}"
         stale = "" if self.last_good is None else "; showing its last good sample"
         return (f"{self.source} failed: {self.message} ({self.failures}x, next try in "
                 f"{self.retry_in_s:.0f} s{stale})")

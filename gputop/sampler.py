@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from gputop import debuglog
 from gputop.derive import Derivation
@@ -40,6 +40,16 @@ from gputop.sources.base import (
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
 T = TypeVar("T")
+
+
+
+class FrameSink(Protocol):
+    """Takes each Frame the sampler thread delivers (a recorder) without blocking it."""
+
+    def submit(self, frame: Frame) -> SourceError | None:
+        """Take `frame`; the sink's own error to show in this frame, if it has one."""
+        ...
+
 
 FIRST_GAP_S = 0.15
 MAX_BACKOFF_S = 30.0
@@ -120,6 +130,7 @@ class Sampler:
         self._derive = Derivation()
         self._last_frame: Frame | None = None
         self._failed_ticks = 0
+        self._sinks: list[FrameSink] = []
         self._guards = {name: _Guard[object](name) for name in (
             "gpu", "host", "processes", "membw", "attach", "advice")}
 
@@ -224,6 +235,25 @@ class Sampler:
             self.attach_source = later.attach or self.attach_source
             self.advisor = later.advisor or self.advisor
 
+    def add_sink(self, sink: FrameSink) -> None:
+        """Hand every frame the background thread delivers to `sink` too (before `on_frame`;
+        the priming sample is not delivered): how a recorder sees what the screen shows."""
+        self._sinks.append(sink)
+
+    def _to_sinks(self, frame: Frame) -> Frame:
+        """`frame` handed to each sink, with the lines of sinks that report an error."""
+        errors = []
+        for sink in self._sinks:
+            try:
+                error = sink.submit(frame)
+            except Exception as exc:  # a sink's bug shows as its line, the ticks go on
+                debuglog.log_exception("frame sink failed", exc)
+                error = SourceError("record", f"{type(exc).__name__}: {exc}".splitlines()[0],
+                                    1, self.interval_s, None)
+            if error is not None:
+                errors.append(error)
+        return replace(frame, errors=(*frame.errors, *errors)) if errors else frame
+
     def attach(self, pid: int) -> None:
         """Read trainer `pid`'s ring from the next tick on (the request runs on that tick)."""
         if self.attach_source is None and self._deferred is None:
@@ -284,7 +314,7 @@ class Sampler:
                 continue
             frame = self._tick()
             if frame is not None:
-                on_frame(frame)
+                on_frame(self._to_sinks(frame) if self._sinks else frame)
 
     def _tick(self) -> Frame | None:
         """One sample; a bug outside the sources is shown on the last frame, never fatal."""

@@ -4,14 +4,18 @@ receives a ready sampler and never imports a source."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
-from collections.abc import Sequence
+import sys
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
+    from gputop.export.recorder import Recorder, Retention
     from gputop.model import AttachState, Frame
 
 
@@ -136,11 +140,13 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
+    record: str | None = None, retention: Retention | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
-    `ascii` draws with ASCII characters only."""
+    `ascii` draws with ASCII characters only; `record` also writes what it shows there."""
     from gputop.tui import run_tui
 
+    recorder = open_recorder(record, retention) if record is not None else None
     trainer = None
     if demo is not None:
         from gputop.children import start_demo_trainer
@@ -149,11 +155,95 @@ def run_live(
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
+        if recorder is not None:
+            sampler.add_sink(recorder)
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
         return run_tui(sampler, attach_pid=target, ascii=ascii)
     finally:
         if trainer is not None:
             trainer.stop()
+        if recorder is not None:
+            recorder.close()
+
+
+def open_recorder(path: str, retention: Retention | None = None) -> Recorder:
+    """A recorder writing to `path`; a file that cannot be a recording is bad input."""
+    from gputop.export.record import RecordError
+    from gputop.export.recorder import Recorder
+
+    try:
+        return Recorder(path, retention)
+    except RecordError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def run_record(
+    path: str, *, interval_s: float = 1.0, attach_pids: Sequence[int] = (),
+    membw: str = "auto", retention: Retention | None = None, duration_s: float | None = None,
+    demo: str | None = None, gpus: int | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> int:
+    """`gputop record`: sample without a screen and write every tick to `path` until Ctrl-C,
+    SIGTERM, SIGHUP or `duration_s`; every probed trainer seen is attached, so all its
+    steps are kept. 0 when stopped, 1 when the recording itself had to stop."""
+    recorder = open_recorder(path, retention)
+    trainer = None
+    if demo is not None:
+        from gputop.children import start_demo_trainer
+
+        trainer = start_demo_trainer()
+    done = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: done.set())
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
+                                owner_pids=[trainer.pid] if trainer else ())
+        follow = ProbedTrainers(sampler, attach_pids)
+
+        def on_frame(frame: Frame) -> None:
+            follow.attach_new(frame)
+            if recorder.stopped:
+                done.set()
+
+        sampler.add_sink(recorder)
+        say(f"gputop: recording to {path} every {interval_s:g} s (Ctrl-C stops)")
+        sampler.start(on_frame)
+        done.wait(duration_s)
+        sampler.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        recorder.close()
+        if trainer is not None:
+            trainer.stop()
+    if recorder.stopped and recorder.error is not None:
+        say(f"gputop: recording {recorder.error.line()}")
+        return 1
+    say(f"gputop: recorded {recorder.writer.frames_written} ticks and "
+        f"{recorder.writer.steps_written} steps to {path}")
+    return 0
+
+
+class ProbedTrainers:
+    """Attaches the sampler to the PIDs asked for and to every probed process that appears
+    (a trainer already read as part of an attached job is left to that job)."""
+
+    def __init__(self, sampler: Sampler, pids: Sequence[int] = ()) -> None:
+        self.sampler = sampler
+        self.asked: set[int] = set()
+        for pid in pids:
+            self._attach(pid)
+
+    def attach_new(self, frame: Frame) -> None:
+        """Attach to probed processes of `frame` that nothing reads yet."""
+        read = {a.pid for a in frame.attached}
+        for process in frame.processes:
+            if process.has_probe and process.pid not in read and process.pid not in self.asked:
+                self._attach(process.pid)
+
+    def _attach(self, pid: int) -> None:
+        self.asked.add(pid)
+        self.sampler.attach(pid)
 
 
 def run_attached_child(

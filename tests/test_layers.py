@@ -16,8 +16,8 @@ LAYER_ORDER = ["model", "probe", "sources", "analysis", "advice", "sampler", "ex
                "cli"]
 TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
     "__init__": "model", "model": "model", "debuglog": "model", "fmt": "model",
-    "printable": "model", "sampler": "sampler", "derive": "sampler", "wiring": "cli",
-    "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
+    "printable": "model", "recording": "model", "sampler": "sampler", "derive": "sampler",
+    "wiring": "cli", "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
 }
 
 
@@ -157,6 +157,16 @@ def test_once_path_never_loads_textual() -> None:
         "from gputop.export import snapshot, text\n"
         "s = build_sampler(demo='idle', membw='off'); s.sample(); s.close()"
     )
+    assert not {m for m in loaded if m.split(".")[0] in UI_LIBS}
+
+
+def test_record_path_never_loads_textual(tmp_path: Path) -> None:
+    loaded = _modules_after(
+        "from gputop.wiring import build_sampler, open_recorder\n"
+        f"r = open_recorder({str(tmp_path / 'r.sqlite')!r})\n"
+        "s = build_sampler(demo='idle', membw='off'); r.submit(s.sample()); s.close(); r.close()"
+    )
+    assert "gputop.export.recorder" in loaded
     assert not {m for m in loaded if m.split(".")[0] in UI_LIBS}
 
 

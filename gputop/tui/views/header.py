@@ -44,7 +44,7 @@ def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> li
     banner = fmt.gpu_banner(frame.gpu)
     if banner:
         lines.append(((f" {banner}".ljust(width)[: max(width, 1)], "banner"),))
-    return lines + error_lines(frame, width, "host", "processes", "sampler")
+    return lines + error_lines(frame, width, "host", "processes", "sampler", "record")
 
 
 def error_lines(frame: Frame, width: int, *sources: SourceName) -> list[Line]:

@@ -1,0 +1,412 @@
+"""Writes Frames into a `gputop.record/1` SQLite file (gputop/recording.py): one transaction
+per tick, so a recorder killed at any moment leaves every tick committed before it.
+
+Only the processes that matter are stored (trainers, their workers, launchers, probed and
+GPU processes, the top few by CPU and by RSS): a day at 1 Hz stays small with 600 processes.
+Every closed step of every attached trainer is stored once; steps the frames never carried
+are recorded as gaps, never invented.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gputop import __version__
+from gputop.model import (
+    Advice,
+    AttachState,
+    Frame,
+    GpuSample,
+    MemoryBandwidthSample,
+    ProcessSample,
+    StepRecord,
+)
+from gputop.recording import (
+    APPLICATION_ID,
+    KIB,
+    MIB,
+    SCHEMA,
+    TABLES,
+    USER_VERSION,
+    in_units,
+    scaled,
+    step_flags,
+)
+from gputop.sources.attach import WINDOW
+
+TOP_PROCESSES = 5  # by CPU and by RSS, beside the processes that always matter
+ADVICE_REFRESH_S = 60.0  # a shown advice's changed numbers are stored at most this often
+TEXT_CACHE = 4096  # ids of recent texts and process identities kept in memory
+WAL_LIMIT_BYTES = 4 << 20  # the write-ahead log is cut back to this after a checkpoint
+
+
+class RecordError(Exception):
+    """A file that cannot be recorded to; one line saying why."""
+
+
+def open_record(path: str) -> sqlite3.Connection:
+    """`path` as a new recording, or one of ours to append to; anything else is refused."""
+    if os.path.isdir(path):
+        raise RecordError(f"cannot record to {path}: it is a directory")
+    try:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise RecordError(f"cannot record to {path}: {exc}") from None
+    try:
+        _prepare(db, path)
+    except sqlite3.Error as exc:
+        db.close()
+        raise RecordError(f"cannot record to {path}: {exc}") from None
+    except RecordError:
+        db.close()
+        raise
+    return db
+
+
+def _prepare(db: sqlite3.Connection, path: str) -> None:
+    """WAL, the schema (new file) or a check that the file is a recording of this schema."""
+    tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if tables and db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        raise RecordError(f"{path} is a SQLite file but not a gputop recording; not touching it")
+    if db.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+        raise RecordError(f"cannot record to {path}: SQLite refused write-ahead logging there")
+    db.execute("PRAGMA synchronous=NORMAL")  # a crash keeps every commit; power loss the last few
+    db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+    db.execute("PRAGMA busy_timeout=200")
+    if tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is None or row[0] != SCHEMA:
+            found = row[0] if row else "none"
+            raise RecordError(f"{path} is a recording of schema {found}, not {SCHEMA}")
+        return
+    db.executescript(f"BEGIN; {TABLES}; PRAGMA application_id={APPLICATION_ID}; "
+                     f"PRAGMA user_version={USER_VERSION};")  # left open: meta joins it
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [
+        ("schema", SCHEMA), ("gputop_version", __version__),
+        ("top_processes", str(TOP_PROCESSES)), ("step_window", str(WINDOW))])
+    db.execute("COMMIT")
+
+
+def processes_that_matter(frame: Frame, top: int = TOP_PROCESSES) -> list[ProcessSample]:
+    """Trainers, workers, launchers, probed and GPU processes (and those outside /proc), the
+    attached trainers, and the `top` busiest by CPU and largest by RSS; in the frame's order."""
+    attached = {a.pid for a in frame.attached}
+    keep = {p.pid for p in frame.processes
+            if p.role != "other" or p.has_probe or p.gpu_memory_bytes is not None
+            or p.gpu_indices or not p.in_proc or p.pid in attached}
+    busy = [p for p in frame.processes if (p.cpu_percent or 0.0) >= 0.05]  # not idle ties
+    keep.update(p.pid for p in heapq.nlargest(top, busy, key=_cpu))
+    keep.update(p.pid for p in heapq.nlargest(top, frame.processes, key=_rss))
+    return [p for p in frame.processes if p.pid in keep]
+
+
+def _cpu(p: ProcessSample) -> float:
+    return p.cpu_percent or 0.0
+
+
+def _rss(p: ProcessSample) -> int:
+    return p.rss_bytes or 0
+
+
+@dataclass
+class _TrainerLog:
+    """What the file holds of one attached trainer: its id, newest step, dropped records."""
+
+    id: int
+    last_step: int | None = None
+    dropped: int = 0
+
+
+class _Pending:
+    """A cache whose additions count only once the transaction that made them commits."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.saved: dict[Any, Any] = {}
+        self.new: dict[Any, Any] = {}
+        self.limit = limit
+
+    def get(self, key: Any) -> Any:
+        found = self.new.get(key)
+        return self.saved.get(key) if found is None else found
+
+    def put(self, key: Any, value: Any) -> None:
+        self.new[key] = value
+
+    def commit(self) -> None:
+        if self.limit is not None and len(self.saved) + len(self.new) > self.limit:
+            self.saved.clear()
+        self.saved.update(self.new)
+        self.new.clear()
+
+    def discard(self) -> None:
+        self.new.clear()
+
+
+class RecordWriter:
+    """Turns each Frame into rows, remembering what the file already holds between ticks."""
+
+    def __init__(self, db: sqlite3.Connection, top: int = TOP_PROCESSES) -> None:
+        self.db = db
+        self.top = top
+        self._texts = _Pending(TEXT_CACHE)
+        self._process_ids = _Pending(TEXT_CACHE)
+        self._trainers = _Pending()  # pid -> _TrainerLog (replaced, never mutated)
+        self._advice: dict[str, tuple[Advice, float]] = {}  # shown, as stored at that time
+        last = db.execute("SELECT max(id) FROM frames").fetchone()[0]
+        self.frame_id = last or 0
+        self.frames_written = 0
+        self.steps_written = 0
+        if last is not None:
+            self._advice = _advice_shown(db, last)
+        self._advice_next = self._advice
+
+    def write(self, frame: Frame) -> int:
+        """Store `frame` in one transaction; its frame id. On an error nothing is stored."""
+        fid = self.frame_id + 1
+        self.db.execute("BEGIN")
+        try:
+            steps = self._rows(frame, fid)
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            for cache in (self._texts, self._process_ids, self._trainers):
+                cache.discard()
+            raise
+        for cache in (self._texts, self._process_ids, self._trainers):
+            cache.commit()
+        self._advice = self._advice_next
+        self.frame_id = fid
+        self.frames_written += 1
+        self.steps_written += steps
+        return fid
+
+    def _rows(self, frame: Frame, fid: int) -> int:
+        host = frame.host
+        gpu = frame.gpu
+        self.db.execute("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+            fid, frame.time, round(frame.interval_s * 1000), round(frame.sample_cost_s * 1e6),
+            self._text({"hostname": host.hostname, "cpu_count": host.cpu_count,
+                        "memory_total_bytes": host.memory_total_bytes,
+                        "swap_total_bytes": host.swap_total_bytes}),
+            self._text({"source": gpu.source, "note": gpu.note,
+                        "driver_version": gpu.driver_version, "scenario": gpu.scenario}),
+            scaled(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
+            host.memory_available_bytes, host.swap_used_bytes,
+            *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
+            len(frame.processes), self._errors(frame)))
+        self.db.executemany("INSERT INTO gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            [self._gpu_row(fid, g) for g in gpu.gpus])
+        self.db.executemany("INSERT INTO gpu_processes VALUES (?,?,?,?,?,?)", [
+            (fid, g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),
+             scaled(p.sm_util_percent, 10))
+            for g in gpu.gpus for i, p in enumerate(g.processes)])
+        self.db.executemany("INSERT OR IGNORE INTO processes VALUES (?,?,?,?,?,?,?,?,?)",
+                            [self._process_row(fid, p) for p in processes_that_matter(
+                                frame, self.top)])
+        self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
+            (fid, t.pid, self._text(list(t.worker_pids)), scaled(t.workers_cpu_percent, 10),
+             t.num_threads_total, t.pin_memory_thread, t.launcher_pid)
+            for t in frame.trainers])
+        if frame.memory_bandwidth is not None:
+            self._membw(fid, frame.memory_bandwidth)
+        steps = sum(self._attached(fid, position, state)
+                    for position, state in enumerate(frame.attached))
+        self._advice_next = self._advice_changes(fid, frame.time, frame.advice)
+        return steps
+
+    def _text(self, value: object) -> int | None:
+        """The id of `value` as JSON in `texts`, stored on first use."""
+        if value is None:
+            return None
+        text = _json(value)
+        found: int | None = self._texts.get(text)
+        if found is None:
+            found = self.db.execute(
+                "INSERT INTO texts (text) VALUES (?) ON CONFLICT (text) DO UPDATE "
+                "SET text = excluded.text RETURNING id", (text,)).fetchone()[0]
+            self._texts.put(text, found)
+        return found
+
+    def _errors(self, frame: Frame) -> int | None:
+        if not frame.errors:
+            return None
+        return self._text([[e.source, e.message, e.failures, round(e.retry_in_s),
+                            e.last_good, e.stopped] for e in frame.errors])
+
+    def _gpu_row(self, fid: int, g: GpuSample) -> tuple[object, ...]:
+        info = {"name": g.name, "uuid": g.uuid, "memory_total_bytes": g.memory_total_bytes,
+                "power_limit_w": g.power_limit_w, "lost": g.lost,
+                "processes_known": g.processes_known}
+        return (fid, g.index, self._text(info), scaled(g.util_percent, 1),
+                scaled(g.memory_util_percent, 1), in_units(g.memory_used_bytes, MIB),
+                scaled(g.temperature_c, 1), scaled(g.power_w, 10), g.sm_clock_mhz,
+                g.memory_clock_mhz, in_units(g.pcie_rx_bytes_per_s, KIB),
+                in_units(g.pcie_tx_bytes_per_s, KIB),
+                scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10))
+
+    def _process_row(self, fid: int, p: ProcessSample) -> tuple[object, ...]:
+        """The tick's numbers; who the process is (and its role) is a `process_info` row, a
+        new one whenever any of that changes."""
+        key = (p.pid, p.start_ticks, p.ppid, p.name, p.username, p.cmdline, p.role,
+               p.trainer_pid, p.has_probe, p.in_proc)
+        pid: int | None = self._process_ids.get(key)
+        if pid is None:
+            pid = self.db.execute(
+                "INSERT INTO process_info (pid, start_ticks, ppid, name, username, cmdline, role, "
+                "trainer_pid, has_probe, in_proc) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                (p.pid, p.start_ticks, p.ppid, p.name, p.username, _json(list(p.cmdline)),
+                 None if p.role == "other" else p.role, p.trainer_pid, p.has_probe,
+                 p.in_proc)).fetchone()[0]
+            self._process_ids.put(key, pid)
+        return (fid, pid, p.state, p.num_threads, scaled(p.cpu_percent, 10),
+                in_units(p.rss_bytes, KIB), scaled(p.cpu_time_s, 100),
+                in_units(p.gpu_memory_bytes, MIB), ",".join(map(str, p.gpu_indices)) or None)
+
+    def _membw(self, fid: int, m: MemoryBandwidthSample) -> None:
+        check = m.layout_check
+        info = {"source": m.source, "confidence": m.confidence, "note": m.note,
+                "expected_peak_bytes_per_s": m.expected_peak_bytes_per_s, "layout": m.layout,
+                "measured_peak_bytes_per_s": m.measured_peak_bytes_per_s,
+                "relative_to": m.relative_to,
+                "layout_check": None if check is None else {
+                    "verdict": check.verdict, "source": check.source,
+                    "channels_populated": check.channels_populated,
+                    "channels_total": check.channels_total, "findings": list(check.findings),
+                    "fill_slots": list(check.fill_slots), "slow_slots": list(check.slow_slots),
+                    "usual_module": check.usual_module, "reason": check.reason}}
+        self.db.execute("INSERT INTO memory_bandwidth VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
+            fid, self._text(info), scaled(m.read_bytes_per_s, 1), scaled(m.write_bytes_per_s, 1),
+            scaled(m.total_bytes_per_s, 1), scaled(m.peak_bytes_per_s, 1),
+            scaled(m.pressure, 1000), scaled(m.psi_some_avg10, 100),
+            scaled(m.psi_full_avg10, 100), scaled(m.swap_in_per_s, 10),
+            scaled(m.major_faults_per_s, 10), scaled(m.canary_bytes_per_s, 1)))
+        self.db.executemany("INSERT INTO memory_consumers VALUES (?,?,?,?,?)", [
+            (fid, i, c.pid, c.name, scaled(c.bytes_per_s, 1))
+            for i, c in enumerate(m.top_consumers)])
+
+    def _attached(self, fid: int, position: int, state: AttachState) -> int:
+        """The trainer's state this tick and its steps not stored yet (with any gap)."""
+        log: _TrainerLog | None = self._trainers.get(state.pid)
+        newest = state.steps[-1].step if state.steps else None
+        if log is None or (newest is not None and log.last_step is not None
+                           and newest < log.last_step):  # a new ring under a reused PID
+            tid = self.db.execute("INSERT INTO trainers (pid, first_frame) VALUES (?, ?) "
+                                  "RETURNING id", (state.pid, fid)).fetchone()[0]
+            log = _TrainerLog(tid)
+        new = [s for s in state.steps if log.last_step is None or s.step > log.last_step]
+        self._gaps(fid, log, state, new)
+        self.db.executemany("INSERT OR IGNORE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            [_step_row(log.id, fid, s) for s in new])
+        last = new[-1].step if new else log.last_step
+        config = state.config
+        self.db.execute("INSERT INTO trainer_ticks VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+            fid, position, log.id, state.state, scaled(state.idle_s, 1000), state.alive,
+            state.dropped_records, state.steps[0].step if state.steps else None,
+            newest, self._text(_config(config)), self._text(state.error)))
+        self._trainers.put(state.pid, _TrainerLog(log.id, last, state.dropped_records))
+        return len(new)
+
+    def _gaps(self, fid: int, log: _TrainerLog, state: AttachState,
+              new: list[StepRecord]) -> None:
+        """A row for each run of step numbers the file will not hold, saying why."""
+        dropped = max(0, state.dropped_records - log.dropped)
+        rows: list[tuple[object, ...]] = []
+        previous = log.last_step
+        for step in new:
+            expected = 0 if previous is None else previous + 1
+            if step.step > expected:
+                rows.append((log.id, fid, previous, step.step, step.step - expected, dropped,
+                             _gap_reason(previous, dropped, len(state.steps))))
+                dropped = 0
+            previous = step.step
+        if dropped:  # records lost with no hole in the step numbers we saw
+            rows.append((log.id, fid, previous, None, None, dropped,
+                         "the ring overwrote records before they were read"))
+        self.db.executemany("INSERT INTO gaps VALUES (?,?,?,?,?,?,?)", rows)
+
+    def _advice_changes(self, fid: int, now_s: float,
+                        advice: Iterable[Advice]) -> dict[str, tuple[Advice, float]]:
+        """A row for each piece of advice that appeared or went away, or whose severity,
+        title or action changed; changed numbers alone at most every ADVICE_REFRESH_S."""
+        shown = dict(self._advice)
+        now = {a.id: a for a in advice}
+        rows: list[tuple[object, ...]] = []
+        for key, item in now.items():
+            before, at = shown.get(key, (None, 0.0))
+            if before == item or (before is not None and now_s - at < ADVICE_REFRESH_S and (
+                    before.severity, before.title, before.action) == (
+                    item.severity, item.title, item.action)):
+                continue
+            rows.append((fid, key, 1, item.severity, item.title, item.evidence, item.action))
+            shown[key] = (item, now_s)
+        for key in [key for key in shown if key not in now]:
+            rows.append((fid, key, 0, None, None, None, None))
+            del shown[key]
+        self.db.executemany("INSERT INTO advice VALUES (?,?,?,?,?,?,?)", rows)
+        return shown
+
+
+def _gap_reason(previous: int | None, dropped: int, window_steps: int) -> str:
+    if previous is None:
+        return "closed before the recording attached"
+    if dropped:
+        return "the ring overwrote records before they were read"
+    if window_steps >= WINDOW:
+        return f"more steps closed in one tick than the {WINDOW}-step window holds"
+    return "not training steps (another loader's batches) or never published"
+
+
+def _step_row(trainer: int, fid: int, s: StepRecord) -> tuple[object, ...]:
+    return (trainer, s.step, fid, s.end_ns, s.duration_ns, s.data_ns, s.h2d_ns, s.forward_ns,
+            s.backward_ns, s.optimizer_ns, s.gpu_ns, s.gpu_gap_ns, s.batch_size, s.epoch,
+            step_flags(s.warmup, s.implicit, s.input_outside_model), s.verdict)
+
+
+def _config(c: Any) -> dict[str, Any]:
+    """A TrainerConfig by its field names (extra as pairs)."""
+    return {"num_workers": c.num_workers, "pin_memory": c.pin_memory,
+            "batch_size": c.batch_size, "prefetch_factor": c.prefetch_factor,
+            "persistent_workers": c.persistent_workers, "num_threads": c.num_threads,
+            "device": c.device, "rank": c.rank, "world_size": c.world_size,
+            "extra": [list(pair) for pair in c.extra]}
+
+
+def _advice_shown(db: sqlite3.Connection, fid: int) -> dict[str, tuple[Advice, float]]:
+    """The advice shown at frame `fid` of an existing file, with when each was stored (to
+    append transitions to it)."""
+    rows = db.execute(
+        "SELECT a.id, a.shown, a.severity, a.title, a.evidence, a.action, f.time FROM advice a "
+        "JOIN frames f ON f.id = a.frame WHERE a.frame = "
+        "(SELECT max(frame) FROM advice b WHERE b.id = a.id AND b.frame <= ?)", (fid,)).fetchall()
+    return {r[0]: (Advice(r[0], r[2], r[3], r[4], r[5]), r[6]) for r in rows if r[1]}
+
+
+def _percent_bytes(values: Iterable[float]) -> bytes:
+    """Percentages as one byte each (whole percent, 0..255)."""
+    return bytes(min(255, max(0, round(v))) if math.isfinite(v) else 0 for v in values)
+
+
+def _json(value: object) -> str:
+    """Compact JSON; NaN and infinities become null (JSON has no spelling for them)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), separators=(",", ":"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
