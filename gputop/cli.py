@@ -175,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _probe_path(args_list[1:])
         if args_list and args_list[0] == "record":
             return _record(record_parser().parse_args(args_list[1:]))
+        if args_list and args_list[0] == "replay":
+            return _replay(replay_parser().parse_args(args_list[1:]))
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -215,6 +217,45 @@ def _main(args: argparse.Namespace) -> int:
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
                         record=args.record, retention=_retention(args))
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
+        return EXIT_OK
+
+
+def replay_parser() -> argparse.ArgumentParser:
+    """`gputop replay`'s options."""
+    parser = _Parser(prog="gputop replay",
+                     description="show a recording (from `gputop record` or --record) in the "
+                     "live view's TUI: ←/→ step, g/G first/last tick, +/- speed, p pause")
+    parser.add_argument("file", metavar="FILE", help="a gputop.record/1 recording")
+    parser.add_argument("--speed", type=_speed, default=1.0, metavar="X",
+                        help="play X times as fast as recorded (default 1)")
+    parser.add_argument("--ascii", action="store_true", help="draw with ASCII characters only")
+    return parser
+
+
+def _speed(text: str) -> float:
+    from gputop.playback import SPEEDS
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a speed: {text!r}") from None
+    if value not in SPEEDS:
+        raise argparse.ArgumentTypeError(
+            f"speed must be one of {', '.join(f'{s:g}' for s in SPEEDS)}, got {text}")
+    return value
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """`gputop replay FILE`: the TUI over a recording; it needs a terminal."""
+    from gputop.wiring import open_playback, run_replay
+
+    open_playback(args.file).recording.close()  # a bad file is one line, terminal or not
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("replay needs a terminal; query the file with sqlite3 instead "
+                         "(README: Recording)")
+    try:
+        return run_replay(args.file, speed=args.speed, ascii=args.ascii)
+    except KeyboardInterrupt:
         return EXIT_OK
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gputop.children import RunCommand
     from gputop.export.recorder import Recorder, Retention
     from gputop.model import AttachState, Frame
+    from gputop.playback import Playback
 
 
 class BadInput(Exception):
@@ -222,6 +223,34 @@ def run_record(
     say(f"gputop: recorded {recorder.writer.frames_written} ticks and "
         f"{recorder.writer.steps_written} steps to {path}")
     return 0
+
+
+def open_playback(path: str, speed: float = 1.0) -> Playback:
+    """A replay of the recording at `path`; a file that is not one is bad input."""
+    from gputop.playback import Playback, ReplayTickError
+    from gputop.sources.replay import Recording, ReplayError
+
+    try:
+        recording = Recording(path)
+    except ReplayError as exc:
+        raise BadInput(str(exc)) from None
+    if not len(recording):
+        recording.close()
+        raise BadInput(f"{path} holds no ticks yet")
+    playback = Playback(recording, speed=speed)
+    try:
+        playback.frame_at(0)
+    except ReplayTickError as exc:
+        recording.close()
+        raise BadInput(f"cannot replay {path}: {exc}") from None
+    return playback
+
+
+def run_replay(path: str, *, speed: float = 1.0, ascii: bool = False) -> int:
+    """`gputop replay`: the live view's TUI, fed by a recording instead of the machine."""
+    from gputop.tui import run_tui
+
+    return run_tui(open_playback(path, speed), ascii=ascii)
 
 
 class ProbedTrainers:

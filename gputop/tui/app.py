@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import signal
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -23,7 +24,7 @@ from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
-from gputop.tui.views.header import error_lines, header_lines
+from gputop.tui.views.header import ReplayPlace, error_lines, header_lines
 from gputop.tui.views.host import host_lines
 from gputop.tui.views.processes import TableState, table_rows
 from gputop.tui.views.steps import HEAD_LINES, step_lines
@@ -56,6 +57,21 @@ class FrameFeed(Protocol):
     def add_deferred_sources(self) -> None: ...
 
 
+@runtime_checkable
+class ReplayControls(Protocol):
+    """What a replay adds to a FrameFeed (gputop.playback.Playback is one)."""
+
+    speed: float
+
+    def step(self, ticks: int) -> None: ...
+
+    def jump(self, where: str) -> None: ...
+
+    def faster(self, steps: int = 1) -> None: ...
+
+    def position(self) -> tuple[int, int]: ...
+
+
 class Command(Protocol):
     """`gputop run`'s command as the app may control it (wiring hands one over)."""
 
@@ -74,6 +90,14 @@ class Command(Protocol):
     def detach(self) -> None: ...
 
 
+def _parameters(action: str) -> tuple[object, ...]:
+    """The literal parameters of an action string ("sort('gpu')" -> ("gpu",))."""
+    if "(" not in action:
+        return ()
+    value = ast.literal_eval(action[action.index("("):])
+    return value if isinstance(value, tuple) else (value,)
+
+
 class GputopApp(App[int]):
     """GPUs, host, processes grouped by trainer, attached steps and advice, one Frame at a time."""
 
@@ -86,6 +110,12 @@ class GputopApp(App[int]):
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("p", "pause", "pause"),
         Binding("slash", "filter", "filter", key_display="/"),
+        Binding("left", "replay_step(-1)", "back", key_display="←"),
+        Binding("right", "replay_step(1)", "step", key_display="→"),
+        Binding("g", "replay_jump('start')", "first"),  # before g's sort: replays take it
+        Binding("G", "replay_jump('end')", "last"),
+        Binding("plus,equals_sign", "replay_speed(1)", "faster", key_display="+"),
+        Binding("minus", "replay_speed(-1)", "slower", key_display="-"),
         Binding("c", "sort('cpu')", "%CPU"),
         Binding("m", "sort('rss')", "RSS"),
         Binding("g", "sort('gpu')", "GPU MEM"),
@@ -118,6 +148,7 @@ class GputopApp(App[int]):
         self._live_advice: tuple[Advice, ...] = ()  # the advice while a trainer ran
         self.final_advice: tuple[Advice, ...] | None = None  # kept once every trainer exited
         self.look = PLAIN  # how the terminal draws (build_app sets it; the driver reads it)
+        self.replay = sampler if isinstance(sampler, ReplayControls) else None
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
@@ -132,6 +163,8 @@ class GputopApp(App[int]):
 
     def show_frame(self, frame: Frame) -> None:
         """Render one Frame into every pane."""
+        if self.frame is not None and frame.time < self.frame.time:
+            self.history = History()  # a replay went back: the sparklines start again
         self.frame = frame
         self.history.add(frame)
         self._keep_final_advice(frame)
@@ -210,8 +243,9 @@ class GputopApp(App[int]):
         width, height = self.size
         frame = self.frame
         paused = self.sampler.paused
-        self._pane("header").set_lines(header_lines(frame, width, paused=paused))
-        self._pane("footer").set_lines([footer_line(self.BINDINGS, width)])
+        self._pane("header").set_lines(header_lines(frame, width, paused=paused,
+                                                    replay=self._replay_place()))
+        self._pane("footer").set_lines([footer_line(self._footer_bindings(), width)])
         if frame is None:
             self.query_one(ProcessTable).show([], self.state, "waiting for the first sample…")
             return
@@ -236,7 +270,7 @@ class GputopApp(App[int]):
 
     def _budget(self, frame: Frame, height: int) -> dict[str, int]:
         """Rows per pane: the table keeps at least a header and a few rows."""
-        banner = 1 if frame.gpu.source != "nvml" else 0
+        banner = (1 if frame.gpu.source != "nvml" else 0) + (self.replay is not None)
         filter_rows = 1 if self.query_one("#filter", Input).display else 0
         free = height - 2 - banner - filter_rows - len(frame.errors)  # header + footer
         gpus = min(len(frame.gpu.gpus), max(1, free // 5))
@@ -264,6 +298,45 @@ class GputopApp(App[int]):
 
     def _pane(self, name: str) -> LinePane:
         return self.query_one(f"#{name}", LinePane)
+
+    def _replay_place(self) -> ReplayPlace | None:
+        if self.replay is None:
+            return None
+        tick, ticks = self.replay.position()
+        return ReplayPlace(tick, ticks, self.replay.speed, self.sampler.paused)
+
+    def _footer_bindings(self) -> list[Binding]:
+        """The keys that do something here: a replay's own, or the live view's."""
+        return [b for b in self.BINDINGS if isinstance(b, Binding)
+                and self.check_action(b.action.split("(")[0], _parameters(b.action))]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A replay's keys only in a replay, where g jumps instead of sorting and nothing
+        attaches."""
+        replaying = self.replay is not None
+        if action.startswith("replay_"):
+            return replaying
+        live_only = action in ("attach", "detach") or (action, parameters) == ("sort", ("gpu",))
+        return not (replaying and live_only)
+
+    # ---- a replay's keys -------------------------------------------------------------------
+
+    def action_replay_step(self, ticks: int) -> None:
+        """Hold the replay and show the tick before or after."""
+        if self.replay is not None:
+            self.replay.step(ticks)
+            self.refresh_panes()
+
+    def action_replay_jump(self, where: str) -> None:
+        """Show the first or the newest tick of the recording."""
+        if self.replay is not None:
+            self.replay.jump(where)
+
+    def action_replay_speed(self, steps: int) -> None:
+        """Play faster or slower."""
+        if self.replay is not None:
+            self.replay.faster(steps)
+            self.refresh_panes()
 
     # ---- actions ---------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""`gputop record` and `--record` on the command line: headless (no Textual), one-line bad
-input, a clean stop on SIGTERM with what was recorded."""
+"""`gputop record`, `--record` and `gputop replay` on the command line: headless recording
+(no Textual), one-line bad input, a clean stop on SIGTERM with what was recorded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gputop.export.record import RecordWriter, open_record
 from tests.cli.test_cli import gputop
+from tests.helpers.builders import frame
 
 pytestmark = pytest.mark.slow  # every test runs the real `python -m gputop`
 UI_LIBS = {"textual", "rich"}
@@ -23,11 +25,14 @@ def _frames(path: Path) -> int:
         return int(db.execute("SELECT count(*) FROM frames").fetchone()[0])
 
 
-def _foreign(tmp: Path) -> Path:
-    path = tmp / "other.sqlite"
-    with sqlite3.connect(path) as db:
+def _files(tmp: Path) -> None:
+    """A foreign SQLite file, an empty recording and one with ticks, in `tmp`."""
+    with sqlite3.connect(tmp / "other.sqlite") as db:
         db.execute("CREATE TABLE precious (x)")
-    return path
+    open_record(str(tmp / "empty.sqlite")).close()
+    writer = RecordWriter(open_record(str(tmp / "ok.sqlite")))
+    writer.write(frame())
+    writer.db.close()
 
 
 @pytest.mark.parametrize(("args", "expect"), [
@@ -42,10 +47,16 @@ def _foreign(tmp: Path) -> Path:
     (("--once", "--record", "{tmp}/r.sqlite"), "--record, --max-size and --keep go with the "
                                                "live view, not --once"),
     (("--record", "{tmp}"), "cannot record to {tmp}: it is a directory"),
+    (("replay", "{tmp}/missing.sqlite"), "no recording at {tmp}/missing.sqlite"),
+    (("replay", "{tmp}"), "{tmp} is not a file"),
+    (("replay", "{tmp}/other.sqlite"), "{tmp}/other.sqlite is not a gputop recording"),
+    (("replay", "{tmp}/empty.sqlite"), "{tmp}/empty.sqlite holds no ticks yet"),
+    (("replay", "{tmp}/ok.sqlite", "--speed", "3"), "speed must be one of 0.25, 0.5, 1, 2"),
+    (("replay", "{tmp}/ok.sqlite"), "replay needs a terminal; query the file with sqlite3"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
                                           expect: str) -> None:
-    _foreign(tmp_path)
+    _files(tmp_path)
     out = gputop(*(a.format(tmp=tmp_path) for a in args))
     assert out.returncode == 2, out
     assert out.stderr.count("\n") == 1

@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 from gputop import fmt
 from gputop.model import Frame, SourceName
 from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 
 
-def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> list[Line]:
-    """The one-line summary plus a banner for CPU-only or simulated mode."""
+@dataclass(frozen=True)
+class ReplayPlace:
+    """Where a replay stands: the tick shown of how many, its speed, whether it is held."""
+
+    tick: int
+    ticks: int
+    speed: float
+    paused: bool
+
+
+def recorded_time(at: float) -> str:
+    """A recorded tick's wall-clock time, local, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def replay_line(frame: Frame, place: ReplayPlace, width: int) -> Line:
+    """The banner a replay never hides: recorded when, where in the recording, how fast."""
+    spans: list[Span] = [
+        (" REPLAY ", "banner-crit"),
+        (f" recorded {recorded_time(frame.time)}", "bold"),
+        (f"  tick {place.tick}/{place.ticks}  speed {place.speed:g}x", "plain"),
+        ("  PAUSED" if place.paused else "", "banner-crit"),
+        ("  ←/→ step  g/G first/last  +/- speed  p play/pause", "dim"),
+    ]
+    return clip(tuple(spans), width)
+
+
+def header_lines(frame: Frame | None, width: int, *, paused: bool = False,
+                 replay: ReplayPlace | None = None) -> list[Line]:
+    """The one-line summary plus a banner for CPU-only or simulated mode (and a replay's)."""
     if frame is None:
         return [(("gputop", "title"), ("  waiting for the first sample…", "dim"))]
     host = frame.host
@@ -38,9 +69,11 @@ def header_lines(frame: Frame | None, width: int, *, paused: bool = False) -> li
             cells.level(swap_frac, warn=0.25, crit=0.6),
         ),
     ]
-    if paused:
+    if paused and replay is None:
         spans.insert(1, ("PAUSED ", "banner-crit"))
     lines = [clip(tuple(spans), width)]
+    if replay is not None:
+        lines.append(replay_line(frame, replay, width))
     banner = fmt.gpu_banner(frame.gpu)
     if banner:
         lines.append(((f" {banner}".ljust(width)[: max(width, 1)], "banner"),))

@@ -28,6 +28,12 @@ HELP = """\
               (Q sends Ctrl-C, then SIGTERM if it still runs 10 s later)
   [b]ctrl+c[/b]      to the command (its KeyboardInterrupt runs); gputop quits after it
 
+[b]gputop replay FILE[/b]
+  [b]← →[/b]         pause and step one tick back / on
+  [b]g G[/b]         the first / the newest tick (g does not sort here)
+  [b]+ -[/b]         play faster / slower (0.25x to 64x the recorded pace)
+  [b]p[/b]           play / pause
+
 [b]Marks[/b]
   ▾ ▸   a trainer with its DataLoader workers (unfolded / folded)
   [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads, pin-memory thread

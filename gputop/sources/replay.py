@@ -1,0 +1,256 @@
+"""Reads a `gputop.record/1` recording back into Frames: the replay's source, as NVML and
+/proc are the live view's.
+
+Each Frame holds what the tick stored: the processes kept, each attached trainer's window
+of steps (first_step..last_step of that tick) with its recorded state, and the advice shown
+then. The window's summary and the straggler are left to the sampler layer (sources never
+import analysis), which derives them as it did live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from array import array
+from typing import Any
+
+from gputop.model import (
+    Advice,
+    AttachState,
+    Frame,
+    GpuProcess,
+    GpuReport,
+    GpuSample,
+    HostSample,
+    MemoryBandwidthSample,
+    MemoryConsumer,
+    MemoryLayoutCheck,
+    ProcessSample,
+    SourceError,
+    StepRecord,
+    TrainerConfig,
+    TrainerGroup,
+)
+from gputop.recording import APPLICATION_ID, KIB, MIB, SCHEMA, from_units, unscaled
+
+
+class ReplayError(Exception):
+    """A file that cannot be replayed; one line saying why."""
+
+
+class Recording:
+    """A recording opened read-only (a recorder may still be appending to it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if not os.path.isfile(path):
+            raise ReplayError(f"no recording at {path}" if not os.path.exists(path)
+                              else f"{path} is not a file")
+        try:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self._check()
+        except sqlite3.Error as exc:
+            raise ReplayError(f"cannot replay {path}: {exc}") from None
+        self._texts: dict[int, Any] = {}
+        self.ids = array("q")
+        self.times = array("d")
+        self.refresh()
+
+    def _check(self) -> None:
+        if self.db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            raise ReplayError(f"{self.path} is not a gputop recording")
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is None or row[0] != SCHEMA:
+            raise ReplayError(f"{self.path} is a recording of schema "
+                              f"{row[0] if row else 'none'}; this gputop replays {SCHEMA}")
+
+    def refresh(self) -> None:
+        """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
+        last = self.ids[-1] if self.ids else 0
+        rows = self.db.execute("SELECT id, time FROM frames WHERE id > ? ORDER BY id", (last,))
+        for fid, at in rows:
+            self.ids.append(fid)
+            self.times.append(at)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def close(self) -> None:
+        """Release the file."""
+        self.db.close()
+
+    def frame(self, index: int) -> Frame:
+        """The Frame of the `index`-th tick (oldest first) as it was recorded."""
+        fid = self.ids[index]
+        row = self.db.execute("SELECT * FROM frames WHERE id = ?", (fid,)).fetchone()
+        if row is None:
+            raise ReplayError(f"tick {fid} is no longer in {self.path} (trimmed)")
+        (_, at, interval_ms, cost_us, host_id, gpu_id, cpu_x10, per_cpu, available, swap_used,
+         load1, load5, load15, uptime_s, _total, errors_id) = row
+        host = self._text(host_id) or {}
+        return Frame(
+            time=at, interval_s=interval_ms / 1000, sample_cost_s=(cost_us or 0) / 1e6,
+            host=HostSample(
+                hostname=host.get("hostname", "?"), cpu_count=host.get("cpu_count", 0),
+                cpu_percent=unscaled(cpu_x10, 10),
+                per_cpu_percent=tuple(float(b) for b in (per_cpu or b"")),
+                memory_total_bytes=host.get("memory_total_bytes", 0),
+                memory_available_bytes=available or 0,
+                swap_total_bytes=host.get("swap_total_bytes", 0),
+                swap_used_bytes=swap_used or 0,
+                load_average=(unscaled(load1, 100) or 0.0, unscaled(load5, 100) or 0.0,
+                              unscaled(load15, 100) or 0.0),
+                uptime_s=float(uptime_s or 0)),
+            gpu=self._gpus(fid, self._text(gpu_id) or {}),
+            processes=self._processes(fid), trainers=self._trainer_groups(fid),
+            memory_bandwidth=self._membw(fid), attached=self._attached(fid),
+            advice=self._advice(fid), errors=self._errors(errors_id))
+
+    def _text(self, text_id: int | None) -> Any:
+        if text_id is None:
+            return None
+        if text_id not in self._texts:
+            row = self.db.execute("SELECT text FROM texts WHERE id = ?", (text_id,)).fetchone()
+            self._texts[text_id] = json.loads(row[0]) if row else None
+        return self._texts[text_id]
+
+    def _gpus(self, fid: int, report: dict[str, Any]) -> GpuReport:
+        owners: dict[int, list[GpuProcess]] = {}
+        for gpu, pid, mib, sm_x10 in self.db.execute(
+                "SELECT gpu, pid, memory_used_mib, sm_util_percent_x10 FROM gpu_processes "
+                "WHERE frame = ? ORDER BY gpu, position", (fid,)):
+            owners.setdefault(gpu, []).append(
+                GpuProcess(pid, from_units(mib, MIB), unscaled(sm_x10, 10)))
+        gpus = []
+        for (index, info_id, util, mem_util, used_mib, temp, power_x10, sm_clock, mem_clock,
+             rx_kib, tx_kib, occupancy_x10, tensor_x10) in self.db.execute(
+                "SELECT gpu, info_id, util_percent, memory_util_percent, memory_used_mib, "
+                "temperature_c, power_w_x10, sm_clock_mhz, memory_clock_mhz, pcie_rx_kib_per_s, "
+                "pcie_tx_kib_per_s, sm_occupancy_percent_x10, tensor_active_percent_x10 "
+                "FROM gpus WHERE frame = ? ORDER BY gpu", (fid,)):
+            info = self._text(info_id) or {}
+            gpus.append(GpuSample(
+                index=index, name=info.get("name", "?"), uuid=info.get("uuid", "?"),
+                util_percent=_float(util), memory_util_percent=_float(mem_util),
+                memory_used_bytes=from_units(used_mib, MIB),
+                memory_total_bytes=info.get("memory_total_bytes"), temperature_c=_float(temp),
+                power_w=unscaled(power_x10, 10), power_limit_w=info.get("power_limit_w"),
+                sm_clock_mhz=sm_clock, memory_clock_mhz=mem_clock,
+                pcie_rx_bytes_per_s=_float(from_units(rx_kib, KIB)),
+                pcie_tx_bytes_per_s=_float(from_units(tx_kib, KIB)),
+                sm_occupancy_percent=unscaled(occupancy_x10, 10),
+                tensor_active_percent=unscaled(tensor_x10, 10),
+                processes=tuple(owners.get(index, ())), lost=bool(info.get("lost")),
+                processes_known=bool(info.get("processes_known", True))))
+        return GpuReport(source=report.get("source", "none"), gpus=tuple(gpus),
+                         note=report.get("note"), driver_version=report.get("driver_version"),
+                         scenario=report.get("scenario"))
+
+    def _processes(self, fid: int) -> tuple[ProcessSample, ...]:
+        rows = self.db.execute(
+            "SELECT i.pid, i.ppid, i.name, i.cmdline, i.username, p.state, p.num_threads, "
+            "p.cpu_percent_x10, p.rss_kib, p.cpu_time_s_x100, i.start_ticks, p.gpu_memory_mib, "
+            "p.gpu_indices, i.role, i.trainer_pid, i.has_probe, i.in_proc FROM processes p "
+            "JOIN process_info i ON i.id = p.process WHERE p.frame = ?", (fid,))
+        return tuple(ProcessSample(
+            pid=pid, ppid=ppid, name=name, cmdline=tuple(json.loads(cmdline)), username=user,
+            state=state or "?", num_threads=threads, cpu_percent=unscaled(cpu_x10, 10),
+            rss_bytes=from_units(rss_kib, KIB), cpu_time_s=unscaled(time_x100, 100),
+            start_ticks=ticks, gpu_memory_bytes=from_units(gpu_mib, MIB),
+            gpu_indices=tuple(int(i) for i in indices.split(",")) if indices else (),
+            role=role or "other", trainer_pid=trainer, has_probe=bool(probe),
+            in_proc=bool(in_proc))
+            for (pid, ppid, name, cmdline, user, state, threads, cpu_x10, rss_kib, time_x100,
+                 ticks, gpu_mib, indices, role, trainer, probe, in_proc) in rows)
+
+    def _trainer_groups(self, fid: int) -> tuple[TrainerGroup, ...]:
+        return tuple(
+            TrainerGroup(pid=pid, worker_pids=tuple(self._text(workers_id) or ()),
+                         workers_cpu_percent=unscaled(cpu_x10, 10) or 0.0,
+                         num_threads_total=threads, pin_memory_thread=bool(pin),
+                         launcher_pid=launcher)
+            for pid, workers_id, cpu_x10, threads, pin, launcher in self.db.execute(
+                "SELECT pid, workers_id, workers_cpu_percent_x10, num_threads_total, "
+                "pin_memory_thread, launcher_pid FROM trainer_groups WHERE frame = ?", (fid,)))
+
+    def _membw(self, fid: int) -> MemoryBandwidthSample | None:
+        row = self.db.execute("SELECT * FROM memory_bandwidth WHERE frame = ?", (fid,)).fetchone()
+        if row is None:
+            return None
+        (_, info_id, read, write, total, peak, pressure_x1000, psi_some_x100, psi_full_x100,
+         swap_in_x10, faults_x10, canary) = row
+        info = dict(self._text(info_id) or {})
+        check = info.pop("layout_check", None)
+        consumers = tuple(MemoryConsumer(pid, name, float(rate or 0)) for pid, name, rate in
+                          self.db.execute("SELECT pid, name, bytes_per_s FROM memory_consumers "
+                                          "WHERE frame = ? ORDER BY position", (fid,)))
+        return MemoryBandwidthSample(
+            **info, read_bytes_per_s=_float(read), write_bytes_per_s=_float(write),
+            total_bytes_per_s=_float(total), peak_bytes_per_s=_float(peak),
+            pressure=unscaled(pressure_x1000, 1000), psi_some_avg10=unscaled(psi_some_x100, 100),
+            psi_full_avg10=unscaled(psi_full_x100, 100), swap_in_per_s=unscaled(swap_in_x10, 10),
+            major_faults_per_s=unscaled(faults_x10, 10), canary_bytes_per_s=_float(canary),
+            top_consumers=consumers, layout_check=_layout_check(check))
+
+    def _attached(self, fid: int) -> tuple[AttachState, ...]:
+        states = []
+        for (trainer, pid, state, idle_ms, alive, dropped, first, last, config_id,
+             error_id) in self.db.execute(
+                "SELECT t.trainer, r.pid, t.state, t.idle_ms, t.alive, t.dropped_records, "
+                "t.first_step, t.last_step, t.config_id, t.error_id FROM trainer_ticks t "
+                "JOIN trainers r ON r.id = t.trainer WHERE t.frame = ? ORDER BY t.position",
+                (fid,)):
+            steps = self._steps(trainer, first, last) if first is not None else ()
+            states.append(AttachState(
+                pid=pid, config=_config(self._text(config_id)), dropped_records=dropped,
+                steps=steps, alive=bool(alive), error=self._text(error_id), state=state,
+                idle_s=unscaled(idle_ms, 1000)))
+        return tuple(states)
+
+    def _steps(self, trainer: int, first: int, last: int) -> tuple[StepRecord, ...]:
+        return tuple(
+            StepRecord(step=step, duration_ns=duration, data_ns=data, h2d_ns=h2d,
+                       forward_ns=forward, backward_ns=backward, optimizer_ns=optimizer,
+                       gpu_ns=gpu, gpu_gap_ns=gap, batch_size=batch, epoch=epoch,
+                       warmup=bool(flags & 1), implicit=bool(flags & 2),
+                       input_outside_model=bool(flags & 4), verdict=verdict, end_ns=end)
+            for (step, end, duration, data, h2d, forward, backward, optimizer, gpu, gap, batch,
+                 epoch, flags, verdict) in self.db.execute(
+                "SELECT step, end_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, "
+                "optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, verdict FROM steps "
+                "WHERE trainer = ? AND step BETWEEN ? AND ? ORDER BY step",
+                (trainer, first, last)))
+
+    def _advice(self, fid: int) -> tuple[Advice, ...]:
+        shown = []
+        for (key,) in self.db.execute("SELECT DISTINCT id FROM advice").fetchall():
+            row = self.db.execute(
+                "SELECT shown, severity, title, evidence, action FROM advice WHERE id = ? AND "
+                "frame <= ? ORDER BY frame DESC LIMIT 1", (key, fid)).fetchone()
+            if row is not None and row[0]:
+                shown.append(Advice(key, row[1], row[2], row[3], row[4]))
+        return tuple(shown)
+
+    def _errors(self, errors_id: int | None) -> tuple[SourceError, ...]:
+        return tuple(SourceError(source, message, failures, float(retry), last_good, bool(stop))
+                     for source, message, failures, retry, last_good, stop
+                     in self._text(errors_id) or ())
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _layout_check(values: dict[str, Any] | None) -> MemoryLayoutCheck | None:
+    if values is None:
+        return None
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return MemoryLayoutCheck(**fields)
+
+
+def _config(values: dict[str, Any] | None) -> TrainerConfig:
+    if not values:
+        return TrainerConfig()
+    extra = tuple(tuple(pair) for pair in values.get("extra", ()))
+    return TrainerConfig(**{**values, "extra": extra})

@@ -1,0 +1,145 @@
+"""`gputop replay`: the live view's app fed by a recording: the REPLAY banner, the keys that
+step, jump and change speed, and the panes showing what the live view showed then."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from gputop.derive import Derivation
+from gputop.export.record import RecordWriter, open_record
+from gputop.model import Frame
+from gputop.playback import Playback
+from gputop.sources.replay import Recording
+from gputop.tui import build_app
+from gputop.tui.app import GputopApp
+from gputop.tui.views.header import recorded_time
+from gputop.tui.widgets.linepane import LinePane
+from tests.helpers.tui import FedSampler, frames, sync
+
+TICKS = 12
+SIZE = (140, 50)
+
+
+def _recorded(tmp_path: Path) -> tuple[Path, list[Frame]]:
+    """A recording of TICKS frames with GPUs, a trainer's steps and advice; the frames as
+    the live sampler would have delivered them (derived facts derived)."""
+    path = tmp_path / "run.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    live = []
+    for frame in frames("data-starved", TICKS, attach=True, advice=True):
+        attached, straggler = Derivation().attached(frame.attached, 0)
+        frame = replace(frame, attached=attached, straggler=straggler)
+        writer.write(frame)
+        live.append(frame)
+    writer.db.close()
+    return path, live
+
+
+def _replay(path: Path) -> tuple[GputopApp, Playback]:
+    playback = Playback(Recording(str(path)))
+    playback.set_paused(True)  # the keys move it, not the clock
+    return build_app(playback), playback  # type: ignore[arg-type]
+
+
+def _text(app: GputopApp, pane: str) -> str:
+    return app.query_one(f"#{pane}", LinePane).text
+
+
+async def _showing(app: GputopApp, pilot, tick: int, live: list[Frame]) -> None:
+    """Wait (a bounded number of UI turns) until the app shows recorded tick `tick` (1-based)."""
+    for _ in range(2000):
+        if app.frame is not None and app.frame.time == live[tick - 1].time:
+            await pilot.pause()
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"tick {tick} never shown; showing {app.frame and app.frame.time}")
+
+
+@sync
+async def test_the_banner_says_replay_when_and_where(tmp_path: Path) -> None:
+    path, live = _recorded(tmp_path)
+    app, _ = _replay(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _showing(app, pilot, 1, live)
+        header = _text(app, "header")
+        assert (f"REPLAY  recorded {recorded_time(live[0].time)}  tick 1/{TICKS}  speed 1x  "
+                "PAUSED") in header
+        footer = _text(app, "footer")
+        assert "← back  → step  g first  G last  + faster  - slower" in footer
+        assert "GPU MEM" not in footer  # g jumps here
+
+
+@sync
+async def test_arrows_step_and_g_jumps(tmp_path: Path) -> None:
+    path, live = _recorded(tmp_path)
+    app, playback = _replay(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _showing(app, pilot, 1, live)
+        await pilot.press("right", "right", "right")
+        await _showing(app, pilot, 4, live)
+        await pilot.press("left")
+        await _showing(app, pilot, 3, live)
+        await pilot.press("G")
+        await _showing(app, pilot, TICKS, live)
+        assert f"tick {TICKS}/{TICKS}" in _text(app, "header")
+        await pilot.press("right")  # past the end: stays
+        await pilot.press("g")
+        await _showing(app, pilot, 1, live)
+        await pilot.press("left")  # before the start: stays
+        await _showing(app, pilot, 1, live)
+        assert playback.position() == (1, TICKS) and playback.paused
+        assert app.state.sort != "gpu"  # g jumped, it did not sort
+
+
+@sync
+async def test_plus_and_minus_change_the_speed_and_p_plays(tmp_path: Path) -> None:
+    path, live = _recorded(tmp_path)
+    app, playback = _replay(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _showing(app, pilot, 1, live)
+        await pilot.press("plus", "plus", "plus", "plus", "plus", "plus")
+        assert playback.speed == 64.0 and "speed 64x" in _text(app, "header")
+        await pilot.press("minus")
+        assert playback.speed == 32.0
+        await pilot.press("p")
+        assert not playback.paused
+        await _showing(app, pilot, TICKS, live)  # played through to the newest tick, held
+        for _ in range(1000):
+            if playback.paused:
+                break
+            await pilot.pause(0.01)
+        assert playback.paused and "PAUSED" in _text(app, "header")
+
+
+@sync
+async def test_a_replayed_tick_shows_the_panes_the_live_view_showed(tmp_path: Path) -> None:
+    path, live = _recorded(tmp_path)
+    app, _ = _replay(path)
+    shown = build_app(FedSampler())  # the live view, fed the same ticks as they came
+    async with app.run_test(size=SIZE) as pilot:
+        await _showing(app, pilot, 1, live)
+        for _ in range(7):
+            await pilot.press("right")
+        await _showing(app, pilot, 8, live)
+        replayed = {pane: _text(app, pane) for pane in ("gpus", "steps")}
+        advice = [(a.id, a.severity, a.title, a.action) for a in app.shown_advice()]
+    async with shown.run_test(size=SIZE) as pilot:
+        for frame in live[:8]:
+            shown.show_frame(frame)
+        await pilot.pause()
+        assert "attached 4242" in replayed["steps"] and advice
+        for pane, text in replayed.items():
+            assert text == _text(shown, pane), pane
+        # the same advice; its numbers as stored when it appeared (refreshed once a minute)
+        assert advice == [(a.id, a.severity, a.title, a.action) for a in shown.shown_advice()]
+
+
+@sync
+async def test_the_live_view_keeps_g_for_sorting() -> None:
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        app.show_frame(frames("data-starved", 1)[0])
+        await pilot.press("g")
+        assert app.state.sort == "gpu"
+        assert "first" not in _text(app, "footer") and "GPU MEM" in _text(app, "footer")
