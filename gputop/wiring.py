@@ -196,6 +196,7 @@ def run_record(
     done = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: done.set())
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    sampler: Sampler | None = None
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 owner_pids=[trainer.pid] if trainer else ())
@@ -210,15 +211,16 @@ def run_record(
         say(f"gputop: recording to {path} every {interval_s:g} s (Ctrl-C stops)")
         sampler.start(on_frame)
         done.wait(duration_s)
-        sampler.stop()
     finally:
+        if sampler is not None:
+            sampler.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         recorder.close()
         if trainer is not None:
             trainer.stop()
     if recorder.stopped and recorder.error is not None:
-        say(f"gputop: recording {recorder.error.line()}")
+        say(f"gputop: recording stopped: {recorder.error.message}")
         return 1
     say(f"gputop: recorded {recorder.writer.frames_written} ticks and "
         f"{recorder.writer.steps_written} steps to {path}")
