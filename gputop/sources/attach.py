@@ -219,7 +219,7 @@ class _RingWindow:
                 self._add(raw)
             meta = self.reader.read_meta()
             self.config = config_from_meta(meta)
-            self.meta_seen = True
+            self.meta_seen = self.reader.meta_written  # an empty area may be filled soon
             self.error = probe_status(meta)  # what a probe that closed no step yet saw
         except RingError as exc:  # shown in the pane: why there is no ring to read
             self.error = str(exc)
