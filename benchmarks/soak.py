@@ -18,6 +18,10 @@ is taken off the RSS. Printed as two curves, then the growth after the first min
   so those follow the machine; the other fds ("own") must not grow at all.
 
 `--untraced` runs gputop without tracemalloc (no heap curve; the RSS as users see it).
+The traced run's collections also free cyclic garbage sooner (Textual's strips refer to
+themselves through their caches, so evicted ones wait for a full collection); untraced,
+that garbage's high-water mark lifts RSS by ~0.1-0.2 MiB per 1000 refreshes in the
+second minute, then it is flat (~0.035 from 150 s on, measured on a 2-core VM).
 """
 
 from __future__ import annotations
