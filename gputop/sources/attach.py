@@ -230,9 +230,17 @@ class _RingWindow:
     def _add(self, raw: RawRecord) -> None:
         if raw.flags & layout.F_OTHER:
             return
-        if raw.flags & layout.F_OPTIMIZER and raw.loader:
-            self.train_loaders.add(raw.loader)  # its steps train (a loader per epoch is fine)
         self.steps.append((raw.loader, to_step(raw)))
+        trains = raw.flags & layout.F_OPTIMIZER and raw.loader
+        if trains and raw.loader not in self.train_loaders:
+            self._add_train_loader(raw.loader)
+
+    def _add_train_loader(self, loader: int) -> None:
+        """Note a loader whose steps train, forgetting those with no step left in the window
+        (a loader per epoch would pile up for as long as the trainer runs)."""
+        in_window = {held for held, _ in self.steps}
+        self.train_loaders = {held for held in self.train_loaders if held in in_window}
+        self.train_loaders.add(loader)
 
     def close(self) -> None:
         if self.reader is not None:
