@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 DEFAULT_SCENARIO = "data-starved"
+READONLY_HELP = "send no signals: the k (kill) key is off"
 
 
 class UsageError(Exception):
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true",
                         help="draw with ASCII characters only (automatic where the locale's "
                         "encoding is not UTF-8); NO_COLOR=1 turns colour off")
+    parser.add_argument("--readonly", action="store_true", help=READONLY_HELP)
     return parser
 
 
@@ -136,7 +138,8 @@ def _main(args: argparse.Namespace) -> int:
         from gputop.wiring import run_live
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
-                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii)
+                        membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
+                        readonly=args.readonly)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -173,6 +176,7 @@ def _run(argv: list[str]) -> int:
     parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
     parser.add_argument("--ascii", action="store_true", help="draw with ASCII characters only")
+    parser.add_argument("--readonly", action="store_true", help=READONLY_HELP)
     parser.add_argument("--log", metavar="FILE",
                         help="where CMD's output goes while the TUI has the terminal "
                         "(default gputop-run-PID.log in the current directory)")
@@ -194,7 +198,7 @@ def _run(argv: list[str]) -> int:
     final = None
     try:
         final = run_attached_child(child, interval_s=args.interval, membw=args.membw,
-                                   ascii=args.ascii)
+                                   ascii=args.ascii, readonly=args.readonly)
     finally:
         code = _finish(child, command[0])
     if code is None:

@@ -13,6 +13,7 @@ from gputop.sampler import DeferredSources, Sampler
 if TYPE_CHECKING:
     from gputop.children import RunCommand
     from gputop.model import AttachState, Frame
+    from gputop.signalling import ProcessSignaller
 
 
 class BadInput(Exception):
@@ -133,12 +134,22 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
     return sampler.sample()
 
 
+def signaller(readonly: bool) -> ProcessSignaller | None:
+    """What lets the TUI's `k` send signals; None under --readonly."""
+    if readonly:
+        return None
+    from gputop.signalling import ProcessSignaller
+
+    return ProcessSignaller()
+
+
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
+    readonly: bool = False,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
-    `ascii` draws with ASCII characters only."""
+    `ascii` draws with ASCII characters only; `readonly` sends no signals."""
     from gputop.tui import run_tui
 
     trainer = None
@@ -150,7 +161,7 @@ def run_live(
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target, ascii=ascii)
+        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly))
     finally:
         if trainer is not None:
             trainer.stop()
@@ -158,14 +169,15 @@ def run_live(
 
 def run_attached_child(
     command: RunCommand, *, interval_s: float = 1.0, membw: str = "auto", ascii: bool = False,
+    readonly: bool = False,
 ) -> Frame | None:
     """`gputop run`: the TUI attached to `command`, which it may interrupt, stop or leave
     running; the frame to summarise at the end (None if none was shown). Ending a command
-    that is still running is the caller's (`RunCommand.finish`)."""
+    that is still running is the caller's (`RunCommand.finish`). `readonly`: `k` is off."""
     from gputop.tui import run_tui
 
     final: list[Frame] = []
     sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
     run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append,
-            ascii=ascii)
+            ascii=ascii, signaller=signaller(readonly))
     return final[-1] if final else None

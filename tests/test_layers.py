@@ -18,6 +18,7 @@ TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
     "__init__": "model", "model": "model", "debuglog": "model", "fmt": "model",
     "printable": "model", "sampler": "sampler", "derive": "sampler", "wiring": "cli",
     "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
+    "signalling": "cli",
 }
 
 

@@ -151,3 +151,29 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+def screen_text(app: Any) -> list[str]:
+    """What the app's current screen shows, one string per terminal row."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def notices(app: Any) -> list[str]:
+    """The messages of the notifications the app has shown."""
+    return [str(note.message) for note in app._notifications]
+
+
+class RecordingSignaller:
+    """Stands where gputop.signalling.ProcessSignaller stands: records what `k` sends; a
+    `refuse` reason stands for the kernel's answer about a process that is not ours."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        self.refuse = refuse
+        self.sent: list[tuple[list[tuple[int, int]], int]] = []
+
+    def refusal(self, targets: Any) -> str | None:
+        return self.refuse
+
+    def send(self, targets: Any, signum: int) -> str | None:
+        self.sent.append((list(targets), signum))
+        return self.refuse
