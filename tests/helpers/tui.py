@@ -112,7 +112,7 @@ def steps(trainer: int, n: int = 30, data_ms: float = 60.0) -> AttachState:
         median_step_ns=127 * MS, p95_step_ns=140 * MS, samples_per_s=503.9,
         waited_percent=100.0, p95_data_ns=76 * MS, data_bound_steps=n - 2,
     )
-    config = TrainerConfig(num_workers=2, pin_memory=False, batch_size=64, prefetch_factor=2,
+    config = TrainerConfig(num_workers=3, pin_memory=False, batch_size=64, prefetch_factor=2,
                            persistent_workers=False, num_threads=4, device="cpu", rank=0,
                            world_size=1)
     return AttachState(pid=trainer, config=config, dropped_records=0, steps=tuple(records),
