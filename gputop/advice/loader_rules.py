@@ -30,7 +30,7 @@ from gputop.model import Advice, AttachState
 
 MAX_WORKERS = 16  # the article's largest good value; beyond it dispatch costs more than it gains
 MIN_GAIN = 0.10  # advise a change only when the predicted step is this much shorter
-HEADROOM = 1.25  # fewer workers must still have this much room for the same work
+HEADROOM = 1.5  # fewer workers must still have this much room for the same work (bursts)
 BLOCKED_LOADER = 0.5  # workers blocked this share of the time wait on I/O, not on the CPU
 IDLE_WORKER = 0.30  # without run-queue figures: workers under this share of a core idle
 SATURATED_HOST = 90.0

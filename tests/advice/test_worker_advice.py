@@ -88,7 +88,7 @@ def test_starved_workers_ahead_of_the_step_beyond_the_cores_are_too_many() -> No
     assert few.evidence == (
         "num_workers=4 on a 2-core host; 4 workers: 20% CPU, 25% waiting for a core, 55% "
         "blocked each, while the steps barely wait for input (5% of step time). Their work "
-        "(busy 45% of the time each) fits in 1.25 x 4 x 0.45 = 2.2 → 3 workers")
+        "(busy 45% of the time each) fits in 1.5 x 4 x 0.45 = 2.7 → 3 workers")
     assert "Try num_workers=3" in few.action
     assert not found.keys() & {"raise-num-workers", "io-bound-loading"}
 
