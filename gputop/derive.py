@@ -50,6 +50,7 @@ class Derivation:
         trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
         if not trainers:
             return tuple(out), ()
+        out = _with_waits(out, trainers, groups, source)
         pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
         members = {row.pid: row for row in out if row.pid in groups.roles}
         return tuple(out), grouping.trainer_groups(groups, members, pins)
@@ -94,6 +95,21 @@ class Derivation:
             done = replace(step, verdict=steps.classify(step))
         verdicts[id(step)] = (step, done)
         return done
+
+
+def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grouping.Grouping,
+                source: ProcessSource) -> list[ProcessSample]:
+    """`rows` with the run-queue and I/O waits of each trainer and its workers (what the
+    worker advice rests on); read for those processes only, so a tick costs the same with
+    thousands of other processes."""
+    wanted = [*trainers, *(w for t in trainers for w in groups.workers_of.get(t, ()))]
+    waits = source.waits(wanted)
+    if not waits:
+        return rows
+    return [row if row.pid not in waits else replace(
+        row, runqueue_wait_percent=waits[row.pid].runqueue_wait_percent,
+        io_wait_percent=waits[row.pid].io_wait_percent,
+        read_bytes_per_s=waits[row.pid].read_bytes_per_s) for row in rows]
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:

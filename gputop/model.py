@@ -100,6 +100,11 @@ class ProcessSample:
     trainer_pid: int | None = None
     has_probe: bool = False
     in_proc: bool = True
+    # Read for trainers and their workers only (None elsewhere, and where unknown), over the
+    # interval like cpu_percent; 100 = one thread for the whole interval.
+    runqueue_wait_percent: float | None = None  # runnable but waiting for a CPU, all threads
+    io_wait_percent: float | None = None  # blocked on block I/O (needs kernel.task_delayacct)
+    read_bytes_per_s: float | None = None  # bytes storage read for it (/proc/PID/io)
 
     @property
     def key(self) -> tuple[int, int]:

@@ -155,8 +155,10 @@ def run_live(
     trainer = None
     if demo is not None:
         from gputop.children import start_demo_trainer
+        from gputop.demo_trainer import NO_TRAINER
 
-        trainer = start_demo_trainer()
+        if demo not in NO_TRAINER:  # the trainer behaves as the scenario's GPUs look
+            trainer = start_demo_trainer(extra_args=("--scenario", demo))
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())

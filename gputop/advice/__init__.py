@@ -21,9 +21,7 @@ FRAME_RULES: tuple[FrameRule, ...] = (
     rank_rules.input_straggler_rank,
 )
 TRAINER_RULES: tuple[TrainerRule, ...] = (
-    loader_rules.num_workers_zero,
-    loader_rules.raise_num_workers,
-    loader_rules.too_many_workers,
+    loader_rules.num_workers_advice,
     loader_rules.io_bound_loading,
     loader_rules.pin_memory_off,
     loader_rules.raise_batch_size,
@@ -31,6 +29,9 @@ TRAINER_RULES: tuple[TrainerRule, ...] = (
 )
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
 HISTORY = 30
+# Items that turn the same knob: at most one of them is shown at a time.
+KNOBS = {"num-workers-zero": "num_workers", "raise-num-workers": "num_workers",
+         "too-many-workers": "num_workers"}
 
 
 def evaluate(ctx: Context) -> list[Advice]:
@@ -47,7 +48,9 @@ class Advisor:
 
     An advisor that shows advice at once (on_after=1: `--once`, a final summary) keeps none
     past its condition either: what it shows is what the newest frame supports, so it never
-    contradicts the verdict printed beside it.
+    contradicts the verdict printed beside it. A shown item's action changes only once the
+    new one held `on_after` ticks (a suggested number does not jitter), and of the items that
+    turn one knob only the newest is shown (never "add workers" beside "remove workers").
     """
 
     def __init__(self, on_after: int = 2, off_after: int | None = None) -> None:
@@ -57,6 +60,7 @@ class Advisor:
         self._seen: dict[str, int] = {}
         self._missing: dict[str, int] = {}
         self._latest: dict[str, Advice] = {}
+        self._pending: dict[str, tuple[str, int]] = {}  # id -> (new action, ticks it held)
 
     def __call__(self, frame: Frame) -> tuple[Advice, ...]:
         """The advice to show for this frame."""
@@ -69,11 +73,36 @@ class Advisor:
             if key in current:
                 self._seen[key] = self._seen.get(key, 0) + 1
                 self._missing[key] = 0
-                self._latest[key] = current[key]
+                self._latest[key] = self._steady(key, current[key])
             else:
                 self._missing[key] = self._missing.get(key, 0) + 1
                 if self._missing[key] >= self.off_after:
-                    for table in (self._seen, self._missing, self._latest):
+                    for table in (self._seen, self._missing, self._latest, self._pending):
                         table.pop(key, None)
         shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
-        return tuple(sorted(shown, key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))
+        return tuple(sorted(self._one_per_knob(shown),
+                            key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))
+
+    def _steady(self, key: str, new: Advice) -> Advice:
+        """`new`, unless a shown item would change its action before the change held."""
+        old = self._latest.get(key)
+        if old is None or old.action == new.action or self._seen[key] <= self.on_after:
+            self._pending.pop(key, None)
+            return new
+        action, held = self._pending.get(key, (new.action, 0))
+        held = held + 1 if action == new.action else 1
+        if held >= self.on_after:
+            self._pending.pop(key, None)
+            return new
+        self._pending[key] = (new.action, held)
+        return old  # its evidence and action still agree with each other
+
+    def _one_per_knob(self, shown: list[Advice]) -> list[Advice]:
+        """Of the shown items that turn one knob, the one seen most recently."""
+        best: dict[str, Advice] = {}
+        for a in shown:
+            knob = KNOBS.get(a.id, a.id)
+            held = best.get(knob)
+            if held is None or self._missing.get(a.id, 0) < self._missing.get(held.id, 0):
+                best[knob] = a
+        return list(best.values())

@@ -236,10 +236,10 @@ async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
         assert "CPU-only mode — libnvidia-ml.so.1 not found" in header
         steps = _text(app, "steps")
         assert "attached 4242" in steps and "input-bound 52% of step time (high)" in steps
-        assert "p95 140ms" in steps and "dropped 0" in steps and "workers 2" in steps
+        assert "p95 140ms" in steps and "dropped 0" in steps and "workers 3" in steps
         advice = _text(app, "advice").splitlines()
         assert advice[0].startswith("✖ GPUs are waiting for input")  # critical before warn
-        assert any(line.startswith("▲ Workers are saturated") for line in advice)
+        assert any(line.startswith("▲ The workers cannot keep up") for line in advice)
         assert advice[1].strip().startswith("→")
 
 
