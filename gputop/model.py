@@ -296,6 +296,7 @@ class AttachState:
     error: str | None = None
     state: TrainerState = "running"
     idle_s: float | None = None  # since the newest step closed (None: no step yet)
+    job: int | None = None  # the PID the job was attached by; ranks of one job share it
 
     @property
     def current(self) -> bool:
@@ -354,6 +355,7 @@ class Advice:
     title: str
     evidence: str
     action: str
+    trainer_pid: int | None = None  # the trainer a per-trainer rule judged; None: host-wide
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from gputop.advice import gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
@@ -29,6 +30,7 @@ TRAINER_RULES: tuple[TrainerRule, ...] = (
     loader_rules.raise_batch_size,
     host_rules.cpu_threads,
 )
+AdviceKey = tuple[str, int | None]  # one piece of advice per rule and trainer
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
 HISTORY = 30
 
@@ -38,7 +40,8 @@ def evaluate(ctx: Context) -> list[Advice]:
     found = [a for rule in FRAME_RULES for a in rule(ctx)]
     for state in ctx.frame.attached:
         if state.state != "stalled" and (state.alive or state.steps):  # stalled: old numbers
-            found += [a for rule in TRAINER_RULES for a in rule(ctx, state)]
+            found += [replace(a, trainer_pid=state.pid)
+                      for rule in TRAINER_RULES for a in rule(ctx, state)]
     return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
 
 
@@ -54,9 +57,9 @@ class Advisor:
         self.on_after = on_after
         self.off_after = off_after if off_after is not None else (1 if on_after <= 1 else 5)
         self._util: dict[int, deque[float]] = {}
-        self._seen: dict[str, int] = {}
-        self._missing: dict[str, int] = {}
-        self._latest: dict[str, Advice] = {}
+        self._seen: dict[AdviceKey, int] = {}
+        self._missing: dict[AdviceKey, int] = {}
+        self._latest: dict[AdviceKey, Advice] = {}
 
     def __call__(self, frame: Frame) -> tuple[Advice, ...]:
         """The advice to show for this frame."""
@@ -64,7 +67,7 @@ class Advisor:
             if gpu.util_percent is not None:
                 self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_percent)
         ctx = Context(frame, {i: tuple(h) for i, h in self._util.items()})
-        current = {a.id: a for a in reversed(evaluate(ctx))}
+        current = {(a.id, a.trainer_pid): a for a in reversed(evaluate(ctx))}
         for key in set(self._seen) | set(current):
             if key in current:
                 self._seen[key] = self._seen.get(key, 0) + 1
@@ -76,4 +79,5 @@ class Advisor:
                     for table in (self._seen, self._missing, self._latest):
                         table.pop(key, None)
         shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
-        return tuple(sorted(shown, key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))
+        return tuple(sorted(shown, key=lambda a: (SEVERITY_ORDER[a.severity], a.id,
+                                                  a.trainer_pid or 0)))
