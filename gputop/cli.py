@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true",
                         help="draw with ASCII characters only (automatic where the locale's "
                         "encoding is not UTF-8); NO_COLOR=1 turns colour off")
+    parser.add_argument("--prometheus", metavar="URL",
+                        help="with --once: the fleet, one row per `gputop serve` host that "
+                        "this Prometheus server scrapes (e.g. http://prometheus:9090)")
     return parser
 
 
@@ -134,6 +137,8 @@ def _main(args: argparse.Namespace) -> int:
         check_scenario(args.demo)
     if args.attach is not None:
         check_attach(args.attach)
+    if args.prometheus is not None:
+        return _fleet(args)
     if args.once:
         return _once(args)
     try:
@@ -170,6 +175,41 @@ def _once(args: argparse.Namespace) -> int:
         text = render(frame)
         write_text(ascii_text(text) if args.ascii else text, sys.stdout)
     return EXIT_OK
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    """`--prometheus URL --once [--json]`: the fleet as Prometheus has it, printed once."""
+    from urllib.parse import urlsplit
+
+    if not args.once:
+        raise UsageError("--prometheus goes with --once for now (the fleet has no TUI "
+                         "screen yet)")
+    if args.demo is not None or args.attach is not None:
+        raise UsageError("--prometheus reads the fleet from Prometheus; it takes no "
+                         "--demo or --attach")
+    url = urlsplit(args.prometheus)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise UsageError(f"--prometheus wants an http(s):// URL, got {args.prometheus!r}")
+    from gputop.wiring import fleet_frame_once
+
+    frame = fleet_frame_once(args.prometheus, args.interval)
+    assert frame.fleet is not None
+    from gputop.export import fleet
+    from gputop.export.text import write_text
+
+    if frame.fleet.error is not None:
+        print(f"gputop: {frame.fleet.error}", file=sys.stderr)
+        return EXIT_INTERNAL
+    text = fleet.dumps(frame.fleet) + "\n" if args.json else fleet.render(frame.fleet)
+    write_text(ascii_text_if(text, args.ascii), sys.stdout)
+    return EXIT_OK
+
+
+def ascii_text_if(text: str, ascii: bool) -> str:
+    """`text`, in ASCII when asked."""
+    from gputop.export.text import ascii_text
+
+    return ascii_text(text) if ascii else text
 
 
 def _run(argv: list[str]) -> int:

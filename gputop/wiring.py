@@ -211,3 +211,11 @@ def run_serve(
         if trainer is not None:
             trainer.stop()
     return 0
+
+
+def fleet_frame_once(url: str, interval_s: float) -> Frame:
+    """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
+    from gputop.sources.fleet import FleetSource, fleet_frame
+    from gputop.sources.host import ProcHostSource
+
+    return fleet_frame(FleetSource(url).sample(), ProcHostSource().sample(), interval_s)
