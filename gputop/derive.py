@@ -82,8 +82,7 @@ class Derivation:
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._verdicts = verdicts  # only the current windows' steps are kept
-        ranks = [a for a in out if a.state != "stalled" and (a.alive or a.steps)]
-        return tuple(out), steps.input_straggler(ranks)
+        return tuple(out), _first_straggler(out)
 
     def _classified(
         self, step: StepRecord, verdicts: dict[int, tuple[StepRecord, StepRecord]]
@@ -110,6 +109,20 @@ def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grou
         row, runqueue_wait_percent=waits[row.pid].runqueue_wait_percent,
         io_wait_percent=waits[row.pid].io_wait_percent,
         read_bytes_per_s=waits[row.pid].read_bytes_per_s) for row in rows]
+
+
+def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:
+    """The input straggler of the first job that has one, judged among that job's ranks only
+    (trainers of different jobs wait for different loaders)."""
+    jobs: dict[int | None, list[AttachState]] = {}
+    for state in states:
+        if state.state != "stalled" and (state.alive or state.steps):
+            jobs.setdefault(state.job, []).append(state)
+    for ranks in jobs.values():
+        found = steps.input_straggler(ranks)
+        if found is not None:
+            return found
+    return None
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:

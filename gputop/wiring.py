@@ -12,6 +12,7 @@ from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
+    from gputop.export.http import Tls
     from gputop.model import AttachState, Frame
     from gputop.signalling import ProcessSignaller
 
@@ -183,3 +184,52 @@ def run_attached_child(
     run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append,
             ascii=ascii, signaller=signaller(readonly))
     return final[-1] if final else None
+
+
+def run_serve(
+    *, listen: str, interval_s: float = 1.0, per_worker: bool = False, demo: str | None = None,
+    gpus: int | None = None, membw: str = "auto", demo_trainer: bool = True,
+    tls: Tls | None = None, users: dict[str, bytes] | None = None,
+) -> int:
+    """`gputop serve`: /metrics for Prometheus until SIGTERM or SIGINT; with `demo`,
+    simulated GPUs (and, unless `demo_trainer` is False, the demo trainer on GPU 0)."""
+    from gputop.export.metrics import FrameCollector
+    from gputop.export.serve import (
+        ListenError,
+        Server,
+        parse_listen,
+        say_stderr,
+        serve_until_stopped,
+    )
+
+    try:
+        where = parse_listen(listen)
+    except ListenError as exc:
+        raise BadInput(str(exc)) from None
+    trainer = None
+    if demo is not None and demo_trainer:
+        from gputop.children import start_demo_trainer
+
+        trainer = start_demo_trainer()
+    try:
+        sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
+                                owner_pids=[trainer.pid] if trainer else ())
+        try:
+            server = Server(sampler, FrameCollector(per_worker=per_worker, scenario=demo),
+                            where, tls, users)
+        except ListenError as exc:
+            sampler.close()
+            raise BadInput(str(exc)) from None
+        serve_until_stopped(server, say_stderr)
+    finally:
+        if trainer is not None:
+            trainer.stop()
+    return 0
+
+
+def fleet_frame_once(url: str, interval_s: float) -> Frame:
+    """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
+    from gputop.sources.fleet import FleetSource, fleet_frame
+    from gputop.sources.host import ProcHostSource
+
+    return fleet_frame(FleetSource(url).sample(), ProcHostSource().sample(), interval_s)

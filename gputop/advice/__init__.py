@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from gputop.advice import gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
@@ -27,6 +28,7 @@ TRAINER_RULES: tuple[TrainerRule, ...] = (
     loader_rules.raise_batch_size,
     host_rules.cpu_threads,
 )
+AdviceKey = tuple[str, int | None]  # one piece of advice per rule and trainer
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
 HISTORY = 30
 # Items that turn the same knob: at most one of them is shown at a time.
@@ -39,7 +41,8 @@ def evaluate(ctx: Context) -> list[Advice]:
     found = [a for rule in FRAME_RULES for a in rule(ctx)]
     for state in ctx.frame.attached:
         if state.state != "stalled" and (state.alive or state.steps):  # stalled: old numbers
-            found += [a for rule in TRAINER_RULES for a in rule(ctx, state)]
+            found += [replace(a, trainer_pid=state.pid)
+                      for rule in TRAINER_RULES for a in rule(ctx, state)]
     return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
 
 
@@ -57,10 +60,10 @@ class Advisor:
         self.on_after = on_after
         self.off_after = off_after if off_after is not None else (1 if on_after <= 1 else 5)
         self._util: dict[int, deque[float]] = {}
-        self._seen: dict[str, int] = {}
-        self._missing: dict[str, int] = {}
-        self._latest: dict[str, Advice] = {}
-        self._pending: dict[str, tuple[str, int]] = {}  # id -> (new action, ticks it held)
+        self._seen: dict[AdviceKey, int] = {}
+        self._missing: dict[AdviceKey, int] = {}
+        self._latest: dict[AdviceKey, Advice] = {}
+        self._pending: dict[AdviceKey, tuple[str, int]] = {}  # key -> (new action, ticks held)
 
     def __call__(self, frame: Frame) -> tuple[Advice, ...]:
         """The advice to show for this frame."""
@@ -68,7 +71,7 @@ class Advisor:
             if gpu.util_percent is not None:
                 self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_percent)
         ctx = Context(frame, {i: tuple(h) for i, h in self._util.items()})
-        current = {a.id: a for a in reversed(evaluate(ctx))}
+        current = {(a.id, a.trainer_pid): a for a in reversed(evaluate(ctx))}
         for key in set(self._seen) | set(current):
             if key in current:
                 self._seen[key] = self._seen.get(key, 0) + 1
@@ -81,9 +84,9 @@ class Advisor:
                         table.pop(key, None)
         shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
         return tuple(sorted(self._one_per_knob(shown),
-                            key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))
+                            key=lambda a: (SEVERITY_ORDER[a.severity], a.id, a.trainer_pid or 0)))
 
-    def _steady(self, key: str, new: Advice) -> Advice:
+    def _steady(self, key: AdviceKey, new: Advice) -> Advice:
         """`new`, unless a shown item would change its action before the change held."""
         old = self._latest.get(key)
         if old is None or old.action == new.action or self._seen[key] <= self.on_after:
@@ -98,11 +101,12 @@ class Advisor:
         return old  # its evidence and action still agree with each other
 
     def _one_per_knob(self, shown: list[Advice]) -> list[Advice]:
-        """Of the shown items that turn one knob, the one seen most recently."""
-        best: dict[str, Advice] = {}
+        """Of the shown items that turn one knob of one trainer, the one seen most recently."""
+        best: dict[tuple[str, int | None], Advice] = {}
         for a in shown:
-            knob = KNOBS.get(a.id, a.id)
+            knob = (KNOBS.get(a.id, a.id), a.trainer_pid)
             held = best.get(knob)
-            if held is None or self._missing.get(a.id, 0) < self._missing.get(held.id, 0):
+            if held is None or self._missing.get((a.id, a.trainer_pid), 0) < self._missing.get(
+                    (held.id, held.trainer_pid), 0):
                 best[knob] = a
         return list(best.values())

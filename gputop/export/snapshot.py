@@ -277,6 +277,7 @@ def advice_json(a: Advice) -> dict[str, Any]:
         "title": a.title,
         "evidence": a.evidence,
         "action": a.action,
+        "trainer_pid": a.trainer_pid,
     }
 
 

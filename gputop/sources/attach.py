@@ -92,8 +92,8 @@ class RingAttachSource:
             self._find_job_members()
         states = []
         for target in self._targets:
-            members = [self._windows[pid].sample() for pid in self._members[target]]
-            own = self._windows[target].sample()
+            members = [self._windows[pid].sample(target) for pid in self._members[target]]
+            own = self._windows[target].sample(target)
             if not members or own.steps or own.error is None:  # a ring-less launcher hides
                 states.append(own)
             states += sorted(members, key=_rank_order)
@@ -196,7 +196,8 @@ class _RingWindow:
         self.config = TrainerConfig()
         self.meta_seen = False
 
-    def sample(self) -> AttachState:
+    def sample(self, job: int) -> AttachState:
+        """The window now, as a member of the job attached by PID `job`."""
         if self.alive:
             self._read()
         steps = tuple(
@@ -205,7 +206,7 @@ class _RingWindow:
         )
         dropped = self.reader.dropped if self.reader is not None else 0
         return AttachState(self.pid, self.config, dropped, steps, alive=self.alive,
-                           error=self.error)
+                           error=self.error, job=job)
 
     def _read(self) -> None:
         ticks = layout.start_ticks(self.pid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from gputop.tui.widgets.signal_prompt import Choice, SignalPrompt
 from gputop.tui.widgets.table import ProcessTable
 
 _DEFAULT_ASCENDING = {"pid": True}
+FULL_GC_EVERY_S = 30.0
 COMMAND_CHECK_S = 0.25  # how often the app looks whether `gputop run`'s command has ended
 
 
@@ -212,6 +214,9 @@ class GputopApp(App[int]):
         self._install_signal_handlers()
         if self.command is not None:
             self.set_interval(COMMAND_CHECK_S, self.check_command)
+        # Dropped strips reach each other through Textual's caches: only a full collection
+        # frees them, and left to chance their garbage lifts the resident size for hours.
+        self.set_interval(FULL_GC_EVERY_S, gc.collect)
         frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)
