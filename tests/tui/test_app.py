@@ -255,3 +255,32 @@ async def test_any_size_renders_and_keeps_pid_cpu_command(size: tuple[int, int])
         header = app.query_one(ProcessTable).text.splitlines()[0]
         assert "PID" in header and "%CPU" in header and "COMMAND" in header
         assert app.query_one(ProcessTable).size.height >= 3
+
+
+@sync
+async def test_the_periodic_full_collection_runs_and_the_app_keeps_going(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timer that frees Textual's strip cycles fires without ending the app (it once
+    crashed it 30 s after start: Textual could not count gc.collect's parameters)."""
+    import gc
+
+    import gputop.tui.app as app_module
+
+    full: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    monkeypatch.setattr(app_module, "FULL_GC_EVERY_S", 0.02)
+    gc.callbacks.append(count)
+    try:
+        app, sampler = _app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert sampler.on_frame is not None
+            sampler.on_frame(frames("compute-bound", 1)[0])
+            await pilot.pause(0.3)
+            assert full and app.is_running
+    finally:
+        gc.callbacks.remove(count)
