@@ -218,13 +218,16 @@ class DemoTrainer:
             self.process.wait(timeout_s)
 
 
-def start_demo_trainer(workers: int = 3, extra_args: Sequence[str] = ()) -> DemoTrainer:
-    """Start the demo trainer quietly in the background, with this gputop on its path."""
+def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = ()
+                       ) -> DemoTrainer:
+    """Start the demo trainer quietly in the background, with this gputop on its path
+    (`workers`: override its scenario's count)."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    count = () if workers is None else ("--workers", str(workers))
     process = subprocess.Popen(
-        [sys.executable, "-m", "gputop.demo_trainer", "--workers", str(workers), *extra_args],
+        [sys.executable, "-m", "gputop.demo_trainer", *count, *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, close_fds=True,
     )

@@ -19,11 +19,13 @@ from gputop.wiring import BadInput
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
+    from gputop.export.http import Tls
     from gputop.export.recorder import Retention
     from gputop.model import Frame
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 DEFAULT_SCENARIO = "data-starved"
+READONLY_HELP = "send no signals: the k (kill) key is off"
 
 
 class UsageError(Exception):
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gputop",
         description="nvidia-smi + top for people who train models. "
         "`gputop run [--] CMD ...` runs CMD with the step probe and attaches to it; "
+        "`gputop serve` publishes /metrics for Prometheus (see gputop serve --help); "
         "`gputop probe-path` prints a directory that makes the probe importable from any "
         "Python: PYTHONPATH=$(gputop probe-path) python -m gputop.probe train.py",
     )
@@ -134,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true",
                         help="draw with ASCII characters only (automatic where the locale's "
                         "encoding is not UTF-8); NO_COLOR=1 turns colour off")
+    parser.add_argument("--readonly", action="store_true", help=READONLY_HELP)
+    parser.add_argument("--prometheus", metavar="URL",
+                        help="with --once: the fleet, one row per `gputop serve` host that "
+                        "this Prometheus server scrapes (e.g. http://prometheus:9090)")
     parser.add_argument("--record", metavar="FILE",
                         help="also record what the screen shows to FILE (SQLite, "
                         "see `gputop record`)")
@@ -177,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _record(record_parser().parse_args(args_list[1:]))
         if args_list and args_list[0] == "replay":
             return _replay(replay_parser().parse_args(args_list[1:]))
+        if args_list and args_list[0] == "serve":
+            return _serve(args_list[1:])
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -204,9 +213,11 @@ def _main(args: argparse.Namespace) -> int:
         check_scenario(args.demo)
     if args.attach is not None:
         check_attach(args.attach)
+    if args.once and (args.record or args.max_size or args.keep):
+        raise UsageError("--record, --max-size and --keep go with the live view, not --once")
+    if args.prometheus is not None:
+        return _fleet(args)
     if args.once:
-        if args.record or args.max_size or args.keep:
-            raise UsageError("--record, --max-size and --keep go with the live view, not --once")
         return _once(args)
     if (args.max_size or args.keep) and not args.record:
         raise UsageError("--max-size and --keep go with --record FILE")
@@ -215,7 +226,8 @@ def _main(args: argparse.Namespace) -> int:
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
-                        record=args.record, retention=_retention(args))
+                        record=args.record, retention=_retention(args),
+                        readonly=args.readonly)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -308,11 +320,47 @@ def _once(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    """`--prometheus URL --once [--json]`: the fleet as Prometheus has it, printed once."""
+    from urllib.parse import urlsplit
+
+    if not args.once:
+        raise UsageError("--prometheus goes with --once for now (the fleet has no TUI "
+                         "screen yet)")
+    if args.demo is not None or args.attach is not None:
+        raise UsageError("--prometheus reads the fleet from Prometheus; it takes no "
+                         "--demo or --attach")
+    url = urlsplit(args.prometheus)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise UsageError(f"--prometheus wants an http(s):// URL, got {args.prometheus!r}")
+    from gputop.wiring import fleet_frame_once
+
+    frame = fleet_frame_once(args.prometheus, args.interval)
+    assert frame.fleet is not None
+    from gputop.export import fleet
+    from gputop.export.text import write_text
+
+    if frame.fleet.error is not None:
+        print(f"gputop: {frame.fleet.error}", file=sys.stderr)
+        return EXIT_INTERNAL
+    text = fleet.dumps(frame.fleet) + "\n" if args.json else fleet.render(frame.fleet)
+    write_text(ascii_text_if(text, args.ascii), sys.stdout)
+    return EXIT_OK
+
+
+def ascii_text_if(text: str, ascii: bool) -> str:
+    """`text`, in ASCII when asked."""
+    from gputop.export.text import ascii_text
+
+    return ascii_text(text) if ascii else text
+
+
 def _run(argv: list[str]) -> int:
     parser = _Parser(prog="gputop run", description="run CMD with the step probe, TUI attached")
     parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS")
     parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto")
     parser.add_argument("--ascii", action="store_true", help="draw with ASCII characters only")
+    parser.add_argument("--readonly", action="store_true", help=READONLY_HELP)
     parser.add_argument("--log", metavar="FILE",
                         help="where CMD's output goes while the TUI has the terminal "
                         "(default gputop-run-PID.log in the current directory)")
@@ -334,7 +382,7 @@ def _run(argv: list[str]) -> int:
     final = None
     try:
         final = run_attached_child(child, interval_s=args.interval, membw=args.membw,
-                                   ascii=args.ascii)
+                                   ascii=args.ascii, readonly=args.readonly)
     finally:
         code = _finish(child, command[0])
     if code is None:
@@ -364,6 +412,81 @@ def _say(line: str, final: Frame | None = None) -> None:
     with contextlib.suppress(OSError):
         write_text(text, sys.stderr)
         sys.stderr.flush()
+
+
+def _serve(argv: list[str]) -> int:
+    """`gputop serve`: a Prometheus exporter, headless (it never loads the terminal UI)."""
+    from gputop.export.serve import DEFAULT_HOST, DEFAULT_PORT
+
+    parser = _Parser(prog="gputop serve", description="Serve /metrics (Prometheus text and "
+                     "OpenMetrics) from one sampler thread; every probed trainer on this host "
+                     "is attached as it appears.")
+    parser.add_argument("--listen", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+                        metavar="HOST:PORT", help=f"address to serve on (default "
+                        f"{DEFAULT_HOST}:{DEFAULT_PORT}, loopback only; 0.0.0.0:PORT for all "
+                        "interfaces, port 0 for any free one)")
+    parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                        help="sampling period (default 1.0); a scrape never samples")
+    parser.add_argument("--per-worker", action="store_true",
+                        help="also one series per DataLoader worker process")
+    parser.add_argument("--demo", nargs="?", const=DEFAULT_SCENARIO, metavar="SCENARIO",
+                        help="simulated GPUs (labelled simulated in gputop_exporter_info) and "
+                        "the demo trainer")
+    parser.add_argument("--no-demo-trainer", action="store_true",
+                        help="with --demo: simulated GPUs only, no demo trainer")
+    parser.add_argument("--gpus", type=_gpu_count, default=None, metavar="N",
+                        help="number of simulated GPUs with --demo (1..16)")
+    parser.add_argument("--membw", choices=("auto", "estimate", "off"), default="auto",
+                        help="host memory-bandwidth source (default auto)")
+    parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate "
+                        "(PEM; with --tls-key)")
+    parser.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    parser.add_argument("--tls-client-ca", metavar="FILE",
+                        help="require client certificates signed by this CA (mutual TLS)")
+    parser.add_argument("--basic-auth-file", metavar="FILE",
+                        help="require HTTP basic auth: user:password lines, in a file only "
+                        "its owner can read")
+    args = parser.parse_args(argv)
+    if args.gpus is not None and args.demo is None:
+        raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
+    if args.no_demo_trainer and args.demo is None:
+        raise UsageError("--no-demo-trainer goes with --demo")
+    from gputop.wiring import check_scenario, run_serve
+
+    if args.demo is not None:
+        check_scenario(args.demo)
+    return run_serve(listen=args.listen, interval_s=args.interval, per_worker=args.per_worker,
+                     demo=args.demo, gpus=args.gpus, membw=args.membw,
+                     demo_trainer=not args.no_demo_trainer, tls=_tls(args),
+                     users=_users(args.basic_auth_file))
+
+
+def _users(path: str | None) -> dict[str, bytes] | None:
+    """The basic-auth users, or None without --basic-auth-file."""
+    if path is None:
+        return None
+    from gputop.export.http import AuthFileError, load_users
+
+    try:
+        return load_users(path)
+    except AuthFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tls(args: argparse.Namespace) -> Tls | None:
+    """The TLS files, checked for presence; None for plain HTTP."""
+    from gputop.export.http import Tls
+
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            raise UsageError("--tls-client-ca goes with --tls-cert and --tls-key")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise UsageError("HTTPS needs both --tls-cert and --tls-key")
+    for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
+        if path is not None and not os.path.isfile(path):
+            raise UsageError(f"no such file: {path}")
+    return Tls(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
 def probe_path() -> str:

@@ -5,6 +5,10 @@ a DataLoader with worker processes (named pt_data_worker by torch itself). Witho
 a standard-library trainer whose multiprocessing workers name themselves pt_data_worker,
 labelled as such in the step pane. Either way the real probe times every step, and it
 exits when its parent (gputop) dies.
+
+`--scenario` makes it behave as the simulated GPUs of that scenario look: starved
+scenarios wait on slow workers, compute-bound ones compute far longer than a batch takes
+to load, small-batch computes on small batches; so GPU rows, step pane and advice agree.
 """
 
 from __future__ import annotations
@@ -18,11 +22,38 @@ import signal
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 STDLIB_NOTE = "stdlib demo trainer: torch not installed"
+WIDTH = 64
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one scenario's trainer behaves: workers, batch, seconds a worker spends per
+    sample (the starvation knob), and forward/backward passes per step (the compute knob)."""
+
+    workers: int
+    batch: int
+    item_sleep: float
+    passes: int
+    hidden: int = 128
+
+
+STARVED = Shape(workers=3, batch=32, item_sleep=0.004, passes=1)
+COMPUTING = Shape(workers=3, batch=64, item_sleep=0.0, passes=12, hidden=512)
+SHAPES: dict[str, Shape] = {
+    "data-starved": STARVED,
+    "mixed": STARVED,  # GPU 0, the demo trainer's, plays data-starved in "mixed"
+    "compute-bound": COMPUTING,
+    "small-batch": replace(COMPUTING, batch=8),
+    # Memory full, util zero: the classic starved GPU. One batch a second or so.
+    "memory-full-util-zero": replace(STARVED, item_sleep=0.04),
+}
+NO_TRAINER = ("idle",)  # idle GPUs: nothing trains
 
 
 def _prctl(option: int, value: Any) -> None:
@@ -71,7 +102,8 @@ def _watch(probe: Any, loader: Iterable[Any]) -> Iterator[Any]:
 
 
 def run_torch(args: argparse.Namespace, parent: int) -> None:
-    """The torch loop: workers make batches slowly enough that the loop waits for data."""
+    """The torch loop: workers make batches at the scenario's pace, the model computes its
+    passes over each."""
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -83,25 +115,29 @@ def run_torch(args: argparse.Namespace, parent: int) -> None:
 
         def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
             # Runs in the workers; torch ends them when this trainer goes away.
-            time.sleep(args.item_sleep)
-            x = torch.randn(64)
+            if args.item_sleep:
+                time.sleep(args.item_sleep)
+            x = torch.randn(WIDTH)
             return x, (x.sum() > 0).long()
 
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(WIDTH, args.hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(args.hidden, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     probe = _probe()
     if probe is not None:
-        probe.annotate(device="cpu", num_threads=1, demo=True)
+        probe.annotate(device="cpu", num_threads=1, demo=True, scenario=args.scenario)
     while not orphaned(parent):
         loader = DataLoader(Samples(), batch_size=args.batch, num_workers=args.workers,
                             pin_memory=False, persistent_workers=False, prefetch_factor=2)
         for step, (x, y) in enumerate(_watch(probe, loader)):
-            with _phase(probe, "forward"):
-                loss = loss_fn(model(x), y)
-            with _phase(probe, "backward"):
-                optimizer.zero_grad()
-                loss.backward()
+            optimizer.zero_grad()
+            for _ in range(args.passes):  # the compute knob: gradients accumulate
+                with _phase(probe, "forward"):
+                    loss = loss_fn(model(x), y)
+                with _phase(probe, "backward"):
+                    loss.backward()
             with _phase(probe, "optimizer"):
                 optimizer.step()
             if step % 20 == 0 and orphaned(parent):
@@ -114,7 +150,8 @@ def _stand_in_worker(queue: Any, parent: int, item_sleep: float, batch: int) -> 
     _prctl(PR_SET_NAME, b"pt_data_worker")
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     while os.getppid() == parent:
-        time.sleep(item_sleep * batch / 4)
+        if item_sleep:
+            time.sleep(item_sleep * batch / 4)
         queue.put(sum(i * i for i in range(2000)))
 
 
@@ -140,25 +177,39 @@ def run_stand_in(args: argparse.Namespace, parent: int) -> None:
             yield queue.get()
 
     for item in _watch(probe, batches()):
-        with _phase(probe, "forward"):
-            sum(i * item % 7 for i in range(3000))
-        with _phase(probe, "backward"):
-            sum(i * item % 5 for i in range(5000))
+        for _ in range(args.passes):
+            with _phase(probe, "forward"):
+                sum(i * item % 7 for i in range(3000))
+            with _phase(probe, "backward"):
+                sum(i * item % 5 for i in range(5000))
         with _phase(probe, "optimizer"):
             sum(i * item % 3 for i in range(1000))
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The knobs: a scenario's shape, each part of which a flag may override."""
+    parser = argparse.ArgumentParser(prog="python -m gputop.demo_trainer")
+    parser.add_argument("--scenario", choices=sorted(SHAPES), default="data-starved",
+                        help="behave as this --demo scenario's GPUs look (default data-starved)")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--item-sleep", type=float,
+                        help="seconds a worker spends per sample (data starvation knob)")
+    parser.add_argument("--passes", type=int, help="forward/backward passes per step")
+    parser.add_argument("--hidden", type=int, help="width of the model's hidden layers")
+    parser.add_argument("--epoch-steps", type=int, default=300)
+    parser.add_argument("--stand-in", action="store_true", help="never use torch")
+    args = parser.parse_args(argv)
+    shape = SHAPES[args.scenario]
+    for knob in ("workers", "batch", "item_sleep", "passes", "hidden"):
+        if getattr(args, knob) is None:
+            setattr(args, knob, getattr(shape, knob))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the knobs and train until the parent goes away or we are signalled."""
-    parser = argparse.ArgumentParser(prog="python -m gputop.demo_trainer")
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--item-sleep", type=float, default=0.004,
-                        help="seconds a worker spends per sample (data starvation knob)")
-    parser.add_argument("--epoch-steps", type=int, default=300)
-    parser.add_argument("--stand-in", action="store_true",
-                        help="the standard-library trainer even where torch is importable")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     parent = os.getppid()
     die_with_parent(parent)
     signal.signal(signal.SIGTERM, _leave_now)

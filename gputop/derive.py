@@ -50,6 +50,7 @@ class Derivation:
         trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
         if not trainers:
             return tuple(out), ()
+        out = _with_waits(out, trainers, groups, source)
         pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
         members = {row.pid: row for row in out if row.pid in groups.roles}
         return tuple(out), grouping.trainer_groups(groups, members, pins)
@@ -81,8 +82,7 @@ class Derivation:
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._verdicts = verdicts  # only the current windows' steps are kept
-        ranks = [a for a in out if a.state != "stalled" and (a.alive or a.steps)]
-        return tuple(out), steps.input_straggler(ranks)
+        return tuple(out), _first_straggler(out)
 
     def _classified(
         self, step: StepRecord, verdicts: dict[int, tuple[StepRecord, StepRecord]]
@@ -94,6 +94,35 @@ class Derivation:
             done = replace(step, verdict=steps.classify(step))
         verdicts[id(step)] = (step, done)
         return done
+
+
+def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grouping.Grouping,
+                source: ProcessSource) -> list[ProcessSample]:
+    """`rows` with the run-queue and I/O waits of each trainer and its workers (what the
+    worker advice rests on); read for those processes only, so a tick costs the same with
+    thousands of other processes."""
+    wanted = [*trainers, *(w for t in trainers for w in groups.workers_of.get(t, ()))]
+    waits = source.waits(wanted)
+    if not waits:
+        return rows
+    return [row if row.pid not in waits else replace(
+        row, runqueue_wait_percent=waits[row.pid].runqueue_wait_percent,
+        io_wait_percent=waits[row.pid].io_wait_percent,
+        read_bytes_per_s=waits[row.pid].read_bytes_per_s) for row in rows]
+
+
+def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:
+    """The input straggler of the first job that has one, judged among that job's ranks only
+    (trainers of different jobs wait for different loaders)."""
+    jobs: dict[int | None, list[AttachState]] = {}
+    for state in states:
+        if state.state != "stalled" and (state.alive or state.steps):
+            jobs.setdefault(state.job, []).append(state)
+    for ranks in jobs.values():
+        found = steps.input_straggler(ranks)
+        if found is not None:
+            return found
+    return None
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:

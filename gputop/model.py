@@ -101,6 +101,11 @@ class ProcessSample:
     trainer_pid: int | None = None
     has_probe: bool = False
     in_proc: bool = True
+    # Read for trainers and their workers only (None elsewhere, and where unknown), over the
+    # interval like cpu_percent; 100 = one thread for the whole interval.
+    runqueue_wait_percent: float | None = None  # runnable but waiting for a CPU, all threads
+    io_wait_percent: float | None = None  # blocked on block I/O (needs kernel.task_delayacct)
+    read_bytes_per_s: float | None = None  # bytes storage read for it (/proc/PID/io)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -297,6 +302,7 @@ class AttachState:
     error: str | None = None
     state: TrainerState = "running"
     idle_s: float | None = None  # since the newest step closed (None: no step yet)
+    job: int | None = None  # the PID the job was attached by; ranks of one job share it
 
     @property
     def current(self) -> bool:
@@ -358,6 +364,47 @@ class Advice:
     title: str
     evidence: str
     action: str
+    trainer_pid: int | None = None  # the trainer a per-trainer rule judged; None: host-wide
+
+
+@dataclass(frozen=True, slots=True)
+class FleetHost:
+    """One `gputop serve` target as Prometheus has it; a target that is down has no figures
+    (None), never zeros."""
+
+    instance: str
+    hostname: str
+    up: bool
+    simulated: bool = False
+    gpus: int | None = None
+    gpu_util_ratio: float | None = None  # mean over its GPUs
+    gpu_memory_used_bytes: float | None = None
+    gpu_memory_total_bytes: float | None = None
+    idle_gpus_holding_memory: int | None = None
+    trainers: int | None = None
+    probed_trainers: int | None = None
+    data_bound_trainers: int | None = None
+    worst_data_wait_ratio: float | None = None
+    stragglers: int | None = None
+    memory_pressure_ratio: float | None = None
+    advice: int | None = None
+
+    @property
+    def trouble(self) -> int:
+        """How many things on this host want a look (down counts most)."""
+        if not self.up:
+            return 1000
+        return sum(n or 0 for n in (self.idle_gpus_holding_memory, self.data_bound_trainers,
+                                    self.stragglers))
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReport:
+    """Every host a Prometheus server scrapes `gputop serve` on, worst first."""
+
+    url: str
+    hosts: tuple[FleetHost, ...] = ()
+    error: str | None = None  # why Prometheus could not be asked (one line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +423,7 @@ class Frame:
     sample_cost_s: float = field(default=0.0, compare=False)
     straggler: InputStraggler | None = None
     errors: tuple[SourceError, ...] = ()
+    fleet: FleetReport | None = None  # `--prometheus URL`: the hosts Prometheus scrapes
 
     @property
     def simulated(self) -> bool:

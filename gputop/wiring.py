@@ -15,9 +15,11 @@ from gputop.sampler import DeferredSources, Sampler
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
+    from gputop.export.http import Tls
     from gputop.export.recorder import Recorder, Retention
     from gputop.model import AttachState, Frame
     from gputop.playback import Playback
+    from gputop.signalling import ProcessSignaller
 
 
 class BadInput(Exception):
@@ -138,28 +140,40 @@ def watch_child(child: subprocess.Popen[bytes], sampler: Sampler) -> Frame:
     return sampler.sample()
 
 
+def signaller(readonly: bool) -> ProcessSignaller | None:
+    """What lets the TUI's `k` send signals; None under --readonly."""
+    if readonly:
+        return None
+    from gputop.signalling import ProcessSignaller
+
+    return ProcessSignaller()
+
+
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
-    record: str | None = None, retention: Retention | None = None,
+    record: str | None = None, retention: Retention | None = None, readonly: bool = False,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
-    `ascii` draws with ASCII characters only; `record` also writes what it shows there."""
+    `ascii` draws with ASCII characters only; `record` also writes what it shows there;
+    `readonly` sends no signals."""
     from gputop.tui import run_tui
 
     recorder = open_recorder(record, retention) if record is not None else None
     trainer = None
     if demo is not None:
         from gputop.children import start_demo_trainer
+        from gputop.demo_trainer import NO_TRAINER
 
-        trainer = start_demo_trainer()
+        if demo not in NO_TRAINER:  # the trainer behaves as the scenario's GPUs look
+            trainer = start_demo_trainer(extra_args=("--scenario", demo))
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
         if recorder is not None:
             sampler.add_sink(recorder)
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target, ascii=ascii)
+        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly))
     finally:
         if trainer is not None:
             trainer.stop()
@@ -279,14 +293,64 @@ class ProbedTrainers:
 
 def run_attached_child(
     command: RunCommand, *, interval_s: float = 1.0, membw: str = "auto", ascii: bool = False,
+    readonly: bool = False,
 ) -> Frame | None:
     """`gputop run`: the TUI attached to `command`, which it may interrupt, stop or leave
     running; the frame to summarise at the end (None if none was shown). Ending a command
-    that is still running is the caller's (`RunCommand.finish`)."""
+    that is still running is the caller's (`RunCommand.finish`). `readonly`: `k` is off."""
     from gputop.tui import run_tui
 
     final: list[Frame] = []
     sampler = build_sampler(membw=membw, interval_s=interval_s, defer=True)
     run_tui(sampler, attach_pid=command.pid, command=command, on_exit=final.append,
-            ascii=ascii)
+            ascii=ascii, signaller=signaller(readonly))
     return final[-1] if final else None
+
+
+def run_serve(
+    *, listen: str, interval_s: float = 1.0, per_worker: bool = False, demo: str | None = None,
+    gpus: int | None = None, membw: str = "auto", demo_trainer: bool = True,
+    tls: Tls | None = None, users: dict[str, bytes] | None = None,
+) -> int:
+    """`gputop serve`: /metrics for Prometheus until SIGTERM or SIGINT; with `demo`,
+    simulated GPUs (and, unless `demo_trainer` is False, the demo trainer on GPU 0)."""
+    from gputop.export.metrics import FrameCollector
+    from gputop.export.serve import (
+        ListenError,
+        Server,
+        parse_listen,
+        say_stderr,
+        serve_until_stopped,
+    )
+
+    try:
+        where = parse_listen(listen)
+    except ListenError as exc:
+        raise BadInput(str(exc)) from None
+    trainer = None
+    if demo is not None and demo_trainer:
+        from gputop.children import start_demo_trainer
+
+        trainer = start_demo_trainer()
+    try:
+        sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
+                                owner_pids=[trainer.pid] if trainer else ())
+        try:
+            server = Server(sampler, FrameCollector(per_worker=per_worker, scenario=demo),
+                            where, tls, users)
+        except ListenError as exc:
+            sampler.close()
+            raise BadInput(str(exc)) from None
+        serve_until_stopped(server, say_stderr)
+    finally:
+        if trainer is not None:
+            trainer.stop()
+    return 0
+
+
+def fleet_frame_once(url: str, interval_s: float) -> Frame:
+    """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
+    from gputop.sources.fleet import FleetSource, fleet_frame
+    from gputop.sources.host import ProcHostSource
+
+    return fleet_frame(FleetSource(url).sample(), ProcHostSource().sample(), interval_s)

@@ -19,6 +19,7 @@ TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
     "printable": "model", "recording": "model", "sampler": "sampler", "derive": "sampler",
     "playback": "sampler",
     "wiring": "cli", "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
+    "signalling": "cli",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from gputop.advice import gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
@@ -21,16 +22,18 @@ FRAME_RULES: tuple[FrameRule, ...] = (
     rank_rules.input_straggler_rank,
 )
 TRAINER_RULES: tuple[TrainerRule, ...] = (
-    loader_rules.num_workers_zero,
-    loader_rules.raise_num_workers,
-    loader_rules.too_many_workers,
+    loader_rules.num_workers_advice,
     loader_rules.io_bound_loading,
     loader_rules.pin_memory_off,
     loader_rules.raise_batch_size,
     host_rules.cpu_threads,
 )
+AdviceKey = tuple[str, int | None]  # one piece of advice per rule and trainer
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}
 HISTORY = 30
+# Items that turn the same knob: at most one of them is shown at a time.
+KNOBS = {"num-workers-zero": "num_workers", "raise-num-workers": "num_workers",
+         "too-many-workers": "num_workers"}
 
 
 def evaluate(ctx: Context) -> list[Advice]:
@@ -38,7 +41,8 @@ def evaluate(ctx: Context) -> list[Advice]:
     found = [a for rule in FRAME_RULES for a in rule(ctx)]
     for state in ctx.frame.attached:
         if state.state != "stalled" and (state.alive or state.steps):  # stalled: old numbers
-            found += [a for rule in TRAINER_RULES for a in rule(ctx, state)]
+            found += [replace(a, trainer_pid=state.pid)
+                      for rule in TRAINER_RULES for a in rule(ctx, state)]
     return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
 
 
@@ -47,16 +51,19 @@ class Advisor:
 
     An advisor that shows advice at once (on_after=1: `--once`, a final summary) keeps none
     past its condition either: what it shows is what the newest frame supports, so it never
-    contradicts the verdict printed beside it.
+    contradicts the verdict printed beside it. A shown item's action changes only once the
+    new one held `on_after` ticks (a suggested number does not jitter), and of the items that
+    turn one knob only the newest is shown (never "add workers" beside "remove workers").
     """
 
     def __init__(self, on_after: int = 2, off_after: int | None = None) -> None:
         self.on_after = on_after
         self.off_after = off_after if off_after is not None else (1 if on_after <= 1 else 5)
         self._util: dict[int, deque[float]] = {}
-        self._seen: dict[str, int] = {}
-        self._missing: dict[str, int] = {}
-        self._latest: dict[str, Advice] = {}
+        self._seen: dict[AdviceKey, int] = {}
+        self._missing: dict[AdviceKey, int] = {}
+        self._latest: dict[AdviceKey, Advice] = {}
+        self._pending: dict[AdviceKey, tuple[str, int]] = {}  # key -> (new action, ticks held)
 
     def __call__(self, frame: Frame) -> tuple[Advice, ...]:
         """The advice to show for this frame."""
@@ -64,16 +71,42 @@ class Advisor:
             if gpu.util_percent is not None:
                 self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_percent)
         ctx = Context(frame, {i: tuple(h) for i, h in self._util.items()})
-        current = {a.id: a for a in reversed(evaluate(ctx))}
+        current = {(a.id, a.trainer_pid): a for a in reversed(evaluate(ctx))}
         for key in set(self._seen) | set(current):
             if key in current:
                 self._seen[key] = self._seen.get(key, 0) + 1
                 self._missing[key] = 0
-                self._latest[key] = current[key]
+                self._latest[key] = self._steady(key, current[key])
             else:
                 self._missing[key] = self._missing.get(key, 0) + 1
                 if self._missing[key] >= self.off_after:
-                    for table in (self._seen, self._missing, self._latest):
+                    for table in (self._seen, self._missing, self._latest, self._pending):
                         table.pop(key, None)
         shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
-        return tuple(sorted(shown, key=lambda a: (SEVERITY_ORDER[a.severity], a.id)))
+        return tuple(sorted(self._one_per_knob(shown),
+                            key=lambda a: (SEVERITY_ORDER[a.severity], a.id, a.trainer_pid or 0)))
+
+    def _steady(self, key: AdviceKey, new: Advice) -> Advice:
+        """`new`, unless a shown item would change its action before the change held."""
+        old = self._latest.get(key)
+        if old is None or old.action == new.action or self._seen[key] <= self.on_after:
+            self._pending.pop(key, None)
+            return new
+        action, held = self._pending.get(key, (new.action, 0))
+        held = held + 1 if action == new.action else 1
+        if held >= self.on_after:
+            self._pending.pop(key, None)
+            return new
+        self._pending[key] = (new.action, held)
+        return old  # its evidence and action still agree with each other
+
+    def _one_per_knob(self, shown: list[Advice]) -> list[Advice]:
+        """Of the shown items that turn one knob of one trainer, the one seen most recently."""
+        best: dict[tuple[str, int | None], Advice] = {}
+        for a in shown:
+            knob = (KNOBS.get(a.id, a.id), a.trainer_pid)
+            held = best.get(knob)
+            if held is None or self._missing.get((a.id, a.trainer_pid), 0) < self._missing.get(
+                    (held.id, held.trainer_pid), 0):
+                best[knob] = a
+        return list(best.values())

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from gputop.analysis.steps import split
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample, TrainerGroup
 
 CORE_PERCENT = 100.0
+STARVED_WAIT = 0.20  # a trainer waiting for a core this share of the time, and as long as
+# it runs, is CPU-starved
+BUSY_WORKER = 0.30  # a worker running or waiting for a core this share of the time, and
+# waiting at least as long as it runs, is CPU-starved
+BUSY_PROCESS = 0.5  # another process using this much of a core keeps a core busy
+SWAP_IN_PER_S = 1.0
+ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this much is noise
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +68,6 @@ def num_workers(ctx: Context, state: AttachState) -> int | None:
     return len(group.worker_pids) if group else None
 
 
-def per_worker_cpu(ctx: Context, pid: int) -> float | None:
-    """Average %CPU of one DataLoader worker of trainer `pid` (100 = one core)."""
-    group = ctx.trainer(pid)
-    if group is None or not group.worker_pids:
-        return None
-    rows = [ctx.process(w) for w in group.worker_pids]
-    if any(r is None or r.cpu_percent is None for r in rows):
-        return None  # no rate yet (a first tick, a worker just born): unknown, not idle
-    return group.workers_cpu_percent / len(group.worker_pids)
-
-
 def is_data_bound(state: AttachState) -> bool:
     """The attached trainer's window says its steps wait for data."""
     return state.summary.verdict == "data-bound" and state.summary.steps > 0
@@ -92,3 +90,160 @@ def gpu_memory_fraction(gpu: GpuSample) -> float | None:
     if gpu.memory_used_bytes is None or not gpu.memory_total_bytes:
         return None
     return gpu.memory_used_bytes / gpu.memory_total_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """How a trainer's DataLoader workers spent the last interval, each on average, as
+    shares of the interval: on a CPU, runnable but waiting for one, and neither (blocked)."""
+
+    count: int
+    run: float
+    wait: float | None  # None: the kernel counts no run-queue wait here
+    io_wait: float | None  # in block I/O, where delay accounting is on
+    read_bytes_per_s: float | None  # storage reads of all the workers together
+
+    @property
+    def blocked(self) -> float | None:
+        """Share spent neither running nor waiting for a core: on I/O, a sleep, a lock or
+        the queue to the trainer (approximate for workers with several busy threads)."""
+        return None if self.wait is None else max(0.0, 1.0 - self.run - self.wait)
+
+    @property
+    def busy(self) -> float | None:
+        """Share of the time the workers wanted a core: running or waiting for one."""
+        return None if self.wait is None else min(1.0, self.run + self.wait)
+
+    @property
+    def starved(self) -> bool:
+        """Busy workers that wait for a core at least as long as they run on one."""
+        busy = self.busy
+        return (self.wait is not None and busy is not None and busy >= BUSY_WORKER
+                and self.wait >= self.run)
+
+    def words(self) -> str:
+        """'2 workers: 3% CPU, 1% waiting for a core, 96% blocked each'."""
+        each = " each" if self.count > 1 else ""
+        text = f"{counted(self.count, 'worker')}: {self.run:.0%} CPU"
+        blocked = self.blocked
+        if self.wait is not None and blocked is not None:
+            text += f", {self.wait:.0%} waiting for a core, {blocked:.0%} blocked"
+        return text + each
+
+
+def worker_load(ctx: Context, pid: int) -> WorkerLoad | None:
+    """The average worker of trainer `pid`, or None without workers or a rate for each."""
+    group = ctx.trainer(pid)
+    if group is None or not group.worker_pids:
+        return None
+    rows = [ctx.process(w) for w in group.worker_pids]
+    known = [r for r in rows if r is not None and r.cpu_percent is not None]
+    if len(known) < len(rows):
+        return None  # no rate yet (a first tick, a worker just born): unknown, not idle
+    n = len(known)
+    waits = [r.runqueue_wait_percent for r in known]
+    ios = [r.io_wait_percent for r in known]
+    reads = [r.read_bytes_per_s for r in known]
+    return WorkerLoad(
+        count=n,
+        run=sum(r.cpu_percent or 0.0 for r in known) / n / CORE_PERCENT,
+        wait=None if None in waits else sum(w or 0.0 for w in waits) / n / CORE_PERCENT,
+        io_wait=None if None in ios else sum(i or 0.0 for i in ios) / n / CORE_PERCENT,
+        read_bytes_per_s=None if None in reads else sum(b or 0.0 for b in reads),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """The window's average step and its input and compute parts, in ms.
+
+    Averages, not medians: workers that deliver batches in bursts (three at once, then a
+    long wait) give a median step of a few ms, while their rate is what the mean says.
+    """
+
+    step_ms: float
+    input_ms: float
+    compute_ms: float
+
+
+def step_shape(state: AttachState) -> StepShape | None:
+    """Means over the window's timed, non-warm-up steps; None without any."""
+    if state.summary.unmeasured_reason or not state.summary.steps:
+        return None
+    parts = [p for p in (split(s) for s in state.steps if not s.warmup) if p is not None]
+    if not parts:
+        return None
+    input_ms = sum(i for i, _ in parts) / len(parts) / 1e6
+    compute_ms = sum(c for _, c in parts) / len(parts) / 1e6
+    return StepShape(input_ms + compute_ms, input_ms, compute_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class JobCpu:
+    """The CPU a trainer's job (it and its workers) uses, and what it can count on, in cores."""
+
+    used: float
+    trainer_used: float
+    idle: float
+    others_busy: int  # busy competitors: other processes on a core each, or their cores used
+    cores: int
+    starved: bool  # the job's processes already wait for cores: it has what it can get
+
+    @property
+    def available(self) -> float:
+        """Cores the job can use: its own and the idle ones; and, while it waits for none,
+        at least an equal share beside the other busy processes (the kernel shares a busy
+        CPU between sessions and runnable tasks, and runs a waking light task promptly)."""
+        own = min(float(self.cores), self.used + self.idle)
+        if self.starved:
+            return max(own, 1e-3)
+        return max(own, self.cores / (self.others_busy + 1))
+
+    def words(self) -> str:
+        """'0.25 cores used now, 0.67 available'."""
+        return f"{self.used:.2f} cores used now, {self.available:.2f} available"
+
+
+def job_cpu(ctx: Context, pid: int, starved: bool) -> JobCpu | None:
+    """The CPU picture of trainer `pid`'s job, or None while a rate is unknown."""
+    trainer = ctx.process(pid)
+    host = ctx.frame.host
+    if trainer is None or trainer.cpu_percent is None or host.cpu_percent is None:
+        return None
+    group = ctx.trainer(pid)
+    members = {pid, *(group.worker_pids if group else ())}
+    rows = [r for r in (ctx.process(m) for m in members) if r is not None]
+    used = sum(r.cpu_percent or 0.0 for r in rows) / CORE_PERCENT
+    busy = sum(1 for p in ctx.frame.processes if p.pid not in members
+               and (p.cpu_percent or 0.0) >= BUSY_PROCESS * CORE_PERCENT)
+    # Work spread thin over many processes counts by the cores it takes.
+    spread = math.ceil(max(0.0, others_cores(ctx, used)) - ROUNDING_CORES)
+    others = max(busy, spread)
+    return JobCpu(used, trainer.cpu_percent / CORE_PERCENT, ctx.free_cores(), others,
+                  host.cpu_count, starved)
+
+
+def others_cores(ctx: Context, job_used: float) -> float:
+    """Cores the host's other work used this tick (host busy cores less the job's)."""
+    host = ctx.frame.host
+    return (host.cpu_percent or 0.0) / CORE_PERCENT * host.cpu_count - job_used
+
+
+def trainer_starved(ctx: Context, pid: int) -> bool:
+    """The trainer's threads wait for cores at least as long as they run (and it matters)."""
+    row = ctx.process(pid)
+    if row is None or row.cpu_percent is None or row.runqueue_wait_percent is None:
+        return False
+    wait = row.runqueue_wait_percent / CORE_PERCENT
+    return wait >= STARVED_WAIT and wait >= row.cpu_percent / CORE_PERCENT
+
+
+def ceil_div(a: float, b: float) -> int:
+    """ceil(a / b) without float noise pushing an exact quotient up."""
+    return math.ceil(round(a / b, 6))
+
+
+def swapping(ctx: Context) -> bool:
+    """The host pages memory in from swap: more processes would make it worse."""
+    m = ctx.frame.memory_bandwidth
+    return m is not None and (m.swap_in_per_s or 0.0) >= SWAP_IN_PER_S

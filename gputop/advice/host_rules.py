@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import math
 import re
 
-from gputop.advice.context import Context, counted, input_evidence, is_data_bound, num_workers
+from gputop.advice.context import (
+    CORE_PERCENT,
+    STARVED_WAIT,
+    Context,
+    input_evidence,
+    is_data_bound,
+    step_shape,
+)
 from gputop.model import Advice, AttachState, MemoryLayoutCheck
 
 HIGH_PRESSURE = 0.6
 LOW_PEAK_SHARE = 0.5
 SWAP_IN_PER_S = 1.0
 MAJOR_FAULTS_PER_S = 50.0
+THREAD_QUEUE_SHARE = 0.25  # threads queueing this long per second they run are oversubscribed
+CORE_SLACK = 0.1
+BUSY_THREADS = 0.8  # threads using this share of a core each are busy
+MIN_GAIN = 0.10
 # MemoryLayout.summary(): "1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (B)"
 ONE_CHANNEL = re.compile(r"^\d+ of (\d+) slots: .*; 1 channel \(")
 
@@ -128,24 +140,63 @@ def swap(ctx: Context) -> list[Advice]:
 
 
 def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
-    """CPU-only training whose intra-op threads don't fit the cores left by the workers."""
+    """CPU-only training whose intra-op threads don't fit the cores the trainer gets: too many
+    queue behind each other, too few leave idle cores; predicted from what its threads do."""
     config = state.config
-    if config.device not in (None, "cpu") or config.num_threads is None:
+    threads = config.num_threads
+    if config.device not in (None, "cpu") or threads is None:
         return []
     if config.device is None and ctx.gpus_of(state.pid):
         return []
-    cores = ctx.frame.host.cpu_count
-    workers = num_workers(ctx, state) or 0
-    free = max(1, cores - workers)
-    if free // 2 <= config.num_threads <= free:
+    row = ctx.process(state.pid)
+    if row is None or row.cpu_percent is None or ctx.frame.host.cpu_percent is None:
+        return []
+    used = row.cpu_percent / CORE_PERCENT
+    idle = ctx.free_cores()
+    reach = used + idle  # the cores its threads could run on: its own and the idle ones
+    if row.runqueue_wait_percent is not None and threads >= reach + 1:
+        return _too_many_threads(threads, used, idle, row.runqueue_wait_percent / CORE_PERCENT)
+    return _too_few_threads(state, threads, used, idle)
+
+
+def _too_many_threads(threads: int, used: float, idle: float, wait: float) -> list[Advice]:
+    """Threads that queue for the cores the trainer gets; fewer keep every core it uses."""
+    if wait < STARVED_WAIT or wait < THREAD_QUEUE_SHARE * used:
+        return []  # they barely queue: nothing to win
+    target = max(1, math.ceil(used - CORE_SLACK), round(used + idle))
+    if target >= threads:
         return []
     return [Advice(
         id="cpu-threads",
-        severity="warn" if config.num_threads > free else "info",
-        title="Intra-op threads don't match the free cores",
-        evidence=f"torch.get_num_threads()={config.num_threads} on {cores} cores with "
-        f"{counted(workers, 'DataLoader worker')} ({counted(free, 'core')} left for compute)",
-        action=f"Call torch.set_num_threads({free}) when training flat out "
-        "(fewer if the machine must serve other work).",
+        severity="warn",
+        title="More intra-op threads than the cores the trainer gets",
+        evidence=f"torch.get_num_threads()={threads}; the trainer runs on {used:.1f} cores "
+        f"({idle:.1f} idle besides) and its threads wait {wait:.1f} core-seconds per second "
+        "for a core",
+        action=f"Call torch.set_num_threads({target}): compute keeps the {used:.1f} cores it "
+        "gets now without its threads queueing for them (predicted: no slower).",
     )]
 
+
+def _too_few_threads(state: AttachState, threads: int, used: float, idle: float
+                     ) -> list[Advice]:
+    """Busy threads beside idle cores in a compute-bound trainer: more would use them."""
+    shape = step_shape(state)
+    if (state.summary.verdict != "compute-bound" or shape is None or idle < 1
+            or used < BUSY_THREADS * threads):
+        return []
+    target = threads + int(idle)
+    predicted = shape.input_ms + shape.compute_ms * threads / target
+    if predicted > shape.step_ms * (1 - MIN_GAIN):
+        return []
+    return [Advice(
+        id="cpu-threads",
+        severity="info",
+        title="Idle cores beside busy intra-op threads",
+        evidence=f"torch.get_num_threads()={threads}: its threads run on {used:.1f} cores while "
+        f"{idle:.1f} cores are idle; compute is {shape.compute_ms:.1f} ms of a "
+        f"{shape.step_ms:.1f} ms step",
+        action=f"Call torch.set_num_threads({target}): if compute scales with threads, a step "
+        f"takes about {predicted:.1f} ms instead of {shape.step_ms:.1f} ms (fewer threads if "
+        "the machine must serve other work).",
+    )]

@@ -1,27 +1,44 @@
-"""Rules about an attached trainer's input pipeline and batch size."""
+"""Rules about an attached trainer's input pipeline and batch size.
+
+The num_workers rules read the workers' own evidence (CPU, time waiting for a core, time
+blocked, storage reads) and the step's medians, predict the step after the change, and say
+nothing when the prediction is not a gain. At most one of them speaks for a trainer.
+"""
 
 from __future__ import annotations
 
 from gputop.advice.context import (
     Context,
+    JobCpu,
+    StepShape,
+    WorkerLoad,
+    ceil_div,
     counted,
     cpu_only,
     gpu_memory_fraction,
     input_evidence,
     is_data_bound,
+    job_cpu,
     num_workers,
-    per_worker_cpu,
+    others_cores,
+    step_shape,
+    swapping,
+    trainer_starved,
+    worker_load,
 )
 from gputop.model import Advice, AttachState
 
-WORKER_LADDER = (4, 8, 16)
-BUSY_WORKER = 80.0
-IDLE_WORKER = 30.0
+MAX_WORKERS = 16  # the article's largest good value; beyond it dispatch costs more than it gains
+MIN_GAIN = 0.10  # advise a change only when the predicted step is this much shorter
+HEADROOM = 1.5  # fewer workers must still have this much room for the same work (bursts)
+BLOCKED_LOADER = 0.5  # workers blocked this share of the time wait on I/O, not on the CPU
+IDLE_WORKER = 0.30  # without run-queue figures: workers under this share of a core idle
 SATURATED_HOST = 90.0
 H2D_SHARE = 0.05
 BATCH_MEMORY_TARGET = 0.90
 LOW_MEMORY = 0.60
-FREE_CORE = 0.75  # a core this idle can feed one more worker (the trainer itself uses a little)
+OWN_HOST_CORES = 0.5  # other work under this many cores: the job's workers compete among themselves
+MIN_CPU_SHARE = 0.05  # cores: never divide by a budget smaller than this
 
 
 def no_dataloader(state: AttachState) -> bool:
@@ -29,113 +46,177 @@ def no_dataloader(state: AttachState) -> bool:
     return state.summary.input_outside_model
 
 
-def suggested_workers(current: int, free_cores: float) -> int | None:
-    """The next rung of 4/8/16 the free cores can feed, or None when none fits."""
-    ceiling = current + int(free_cores + 1 - FREE_CORE)
-    fits = [n for n in WORKER_LADDER if current < n <= ceiling]
-    if fits:
-        return fits[-1]
-    return ceiling if ceiling > current else None
+def num_workers_advice(ctx: Context, state: AttachState) -> list[Advice]:
+    """The one num_workers item for a trainer: none, too many, or more (never two)."""
+    if no_dataloader(state):
+        return []
+    for rule in (num_workers_zero, too_many_workers, raise_num_workers):
+        found = rule(ctx, state)
+        if found:
+            return found
+    return []
+
+
+def _cpu_step_ms(job: JobCpu, shape: StepShape, cpu_trainer: bool) -> float:
+    """The shortest step the job's CPU allows: the CPU it spends per step over the cores it
+    can use. A GPU trainer's own CPU (kernel launches, sync waits) is left out: its loading
+    overlaps the GPU's compute, so only the loader's CPU competes for the cores."""
+    if cpu_trainer:
+        return job.used * shape.step_ms / max(job.available, MIN_CPU_SHARE)
+    loader = max(0.0, job.used - job.trainer_used)
+    room = max(job.available - job.trainer_used, MIN_CPU_SHARE)
+    return loader * shape.step_ms / room
 
 
 def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
-    """Data-bound while every batch is loaded in the main process."""
-    if no_dataloader(state):
-        return []
+    """Data-bound while every batch is loaded in the main process, and workers would help."""
     if not is_data_bound(state) or num_workers(ctx, state) != 0:
         return []
+    shape = step_shape(state)
+    job = job_cpu(ctx, state.pid, trainer_starved(ctx, state.pid))
+    on_cpu = cpu_only(ctx, state)
+    if shape is None or shape.input_ms <= 0 or (on_cpu and job is None):
+        return []  # a CPU trainer's gain depends on the CPU it has: unknown without rates
+    # Beside a GPU's compute the loading moves to idle host time: only the loader's CPU counts,
+    # and the training process does all of it now.
+    cpu_ms = _cpu_step_ms(job, shape, on_cpu) if on_cpu and job is not None else 0.0
+    floor = max(shape.compute_ms, cpu_ms, 1e-3)
+    target = max(1, min(MAX_WORKERS, ceil_div(shape.input_ms, floor)))
+    predicted = max(floor, shape.input_ms / target)
+    if predicted > shape.step_ms * (1 - MIN_GAIN):
+        return []  # the CPU the loading would move to is already spent: not a gain
     cores = ctx.frame.host.cpu_count
-    advice_n = min(8, max(1, cores - 1))
-    pin = "" if cpu_only(ctx, state) else ", pin_memory=True"
+    cpu = (f"; the job's CPU ({job.words()}) allows a step every {cpu_ms:.1f} ms"
+           if on_cpu and job is not None else "")
+    pin = "" if on_cpu else ", pin_memory=True"
     return [Advice(
         id="num-workers-zero",
         severity="critical",
         title="Batches are loaded in the training process itself (num_workers=0)",
-        evidence=f"{input_evidence(state)}; num_workers=0 on a {cores}-core host",
-        action=f"Try DataLoader(num_workers={advice_n}{pin}, persistent_workers=True) so "
-        "batches are prepared while the model computes.",
+        evidence=f"{input_evidence(state)}; num_workers=0 on a {cores}-core host. Loading "
+        f"takes {shape.input_ms:.1f} ms per batch, compute {shape.compute_ms:.1f} ms{cpu}: "
+        f"{shape.input_ms:.1f} / {floor:.1f} → {counted(target, 'worker')}"
+        f"{_capped(target, shape.input_ms / floor)}",
+        action=f"Try DataLoader(num_workers={target}{pin}, persistent_workers=True) so "
+        f"batches are prepared while the model computes: predicted step {predicted:.1f} ms "
+        f"instead of {shape.step_ms:.1f} ms.",
     )]
 
 
 def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
-    """Data-bound with every worker near a full core and cores to spare."""
-    if no_dataloader(state):
-        return []
+    """Data-bound, and more workers of the kind there are would shorten the step."""
     n = num_workers(ctx, state)
-    busy = per_worker_cpu(ctx, state.pid)
-    if not is_data_bound(state) or not n or busy is None or busy < BUSY_WORKER:
+    load = worker_load(ctx, state.pid)
+    shape = step_shape(state)
+    if not is_data_bound(state) or not n or load is None or shape is None or swapping(ctx):
         return []
-    if ctx.frame.host.cpu_percent is None:
-        return []  # idle cores unknown until the host has a rate
-    free = ctx.free_cores()
-    target = suggested_workers(n, free)
-    if target is None:
+    job = job_cpu(ctx, state.pid, load.starved or trainer_starved(ctx, state.pid))
+    if job is None:
+        return []
+    per_batch = n * shape.step_ms  # n workers deliver a batch per step: each takes n steps
+    cpu_ms = _cpu_step_ms(job, shape, cpu_only(ctx, state))
+    floor = max(shape.compute_ms, cpu_ms, 1e-3)
+    target = min(MAX_WORKERS, ceil_div(per_batch, floor))
+    predicted = max(floor, per_batch / max(target, 1))
+    if target <= n or predicted > shape.step_ms * (1 - MIN_GAIN):
         return []
     return [Advice(
         id="raise-num-workers",
         severity="warn",
-        title="Workers are saturated: add DataLoader workers",
-        evidence=f"{input_evidence(state)}; {counted(n, 'worker')} at {busy:.0f}% CPU"
-        f"{' each' if n > 1 else ''}, {free:.1f} cores idle",
-        action=f"Try num_workers={target} (bounded by the idle cores; 4, 8 or 16 usually suffice).",
+        title="The workers cannot keep up: add DataLoader workers",
+        evidence=f"{input_evidence(state)}; {load.words()}. They deliver a batch every "
+        f"{shape.step_ms:.1f} ms on average, so each takes {n} x {shape.step_ms:.1f} = "
+        f"{per_batch:.1f} ms per batch; a step computes for {shape.compute_ms:.1f} ms and "
+        f"the job's CPU ({job.words()}) allows one every "
+        f"{cpu_ms:.1f} ms: {per_batch:.1f} / {floor:.1f} = {per_batch / floor:.1f} → "
+        f"{counted(target, 'worker')}{_capped(target, per_batch / floor)}",
+        action=f"Try num_workers={target}: predicted step {predicted:.1f} ms instead of "
+        f"{shape.step_ms:.1f} ms ({shape.step_ms / predicted:.1f}x the samples/s).",
     )]
 
 
+def _capped(target: int, wanted: float) -> str:
+    return f" (at most {MAX_WORKERS})" if target == MAX_WORKERS and wanted > MAX_WORKERS else ""
+
+
 def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
-    """More workers than cores, or starved idle workers on a saturated host."""
-    if no_dataloader(state):
-        return []
+    """More workers than cores, starved for them, and fewer would still feed the step.
+
+    Steps that do not wait for input have workers running ahead: their blocked time is
+    time waiting for room in the prefetch queue, so only their busy time (running or
+    waiting for a core) is work, and fewer workers with headroom do it. Steps that wait for
+    input need every worker's share of a core: fewer help only when the job itself keeps
+    the cores busy (as many workers as cores still load on every core). With other work on
+    the host, fewer workers get less of the shared cores (measured: 4 → 2 CPU-bound workers
+    of a data-bound trainer on a busy 2-core host cost 26% of the samples/s): quiet then.
+    """
     n = num_workers(ctx, state)
+    load = worker_load(ctx, state.pid)
     cores = ctx.frame.host.cpu_count
-    if not n:
+    if not n or n <= cores or load is None or load.busy is None or not load.starved:
         return []
-    busy = per_worker_cpu(ctx, state.pid)
-    host_cpu = ctx.frame.host.cpu_percent or 0.0
-    target = min(max([w for w in WORKER_LADDER if w <= cores] or [max(1, cores - 1)]), n - 1)
-    if target < 1:
-        return []
-    # Workers idle on a host with CPU to spare wait on storage: more than cores is fine then.
-    waiting = busy is not None and busy < IDLE_WORKER and host_cpu < SATURATED_HOST
-    if n > cores and not waiting:
-        evidence = f"num_workers={n} on a {cores}-core host" + (
-            "" if busy is None else f"; the workers average {busy:.0f}% CPU each, the host is "
-            f"{host_cpu:.0f}% busy")
-    elif (is_data_bound(state) and busy is not None and busy < IDLE_WORKER
-          and host_cpu >= SATURATED_HOST):
-        # Idle workers of a compute-bound trainer are simply ahead: only starved ones count.
-        evidence = (f"{input_evidence(state)}; {counted(n, 'worker')} average {busy:.0f}% "
-                    f"CPU each while the host is {host_cpu:.0f}% busy")
+    if state.summary.verdict == "compute-bound":
+        needed = HEADROOM * n * load.busy
+        target = max(1, ceil_div(needed, 1.0))
+        share = state.summary.input_bound_percent or 0.0
+        why = (f"while the steps barely wait for input ({share:.0f}% of step time). Their work "
+               f"(busy {load.busy:.0%} of the time each) fits in {HEADROOM} x {n} x "
+               f"{load.busy:.2f} = {needed:.1f} → {counted(target, 'worker')}")
     else:
+        job = job_cpu(ctx, state.pid, starved=True)
+        others = None if job is None else others_cores(ctx, job.used)
+        if others is None or others >= OWN_HOST_CORES:
+            return []
+        target = cores
+        why = (f"and the job itself keeps the cores busy (other work: {max(0.0, others):.1f} "
+               f"cores): {counted(cores, 'worker')} still load on every core")
+    if target >= n:
         return []
     return [Advice(
         id="too-many-workers",
         severity="warn",
         title="More DataLoader workers than the cores can run",
-        evidence=evidence,
-        action=f"Try num_workers={target}: extra workers fight over cores and "
-        "dispatch costs more than it gains.",
+        evidence=f"num_workers={n} on a {cores}-core host; {load.words()}, {why}",
+        action=f"Try num_workers={target}: the other workers only queue for the cores "
+        f"(predicted: no fewer samples/s, {n - target} fewer processes and their memory).",
     )]
 
 
 def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
-    """Data-bound while the workers barely use an unsaturated CPU: they wait on storage."""
+    """Data-bound while the workers mostly wait on something other than the CPU."""
     if no_dataloader(state):
         return []
     n = num_workers(ctx, state)
-    busy = per_worker_cpu(ctx, state.pid)
-    if not is_data_bound(state) or not n or busy is None or busy >= IDLE_WORKER:
+    load = worker_load(ctx, state.pid)
+    if not is_data_bound(state) or not n or load is None:
         return []
-    if (ctx.frame.host.cpu_percent or 0.0) >= SATURATED_HOST:
-        return []  # on a full host, idle workers may be waiting for a core, not for storage
+    blocked = load.blocked
+    if blocked is None:  # no run-queue figures: idle workers on a host with CPU to spare
+        if load.run >= IDLE_WORKER or (ctx.frame.host.cpu_percent or 0.0) >= SATURATED_HOST:
+            return []
+    elif blocked < BLOCKED_LOADER or load.starved:
+        return []  # they mostly run, or queue for a core: not I/O
     return [Advice(
         id="io-bound-loading",
         severity="warn",
-        title="Loading waits on storage or network, not on the CPU",
-        evidence=f"{input_evidence(state)} while {counted(n, 'worker')} "
-        f"{'average' if n > 1 else 'uses'} {busy:.0f}% CPU{' each' if n > 1 else ''}",
-        action="Check the dataset's storage: cache it on local SSD or in RAM, pack small files "
-        "into larger shards, or pre-decode; more workers help only if reads can overlap.",
+        title="Loading waits on I/O, not on the CPU",
+        evidence=f"{input_evidence(state)} while {load.words()}{_storage_words(load)}",
+        action="Overlap the waits with more workers, and shorten them: cache the dataset on "
+        "local SSD or in RAM, pack small files into larger shards, or pre-decode.",
     )]
+
+
+def _storage_words(load: WorkerLoad) -> str:
+    """What the storage counters say about the workers' waits."""
+    text = ""
+    if load.io_wait is not None:
+        text += f"; {load.io_wait:.0%} of their time in block I/O"
+    if load.read_bytes_per_s is None:
+        return text
+    if load.read_bytes_per_s >= 1e5:
+        return text + f"; they read {load.read_bytes_per_s / 1e6:.1f} MB/s from storage"
+    return text + "; they read nothing from local storage (the waits are on the network, a " \
+        "lock or a sleep)"
 
 
 def pin_memory_off(ctx: Context, state: AttachState) -> list[Advice]:

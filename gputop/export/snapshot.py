@@ -119,6 +119,9 @@ def process_json(p: ProcessSample) -> dict[str, Any]:
         "trainer_pid": p.trainer_pid,
         "has_probe": p.has_probe,
         "in_proc": p.in_proc,
+        "runqueue_wait_percent": p.runqueue_wait_percent,
+        "io_wait_percent": p.io_wait_percent,
+        "read_bytes_per_s": p.read_bytes_per_s,
     }
 
 
@@ -274,6 +277,7 @@ def advice_json(a: Advice) -> dict[str, Any]:
         "title": a.title,
         "evidence": a.evidence,
         "action": a.action,
+        "trainer_pid": a.trainer_pid,
     }
 
 

@@ -175,6 +175,11 @@ class RingReader:
             self.next_index = n + 1
         return True
 
+    @property
+    def meta_written(self) -> bool:
+        """Whether the trainer has written its metadata at least once (as of the last read)."""
+        return self._meta_seq > 0
+
     def read_meta(self) -> dict[str, Any]:
         """The annotate() facts; the last good copy when the writer is mid-update."""
         for _ in range(3):

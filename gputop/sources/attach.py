@@ -92,8 +92,8 @@ class RingAttachSource:
             self._find_job_members()
         states = []
         for target in self._targets:
-            members = [self._windows[pid].sample() for pid in self._members[target]]
-            own = self._windows[target].sample()
+            members = [self._windows[pid].sample(target) for pid in self._members[target]]
+            own = self._windows[target].sample(target)
             if not members or own.steps or own.error is None:  # a ring-less launcher hides
                 states.append(own)
             states += sorted(members, key=_rank_order)
@@ -196,7 +196,8 @@ class _RingWindow:
         self.config = TrainerConfig()
         self.meta_seen = False
 
-    def sample(self) -> AttachState:
+    def sample(self, job: int) -> AttachState:
+        """The window now, as a member of the job attached by PID `job`."""
         if self.alive:
             self._read()
         steps = tuple(
@@ -205,7 +206,7 @@ class _RingWindow:
         )
         dropped = self.reader.dropped if self.reader is not None else 0
         return AttachState(self.pid, self.config, dropped, steps, alive=self.alive,
-                           error=self.error)
+                           error=self.error, job=job)
 
     def _read(self) -> None:
         ticks = layout.start_ticks(self.pid)
@@ -219,7 +220,7 @@ class _RingWindow:
                 self._add(raw)
             meta = self.reader.read_meta()
             self.config = config_from_meta(meta)
-            self.meta_seen = True
+            self.meta_seen = self.reader.meta_written  # an empty area may be filled soon
             self.error = probe_status(meta)  # what a probe that closed no step yet saw
         except RingError as exc:  # shown in the pane: why there is no ring to read
             self.error = str(exc)
@@ -230,9 +231,17 @@ class _RingWindow:
     def _add(self, raw: RawRecord) -> None:
         if raw.flags & layout.F_OTHER:
             return
-        if raw.flags & layout.F_OPTIMIZER and raw.loader:
-            self.train_loaders.add(raw.loader)  # its steps train (a loader per epoch is fine)
         self.steps.append((raw.loader, to_step(raw)))
+        trains = raw.flags & layout.F_OPTIMIZER and raw.loader
+        if trains and raw.loader not in self.train_loaders:
+            self._add_train_loader(raw.loader)
+
+    def _add_train_loader(self, loader: int) -> None:
+        """Note a loader whose steps train, forgetting those with no step left in the window
+        (a loader per epoch would pile up for as long as the trainer runs)."""
+        in_window = {held for held, _ in self.steps}
+        self.train_loaders = {held for held in self.train_loaders if held in in_window}
+        self.train_loaders.add(loader)
 
     def close(self) -> None:
         if self.reader is not None:

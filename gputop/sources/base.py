@@ -35,10 +35,20 @@ class ProcessScan(NamedTuple):
     changed: bool  # a process appeared, vanished, or changed its parent or name
 
 
+class ProcessWaits(NamedTuple):
+    """What kept one process from running over the last interval (None: not known)."""
+
+    runqueue_wait_percent: float | None  # runnable, waiting for a CPU; summed over threads
+    io_wait_percent: float | None  # blocked on block I/O (delay accounting)
+    read_bytes_per_s: float | None  # storage reads
+
+
 class ProcessSource(Protocol):
     """All processes with GPU memory joined in, and the few per-process facts read on demand."""
 
     def sample(self, gpu: GpuReport) -> ProcessScan: ...
+
+    def waits(self, pids: Iterable[int]) -> dict[int, ProcessWaits]: ...
 
     def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]: ...
 

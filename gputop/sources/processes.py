@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from gputop.model import GpuReport, ProcessSample
 from gputop.printable import printable
 from gputop.sources import procfs
-from gputop.sources.base import ProcessScan
+from gputop.sources.base import ProcessScan, ProcessWaits
 
 FOREIGN_NAME = "?"
 FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
@@ -26,6 +26,7 @@ MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
+_UNKNOWN_WAITS = ProcessWaits(None, None, None)
 MAPS_LIMIT = 16 << 20
 VERSION_LIMIT = 1 << 16  # torch's version.py is a few hundred bytes
 TORCH_LIB = b"/torch/lib/libtorch"
@@ -74,6 +75,40 @@ class _PinState:
         self.scanned_at = float("-inf")
 
 
+class _WaitMark:
+    """A process's wait counters at one waits() look."""
+
+    __slots__ = ("at", "blkio_ticks", "read_bytes", "start", "thread_waits")
+
+    def __init__(self, start: int, at: float, thread_waits: dict[int, int] | None,
+                 blkio_ticks: int | None, read_bytes: int | None) -> None:
+        self.start = start
+        self.at = at
+        self.thread_waits = thread_waits  # tid -> run-queue wait ns
+        self.blkio_ticks = blkio_ticks
+        self.read_bytes = read_bytes
+
+
+def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
+    """The counters' growth between two looks, per second of the interval."""
+    dt = new.at - old.at
+    if dt <= 0:
+        return _UNKNOWN_WAITS
+    runqueue = None
+    if old.thread_waits is not None and new.thread_waits is not None:
+        before = old.thread_waits
+        # A thread not there last time was born in the interval: all its wait is new.
+        waited = sum(max(0, ns - before.get(tid, 0)) for tid, ns in new.thread_waits.items())
+        runqueue = 100.0 * waited / 1e9 / dt
+    io = None
+    if old.blkio_ticks is not None and new.blkio_ticks is not None:
+        io = 100.0 * max(0, new.blkio_ticks - old.blkio_ticks) / procfs.CLOCK_TICKS / dt
+    reads = None
+    if old.read_bytes is not None and new.read_bytes is not None:
+        reads = max(0, new.read_bytes - old.read_bytes) / dt
+    return ProcessWaits(runqueue, io, reads)
+
+
 class ProcProcessSource:
     """ProcessSource over /proc; keep one instance alive so %CPU covers the last interval."""
 
@@ -82,6 +117,8 @@ class ProcProcessSource:
         self._reader = procfs.StatReader(proc_root, max_fds)
         self._sched = procfs.StatReader(proc_root, max_fds, "schedstat")
         self._gate = procfs.schedstat_counts(proc_root)
+        self._delayacct = procfs.delay_accounting_on(proc_root)
+        self._waits: dict[int, _WaitMark] = {}
         self._watch = procfs.LastPidWatch(proc_root)
         self._finalizer = weakref.finalize(
             self, _close_all, self._reader, self._sched, self._watch
@@ -276,6 +313,54 @@ class ProcProcessSource:
         )
         t.sample = s
         return s
+
+    def waits(self, pids: Iterable[int]) -> dict[int, ProcessWaits]:
+        """Run-queue wait (every thread), block-I/O wait and storage reads of `pids`, as rates
+        over the time since the previous call that included the process (None the first time).
+
+        The sampler asks for trainers and their workers only, so the cost stays flat in the
+        number of processes: a schedstat read per thread and an io read per process.
+        """
+        now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        old = self._waits
+        marks: dict[int, _WaitMark] = {}
+        out: dict[int, ProcessWaits] = {}
+        for pid in pids:
+            t = self._tracked.get(pid)
+            if t is None or pid in marks:
+                continue
+            blkio = procfs.parse_blkio_ticks(t.raw) if self._delayacct else None
+            io = procfs.read_bytes(f"{self.proc_root}/{pid}/io", 4096)
+            mark = _WaitMark(t.start, now, self._thread_waits(t), blkio,
+                             None if io is None else procfs.parse_io_read_bytes(io))
+            marks[pid] = mark
+            before = old.get(pid)
+            if before is None or before.start != t.start:
+                out[pid] = _UNKNOWN_WAITS  # the first look, or a new process on a reused pid
+            else:
+                out[pid] = _wait_rates(before, mark)
+        self._waits = marks
+        return out
+
+    def _thread_waits(self, t: _Tracked) -> dict[int, int] | None:
+        """tid -> run-queue wait ns of every thread of `t` (None where schedstat counts nothing)."""
+        if not self._gate:
+            return None
+        if t.num_threads == 1:
+            sched = procfs.parse_schedstat(self._sched.read(t.pid) or b"")
+            return None if sched is None else {t.pid: sched.wait_ns}
+        try:
+            tids = [int(name) for name in os.listdir(f"{self.proc_root}/{t.pid}/task")
+                    if name.isdigit()]
+        except OSError:
+            return None
+        waits = {}
+        for tid in tids:
+            data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/task/{tid}/schedstat", 256)
+            sched = procfs.parse_schedstat(data or b"")
+            if sched is not None:  # a thread that ended meanwhile is simply not counted
+                waits[tid] = sched.wait_ns
+        return waits or None
 
     def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
         """Those of `pids` with a thread named `comm`; a process's threads are listed again

@@ -69,6 +69,47 @@ def parse_stat(data: bytes) -> ProcStat | None:
         return None
 
 
+BLKIO_FIELD = 39  # delayacct_blkio_ticks, field 42 of /proc/PID/stat, counted after ')'
+
+
+def parse_blkio_ticks(data: bytes) -> int | None:
+    """Clock ticks /proc/PID/stat says the process waited for block I/O (delay accounting)."""
+    fields = data.rpartition(b")")[2].split()
+    if len(fields) <= BLKIO_FIELD or not fields[BLKIO_FIELD].isdigit():
+        return None
+    return int(fields[BLKIO_FIELD])
+
+
+class SchedStat(NamedTuple):
+    """/proc/PID/schedstat of one thread: time on a CPU and time runnable but waiting for one."""
+
+    run_ns: int
+    wait_ns: int
+
+
+def parse_schedstat(data: bytes) -> SchedStat | None:
+    """'run_ns wait_ns timeslices'; None for anything else."""
+    fields = data.split()
+    if len(fields) < 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None
+    return SchedStat(int(fields[0]), int(fields[1]))
+
+
+def parse_io_read_bytes(data: bytes) -> int | None:
+    """The read_bytes line of /proc/PID/io: bytes the process made storage read for it."""
+    for line in data.splitlines():
+        key, _, value = line.partition(b":")
+        if key == b"read_bytes":
+            value = value.strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def delay_accounting_on(proc_root: str = "/proc") -> bool:
+    """Whether the kernel counts block-I/O waits per task (kernel.task_delayacct=1)."""
+    return (read_bytes(f"{proc_root}/sys/kernel/task_delayacct", 64) or b"").strip() == b"1"
+
+
 def parse_cmdline(data: bytes) -> tuple[str, ...]:
     """Split /proc/PID/cmdline on NULs; empty for kernel threads and zombies."""
     if not data:

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from textual.theme import Theme
 
     from gputop.model import Frame
-    from gputop.tui.app import Command, FrameFeed, GputopApp
+    from gputop.tui.app import Command, FrameFeed, GputopApp, Signaller
     from gputop.tui.look import Look
     from gputop.tui.splash import Splash
 
@@ -27,6 +27,7 @@ def build_app(
     splash: Splash | None = None,
     command: Command | None = None,
     look: Look | None = None,
+    signaller: Signaller | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
 
@@ -34,6 +35,7 @@ def build_app(
     A `splash` shows the frames until the app draws; its driver takes the terminal over.
     `command` is `gputop run`'s: q asks before leaving it, Ctrl-C is forwarded to it.
     `look` is the terminal's (see gputop.tui.look); by default Unicode in full colour.
+    `signaller` lets `k` send signals (gputop.signalling's); without one the app is read-only.
     """
     from gputop.tui.slot import FrameSlot
 
@@ -56,7 +58,8 @@ def build_app(
 
     look = look or PLAIN
     app = GputopApp(sampler, attach_pid=pending, slot=slot, command=command,
-                    driver_class=QuietLinuxDriver, ansi_color=True if look.ansi else None)
+                    signaller=signaller, driver_class=QuietLinuxDriver,
+                    ansi_color=True if look.ansi else None)
     app.splash = splash
     app.look = look
     if look.ansi:  # with NO_COLOR set, Textual then drops every colour (its NoColor filter)
@@ -100,6 +103,7 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 def run_tui(
     sampler: FrameFeed, *, attach_pid: int | None = None, command: Command | None = None,
     on_exit: Callable[[Frame], None] | None = None, ascii: bool = False,
+    signaller: Signaller | None = None,
 ) -> int:
     """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM, then stop the sampler.
 
@@ -107,6 +111,7 @@ def run_tui(
     SIGHUP or SIGTERM before the app is up end the run as q would, with the terminal restored.
     `on_exit` gets the last frame with the advice then on screen, once the terminal is back.
     `ascii` draws with ASCII only (as does a locale that is not UTF-8).
+    `signaller` lets `k` send signals; None (--readonly) turns `k` off.
     """
     from gputop.tui.look import terminal_look
     from gputop.tui.splash import Splash
@@ -117,7 +122,7 @@ def run_tui(
     try:
         try:
             app = build_app(sampler, attach_pid=attach_pid, splash=splash, command=command,
-                            look=look)
+                            look=look, signaller=signaller)
             if splash is not None:
                 splash.stop()
             failed = True

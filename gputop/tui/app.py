@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import gc
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
@@ -18,7 +20,7 @@ from gputop.model import Advice, Frame
 from gputop.tui.history import History
 from gputop.tui.lines import Line
 from gputop.tui.look import PLAIN
-from gputop.tui.messages import FrameReady, RowActivated
+from gputop.tui.messages import FrameReady, HeaderClicked, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
@@ -26,14 +28,18 @@ from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
 from gputop.tui.views.header import ReplayPlace, error_lines, header_lines
 from gputop.tui.views.host import host_lines
-from gputop.tui.views.processes import TableState, table_rows
+from gputop.tui.views.processes import TableState, fold_pid, table_rows
+from gputop.tui.views.signals import READ_ONLY, SIGNALS, describe, foreign, signal_targets
 from gputop.tui.views.steps import HEAD_LINES, step_lines
+from gputop.tui.widgets.advice_page import AdvicePage
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.quit_prompt import Answer, QuitPrompt
+from gputop.tui.widgets.signal_prompt import Choice, SignalPrompt
 from gputop.tui.widgets.table import ProcessTable
 
 _DEFAULT_ASCENDING = {"pid": True}
+FULL_GC_EVERY_S = 30.0
 COMMAND_CHECK_S = 0.25  # how often the app looks whether `gputop run`'s command has ended
 
 
@@ -98,6 +104,15 @@ def _parameters(action: str) -> tuple[object, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
+class Signaller(Protocol):
+    """What `k` needs to signal listed processes, each named by its key (PID, start ticks);
+    wiring hands one over (gputop.signalling), none under --readonly."""
+
+    def refusal(self, targets: Sequence[tuple[int, int]]) -> str | None: ...
+
+    def send(self, targets: Sequence[tuple[int, int]], signum: int) -> str | None: ...
+
+
 class GputopApp(App[int]):
     """GPUs, host, processes grouped by trainer, attached steps and advice, one Frame at a time."""
 
@@ -109,7 +124,8 @@ class GputopApp(App[int]):
         Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("p", "pause", "pause"),
-        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("slash", "filter", "filter", key_display="/", priority=True),
+        Binding("k,f9", "signal", "kill", key_display="k"),
         Binding("left", "replay_step(-1)", "back", key_display="←"),
         Binding("right", "replay_step(1)", "step", key_display="→"),
         Binding("g", "replay_jump('start')", "first"),  # before g's sort: replays take it
@@ -124,6 +140,8 @@ class GputopApp(App[int]):
         Binding("o", "only_gpu", "GPU only"),
         Binding("space", "fold", "fold"),
         Binding("z", "fold_all", "fold all", show=False),
+        Binding("T", "tree", "tree", show=False),
+        Binding("A", "advice", "advice", show=False),
         Binding("a", "attach", "attach", show=False),
         Binding("d", "detach", "detach", show=False),
         Binding("escape", "clear_filter", "clear filter", show=False),
@@ -131,7 +149,7 @@ class GputopApp(App[int]):
 
     def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,  # still to attach
                  slot: FrameSlot | None = None, command: Command | None = None,
-                 **kwargs: object) -> None:
+                 signaller: Signaller | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.sampler = sampler
         self.attach_pid = attach_pid
@@ -143,6 +161,7 @@ class GputopApp(App[int]):
         self.slot = slot or FrameSlot()
         self.splash: Splash | None = None  # the driver takes the terminal over from it
         self.command = command
+        self.signaller = signaller  # None: read-only, `k` refuses
         self._leave_when_command_ends = False  # Ctrl-C was forwarded: quit once it has ended
         self._leave_on_next_frame = False
         self._live_advice: tuple[Advice, ...] = ()  # the advice while a trainer ran
@@ -228,11 +247,19 @@ class GputopApp(App[int]):
         self._install_signal_handlers()
         if self.command is not None:
             self.set_interval(COMMAND_CHECK_S, self.check_command)
+        # Dropped strips reach each other through Textual's caches: only a full collection
+        # frees them, and left to chance their garbage lifts the resident size for hours.
+        self.set_interval(FULL_GC_EVERY_S, self.collect_garbage)
         frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)
         else:
             self.refresh_panes()
+
+    def collect_garbage(self) -> None:
+        """A full collection (Textual counts a callback's parameters: gc.collect has no
+        inspectable signature, so it is called from here)."""
+        gc.collect()
 
     def on_resize(self) -> None:
         """Panes are cut to the size; re-cut them."""
@@ -306,17 +333,20 @@ class GputopApp(App[int]):
         return ReplayPlace(tick, ticks, self.replay.speed, self.sampler.paused)
 
     def _footer_bindings(self) -> list[Binding]:
-        """The keys that do something here: a replay's own, or the live view's."""
+        """The keys that do something here: a replay's own, or the live view's; `k` only
+        where signals may be sent."""
         return [b for b in self.BINDINGS if isinstance(b, Binding)
-                and self.check_action(b.action.split("(")[0], _parameters(b.action))]
+                and self.check_action(b.action.split("(")[0], _parameters(b.action))
+                and (self.signaller is not None or b.action != "signal")]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A replay's keys only in a replay, where g jumps instead of sorting and nothing
-        attaches."""
+        attaches or is signalled (the recorded PIDs are not the machine's now)."""
         replaying = self.replay is not None
         if action.startswith("replay_"):
             return replaying
-        live_only = action in ("attach", "detach") or (action, parameters) == ("sort", ("gpu",))
+        live_only = (action in ("attach", "detach", "signal")
+                     or (action, parameters) == ("sort", ("gpu",)))
         return not (replaying and live_only)
 
     # ---- a replay's keys -------------------------------------------------------------------
@@ -428,23 +458,70 @@ class GputopApp(App[int]):
         """Show only GPU processes, launchers, trainers and their workers (or everything)."""
         self._set_state(replace(self.state, only_gpu=not self.state.only_gpu))
 
+    def on_header_clicked(self, message: HeaderClicked) -> None:
+        """A click on a column title sorts by it, as its key would."""
+        self.action_sort(message.sort)
+
+    def action_tree(self) -> None:
+        """Switch between trainer groups and the full process tree."""
+        self._set_state(replace(self.state, tree=not self.state.tree, collapsed=frozenset()))
+
     def action_fold(self) -> None:
-        """Fold or unfold the trainer group under the cursor (a worker folds its trainer)."""
+        """Fold or unfold the trainer group under the cursor (a worker folds its trainer);
+        in the tree, the processes beneath the one under the cursor."""
         row = self.query_one(ProcessTable).selected
-        if row is None:
-            return
-        pid = row.process.trainer_pid if row.depth else row.process.pid
-        if pid is None or (row.group is None and not row.depth):
-            return
-        self._set_state(replace(self.state, collapsed=self.state.collapsed ^ {pid}))
+        pid = fold_pid(row) if row is not None else None
+        if pid is not None:
+            self._set_state(replace(self.state, collapsed=self.state.collapsed ^ {pid}))
 
     def action_fold_all(self) -> None:
-        """Fold every trainer group, or unfold all when some are folded."""
+        """Fold every trainer group (in the tree: every process with others beneath), or
+        unfold all when some are folded."""
         if self.state.collapsed or self.frame is None:
             collapsed: frozenset[int] = frozenset()
+        elif self.state.tree:
+            collapsed = frozenset(p.ppid for p in self.frame.processes if p.ppid is not None)
         else:
             collapsed = frozenset(group.pid for group in self.frame.trainers)
         self._set_state(replace(self.state, collapsed=collapsed))
+
+    def action_signal(self) -> None:
+        """k / F9: ask which signal to send to the process under the cursor, or to its trainer
+        with the workers; refused under --readonly and for processes that are not ours."""
+        if self.signaller is None:
+            self.notify(READ_ONLY, severity="warning", markup=False)
+            return
+        row = self.query_one(ProcessTable).selected
+        if row is None or self.frame is None:
+            self.notify("no process under the cursor", markup=False)
+            return
+        targets = signal_targets(row, self.frame)
+        chosen = targets.chosen()
+        reason = foreign(chosen) or self.signaller.refusal([p.key for p in chosen])
+        if reason is not None:
+            self.notify(f"not signalled: {reason}", severity="error", markup=False)
+            return
+        self.push_screen(SignalPrompt(targets), self._signal_answered)
+
+    def _signal_answered(self, choice: Choice | None) -> None:
+        """Send the chosen signal and say what became of it."""
+        if choice is None or self.signaller is None:
+            return
+        number, processes = choice
+        name = next(name for _, name, signum in SIGNALS if signum == number)
+        failed = foreign(processes) or self.signaller.send([p.key for p in processes], number)
+        if failed is not None:
+            self.notify(f"{name} not sent to all: {failed}", severity="error", markup=False)
+        else:
+            self.notify(f"{name} sent to {describe(processes)}", markup=False)
+
+    def action_advice(self) -> None:
+        """A: the advice whole and full width (the pane cuts it on small terminals)."""
+        advice = self.shown_advice()
+        if not advice:
+            self.notify("no advice to show", markup=False)
+            return
+        self.push_screen(AdvicePage(advice, final=bool(self.final_advice)))
 
     def action_attach(self) -> None:
         """Attach to the trainer under the cursor if it runs the probe."""
@@ -460,11 +537,15 @@ class GputopApp(App[int]):
             self.action_fold()
 
     def action_filter(self) -> None:
-        """Open the filter line."""
+        """Open the filter line. `/` is a priority binding and the field takes the focus at
+        once: letters that arrive with the `/` in one read (a paste, a slow link) go to the
+        filter, not to the table. A `/` typed into the filter, or under a dialog, is text."""
         field = self.query_one("#filter", Input)
+        if self.focused is field or len(self.screen_stack) > 1:
+            raise SkipAction
         field.display = True
         field.value = self.state.filter
-        field.focus()
+        self.screen.set_focus(field)
         self.refresh_panes()
 
     def action_clear_filter(self) -> None:

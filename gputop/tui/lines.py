@@ -8,7 +8,7 @@ Line = tuple[Span, ...]
 STYLE_WORDS = (
     "plain", "dim", "bold", "title", "ok", "warn", "crit", "accent", "cursor", "banner",
     "banner-crit", "header", "probe", "phase-data", "phase-h2d", "phase-forward",
-    "phase-backward", "phase-optimizer", "phase-other", "footer", "footer-key",
+    "phase-backward", "phase-optimizer", "phase-other", "footer", "footer-key", "badge",
 )
 
 

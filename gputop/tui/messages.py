@@ -21,3 +21,11 @@ class RowActivated(Message):
     def __init__(self, row: Row) -> None:
         super().__init__()
         self.row = row
+
+
+class HeaderClicked(Message):
+    """A click on a column title of the process table: sort by that column."""
+
+    def __init__(self, sort: str) -> None:
+        super().__init__()
+        self.sort = sort

@@ -8,9 +8,15 @@ import pytest
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
-from gputop.advice.loader_rules import suggested_workers
 from gputop.model import Advice, Frame, MemoryBandwidthSample, MemoryLayoutCheck
-from tests.helpers.builders import attached, frame, gpu, trainer_with_workers, with_gpu_util
+from tests.helpers.builders import (
+    attached,
+    frame,
+    gpu,
+    process,
+    trainer_with_workers,
+    with_gpu_util,
+)
 
 
 def _advice(f: Frame, history: dict[int, tuple[float, ...]] | None = None) -> dict[str, Advice]:
@@ -29,11 +35,13 @@ def test_healthy_compute_bound_run_gives_no_warning() -> None:
 
 
 def test_num_workers_zero_quotes_share_and_setting() -> None:
-    f = frame(attach=(attached(7, data_ms=80, compute_ms=20, num_workers=0),), cores=8)
+    f = frame(processes=[process(7, role="trainer", cpu=100.0)], cores=8,
+              attach=(attached(7, data_ms=80, compute_ms=20, num_workers=0),))
     a = _advice(f)["num-workers-zero"]
     assert a.severity == "critical"
     assert "80% of step time" in a.evidence and "num_workers=0" in a.evidence
-    assert "num_workers=7" in a.action and "pin_memory=True" in a.action
+    # 80 ms of loading beside 20 ms of compute: four workers keep up.
+    assert "num_workers=4" in a.action and "pin_memory=True" in a.action
 
 
 def test_num_workers_zero_needs_data_bound_steps() -> None:
@@ -41,29 +49,30 @@ def test_num_workers_zero_needs_data_bound_steps() -> None:
     assert "num-workers-zero" not in _advice(f)
 
 
-def test_raise_num_workers_bounded_by_idle_cores() -> None:
+def test_raise_num_workers_from_the_per_batch_time() -> None:
     rows, group = trainer_with_workers(10, workers=2, worker_cpu=97.0)
     f = frame(processes=rows, trainers=(group,), cores=16, cpu_percent=25.0,
               attach=(attached(10, data_ms=60, compute_ms=40, num_workers=2),))
     a = _advice(f)["raise-num-workers"]
-    assert "2 workers at 97% CPU each" in a.evidence and "12.0 cores idle" in a.evidence
-    assert "num_workers=8" in a.action
+    assert "2 workers: 97% CPU each" in a.evidence
+    assert "each takes 2 x 100.0 = 200.0 ms per batch" in a.evidence
+    assert "num_workers=5" in a.action  # 200 ms per batch / 40 ms of compute
 
 
-@pytest.mark.parametrize(("current", "free", "expected"),
-                         [(2, 12.0, 8), (4, 2.5, 6), (8, 20.0, 16), (4, 0.4, None)])
-def test_suggested_workers_follow_the_ladder(current: int, free: float,
-                                             expected: int | None) -> None:
-    assert suggested_workers(current, free) == expected
-
-
-def test_too_many_workers_when_more_than_cores() -> None:
-    rows, group = trainer_with_workers(10, workers=12, worker_cpu=50.0)
+def test_too_many_workers_when_more_than_cores_and_starved() -> None:
+    rows, group = trainer_with_workers(10, workers=12, worker_cpu=20.0, worker_wait=30.0)
     f = frame(processes=rows, trainers=(group,), cores=8,
               attach=(attached(10, data_ms=10, compute_ms=90, num_workers=12),))
     a = _advice(f)["too-many-workers"]
     assert "num_workers=12 on a 8-core host" in a.evidence
-    assert "num_workers=8" in a.action
+    assert "num_workers=9" in a.action  # busy half the time: 1.5 x 12 x 0.5 = 9
+
+
+def test_more_workers_than_cores_without_wait_figures_are_not_called_too_many() -> None:
+    rows, group = trainer_with_workers(10, workers=12, worker_cpu=50.0)
+    f = frame(processes=rows, trainers=(group,), cores=8,
+              attach=(attached(10, data_ms=10, compute_ms=90, num_workers=12),))
+    assert "too-many-workers" not in _advice(f)
 
 
 def test_io_bound_loading_when_workers_idle() -> None:
@@ -71,8 +80,10 @@ def test_io_bound_loading_when_workers_idle() -> None:
     f = frame(processes=rows, trainers=(group,), cores=16,
               attach=(attached(10, data_ms=70, compute_ms=30, num_workers=8),))
     found = _advice(f)
-    assert "8 workers average 6% CPU" in found["io-bound-loading"].evidence
-    assert "raise-num-workers" not in found
+    assert "8 workers: 6% CPU each" in found["io-bound-loading"].evidence
+    # Waits overlap: more workers are the first fix, and the two items say so alike.
+    assert "num_workers=16" in found["raise-num-workers"].action
+    assert "more workers" in found["io-bound-loading"].action
 
 
 def test_pin_memory_off_on_cuda_with_h2d_share() -> None:
@@ -163,8 +174,11 @@ def test_memory_layout_advice_from_the_check_alone_with_no_pressure() -> None:
 
 
 def test_cpu_threads_oversubscribed() -> None:
-    f = frame(cores=8, attach=(attached(9, data_ms=5, compute_ms=90, device="cpu",
-                                        num_threads=8, num_workers=4),))
+    rows, group = trainer_with_workers(9, workers=4, worker_cpu=100.0, trainer_cpu=400.0,
+                                       trainer_wait=350.0)
+    f = frame(processes=rows, trainers=(group,), cores=8, cpu_percent=100.0,
+              attach=(attached(9, data_ms=5, compute_ms=90, device="cpu", num_threads=8,
+                               num_workers=4),))
     a = _advice(f)["cpu-threads"]
     assert "torch.get_num_threads()=8" in a.evidence and "set_num_threads(4)" in a.action
 

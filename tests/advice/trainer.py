@@ -2,6 +2,7 @@
 
 --sleep-ms makes each sample wait (storage-like), --spin-ms makes it burn CPU (decode-like),
 --passes sets how much compute each batch gets. The probe records its loader settings.
+--stats gets the trainer's own input share and, after --measure-after steps, its samples/s.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--stats", help="write the trainer's own input share here now and then")
+    parser.add_argument("--measure-after", type=int, default=20,
+                        help="steps before samples/s is measured (start-up and prefetch done)")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
@@ -61,6 +64,7 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ready = False
     waited = total = steps = 0
+    measured_from = 0.0
     it = iter(loader)
     while True:
         t0 = time.perf_counter_ns()
@@ -75,8 +79,14 @@ def main() -> None:
         if steps > WARMUP_STEPS:  # the probe leaves the first steps of an epoch out too
             waited += t1 - t0
             total += time.perf_counter_ns() - t0
+        if steps == args.measure_after:
+            measured_from = time.perf_counter()
         if args.stats and steps % 10 == 0 and total:
-            _write_json(args.stats, {"input_percent": 100.0 * waited / total, "steps": steps})
+            stats = {"input_percent": 100.0 * waited / total, "steps": steps}
+            if steps > args.measure_after:
+                stats["samples_per_s"] = (args.batch_size * (steps - args.measure_after)
+                                          / (time.perf_counter() - measured_from))
+            _write_json(args.stats, stats)
         if not ready:
             ready = True
             _write_json(args.ready, {"pid": os.getpid(), "num_threads": torch.get_num_threads()})

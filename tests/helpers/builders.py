@@ -48,22 +48,29 @@ def gpu(index: int = 0, util: float = 90.0, used_gib: float = 40.0, total_gib: f
     )
 
 
-def process(pid: int, ppid: int = 1, role: str = "other", cpu: float = 0.0,
-            trainer_pid: int | None = None) -> ProcessSample:
-    """A process row."""
+def process(pid: int, ppid: int = 1, role: str = "other", cpu: float | None = 0.0,
+            trainer_pid: int | None = None, wait: float | None = None,
+            io_wait: float | None = None, reads: float | None = None) -> ProcessSample:
+    """A process row; `wait`: % of the interval runnable but waiting for a CPU."""
     return ProcessSample(
         pid=pid, ppid=ppid, name="python", cmdline=("python", "train.py"), username="me",
         state="S", num_threads=4, cpu_percent=cpu, rss_bytes=GIB, cpu_time_s=10.0,
         start_ticks=pid, role=role, trainer_pid=trainer_pid,  # type: ignore[arg-type]
+        runqueue_wait_percent=wait, io_wait_percent=io_wait, read_bytes_per_s=reads,
     )
 
 
-def trainer_with_workers(pid: int, workers: int, worker_cpu: float) -> tuple[
+def trainer_with_workers(pid: int, workers: int, worker_cpu: float,
+                         worker_wait: float | None = None, trainer_cpu: float = 100.0,
+                         trainer_wait: float | None = None, io_wait: float | None = None,
+                         reads: float | None = None) -> tuple[
         list[ProcessSample], TrainerGroup]:
-    """A trainer row, its worker rows, and the group joining them."""
+    """A trainer row, its worker rows (each at `worker_cpu` % CPU, `worker_wait` % waiting
+    for a core), and the group joining them."""
     worker_pids = tuple(range(pid + 1, pid + 1 + workers))
-    rows = [process(pid, role="trainer", cpu=100.0)]
-    rows += [process(w, ppid=pid, role="worker", cpu=worker_cpu, trainer_pid=pid)
+    rows = [process(pid, role="trainer", cpu=trainer_cpu, wait=trainer_wait)]
+    rows += [process(w, ppid=pid, role="worker", cpu=worker_cpu, trainer_pid=pid,
+                     wait=worker_wait, io_wait=io_wait, reads=reads)
              for w in worker_pids]
     group = TrainerGroup(pid=pid, worker_pids=worker_pids,
                          workers_cpu_percent=worker_cpu * workers,

@@ -6,11 +6,13 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gputop.advice import Advisor
+from gputop.analysis.steps import classified, summarize
+from gputop.demo_trainer import SHAPES
 from gputop.model import (
     AttachState,
     Frame,
@@ -112,7 +114,7 @@ def steps(trainer: int, n: int = 30, data_ms: float = 60.0) -> AttachState:
         median_step_ns=127 * MS, p95_step_ns=140 * MS, samples_per_s=503.9,
         waited_percent=100.0, p95_data_ns=76 * MS, data_bound_steps=n - 2,
     )
-    config = TrainerConfig(num_workers=2, pin_memory=False, batch_size=64, prefetch_factor=2,
+    config = TrainerConfig(num_workers=3, pin_memory=False, batch_size=64, prefetch_factor=2,
                            persistent_workers=False, num_threads=4, device="cpu", rank=0,
                            world_size=1)
     return AttachState(pid=trainer, config=config, dropped_records=0, steps=tuple(records),
@@ -143,6 +145,84 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
     return out
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    """What the real demo trainer of one scenario measured on a busy 2-core box (mean ms
+    per step; %CPU and % waiting for a core of the trainer and of each worker)."""
+
+    data_ms: float
+    forward_ms: float
+    backward_ms: float
+    optimizer_ms: float
+    trainer: tuple[float, float]
+    worker: tuple[float, float]
+
+
+DEMO_RUNS = {
+    "data-starved": DemoRun(44.0, 0.4, 0.35, 0.17, trainer=(6.0, 3.0), worker=(3.0, 6.0)),
+    "compute-bound": DemoRun(1.5, 5.8, 9.5, 0.3, trainer=(93.0, 5.0), worker=(4.0, 3.0)),
+    "small-batch": DemoRun(1.5, 2.3, 4.5, 0.2, trainer=(85.0, 20.0), worker=(4.0, 5.0)),
+    "memory-full-util-zero": DemoRun(426.0, 0.3, 0.3, 0.13, trainer=(0.5, 0.8),
+                                     worker=(1.0, 0.5)),
+}
+
+
+def demo_steps(trainer: int, scenario: str, n: int = 40) -> AttachState:
+    """The demo trainer of `scenario` as the probe reports it: its shape's batch and the
+    step timings it measured, with a little deterministic jitter."""
+    shape, run = SHAPES[scenario], DEMO_RUNS[scenario]
+    records = []
+    for i in range(n):
+        wobble = 1.0 + 0.04 * ((7 * i) % 5 - 2)
+        data = int(run.data_ms * wobble * MS)
+        fwd, bwd, opt = (int(v * MS) for v in (run.forward_ms * wobble, run.backward_ms,
+                                                 run.optimizer_ms))
+        records.append(StepRecord(step=500 + i, duration_ns=data + fwd + bwd + opt + MS // 5,
+                                  data_ns=data, forward_ns=fwd, backward_ns=bwd,
+                                  optimizer_ns=opt, batch_size=shape.batch, warmup=i < 2))
+    recs = classified(records)
+    config = TrainerConfig(num_workers=shape.workers, pin_memory=False, batch_size=shape.batch,
+                           prefetch_factor=2, persistent_workers=False, num_threads=1,
+                           device="cpu")
+    return AttachState(pid=trainer, config=config, dropped_records=0, steps=recs,
+                       summary=summarize(recs))
+
+
+def scenario_frames(scenario: str, count: int = 40, gpus: int = 4) -> list[Frame]:
+    """`gputop --demo SCENARIO` as a user sees it, tick by tick, advice included: the
+    simulated GPUs, and the scenario's demo trainer (none when idle) with its workers."""
+    procs, groups = recorded_processes()
+    group = groups[0]
+    members = {group.pid, *group.worker_pids}
+    run = DEMO_RUNS.get(scenario)
+    if run is None:  # no trainer: its rows and group are gone
+        procs = tuple(p for p in procs if p.pid not in members)
+        groups = groups[1:]
+    else:
+        cpu = {group.pid: run.trainer, **{w: run.worker for w in group.worker_pids}}
+        procs = tuple(replace(p, cpu_percent=cpu[p.pid][0], runqueue_wait_percent=cpu[p.pid][1])
+                      if p.pid in cpu else p for p in procs)
+        groups = (replace(group, workers_cpu_percent=run.worker[0] * len(group.worker_pids)),
+                  *groups[1:])
+    source = SimulatedGpuSource(scenario, count=gpus,
+                                owner_pids=(group.pid,) if run is not None else ())
+    attached = (demo_steps(group.pid, scenario),) if run is not None else ()
+    advisor = Advisor()
+    out = []
+    for tick in range(count):
+        report = source.report_at(tick)
+        gpu_mem = {p.pid: p.memory_used_bytes for g in report.gpus for p in g.processes}
+        rows = tuple(
+            replace(p, gpu_memory_bytes=gpu_mem.get(p.pid), gpu_indices=(0,) if p.pid in gpu_mem
+                    else ()) for p in procs
+        )
+        frame = Frame(time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report,
+                      processes=rows, trainers=groups, memory_bandwidth=membw(tick),
+                      attached=attached)
+        out.append(replace(frame, advice=advisor(frame)))
+    return out
+
+
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
     """Run an async Pilot test with asyncio.run (no pytest-asyncio needed)."""
 
@@ -151,3 +231,29 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+def screen_text(app: Any) -> list[str]:
+    """What the app's current screen shows, one string per terminal row."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def notices(app: Any) -> list[str]:
+    """The messages of the notifications the app has shown."""
+    return [str(note.message) for note in app._notifications]
+
+
+class RecordingSignaller:
+    """Stands where gputop.signalling.ProcessSignaller stands: records what `k` sends; a
+    `refuse` reason stands for the kernel's answer about a process that is not ours."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        self.refuse = refuse
+        self.sent: list[tuple[list[tuple[int, int]], int]] = []
+
+    def refusal(self, targets: Any) -> str | None:
+        return self.refuse
+
+    def send(self, targets: Any, signum: int) -> str | None:
+        self.sent.append((list(targets), signum))
+        return self.refuse

@@ -47,7 +47,7 @@ def test_replay_in_a_terminal_steps_jumps_and_quits(tmp_path: Path) -> None:
 def test_the_live_view_records_what_it_shows(tmp_path: Path) -> None:
     path = tmp_path / "live.sqlite"
     with tmux.session(REPO) as name:
-        tmux.spawn(name, f"{GPUTOP} --demo idle --membw off --interval 0.2 --record {path}")
+        tmux.spawn(name, f"{GPUTOP} --demo data-starved --membw off --interval 0.2 --record {path}")
         tmux.wait_for(name, lambda s: "attached" in s and "data-bound" in s)
         tmux.tmux("send-keys", "-t", name, "q")
         assert tmux.exit_code(name) == 0

@@ -8,9 +8,11 @@ from __future__ import annotations
 import pytest
 
 from gputop.tui import build_app
-from tests.helpers.tui import FedSampler, frames
+from tests.helpers.tui import FedSampler, frames, scenario_frames
 
 SIZES = [(80, 24), (160, 48)]
+DEMO_SCENARIOS = ["idle", "compute-bound", "data-starved", "small-batch",
+                  "memory-full-util-zero"]
 
 
 def _runner(scenario: str, count: int = 70, **kw: object):
@@ -53,3 +55,15 @@ def test_help_screen(snap_compare) -> None:
     app = build_app(FedSampler())  # type: ignore[arg-type]
     assert snap_compare(app, terminal_size=(100, 30), press=["question_mark"],
                         run_before=_runner("idle", 3))
+
+
+@pytest.mark.parametrize("scenario", DEMO_SCENARIOS)
+def test_demo_scenario_tells_one_story(snap_compare, scenario: str) -> None:
+    # GPU rows, step pane and advice of `gputop --demo SCENARIO`, its trainer behaving as named.
+    async def run_before(pilot) -> None:
+        for frame in scenario_frames(scenario):
+            pilot.app.show_frame(frame)
+        await pilot.pause()
+
+    app = build_app(FedSampler())  # type: ignore[arg-type]
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)

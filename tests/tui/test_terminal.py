@@ -5,25 +5,22 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import tmux
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
+_tmux, _screen, _wait_for, _exit_code = tmux.tmux, tmux.screen, tmux.wait_for, tmux.exit_code
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-
-
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
 def _entry() -> list[str]:
@@ -35,29 +32,8 @@ def _entry() -> list[str]:
 @pytest.fixture
 def session() -> Iterator[str]:
     """A detached 100x30 tmux session whose pane stays after the program exits."""
-    name = f"gputop-e2e-{uuid.uuid4().hex[:8]}"
-    _tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", "-c", str(REPO),
-          "sh")
-    _tmux("set-option", "-t", name, "remain-on-exit", "on")
-    try:
+    with tmux.session(REPO, 100, 30) as name:
         yield name
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-
-
-def _screen(name: str) -> str:
-    return _tmux("capture-pane", "-p", "-t", name)
-
-
-def _wait_for(name: str, ok: Callable[[str], bool], timeout_s: float = 90.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _screen(name)
-        if ok(screen):
-            return screen
-        time.sleep(0.25)
-    raise AssertionError(f"screen never matched; last screen:\n{screen}")
 
 
 def _spawn(name: str, command: str) -> None:
@@ -66,12 +42,6 @@ def _spawn(name: str, command: str) -> None:
     tty_mode = 'stty -a | tr " " "\\n" | grep -x -- "-*icanon"'  # icanon: cooked again
     script = f"trap : INT; {command}; echo EXIT=$?; {tty_mode}; sleep 60"
     _tmux("respawn-pane", "-k", "-t", name, f"bash -c '{script}'")
-
-
-def _exit_code(name: str, timeout_s: float = 30.0) -> int:
-    screen = _wait_for(name, lambda s: "EXIT=" in s, timeout_s=timeout_s)
-    line = next(line for line in screen.splitlines() if line.startswith("EXIT="))
-    return int(line.removeprefix("EXIT="))
 
 
 def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> None:

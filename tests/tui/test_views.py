@@ -100,4 +100,4 @@ def test_advice_most_severe_first_evidence_then_action() -> None:
     lines = [_text(line) for line in advice_lines(items, 80, 6)]
     assert lines[0].startswith("✖ B: eb") and lines[1].strip() == "→ do b"
     assert lines[2].startswith("▲ C") and lines[4].startswith("● A")
-    assert _text(advice_lines(items, 80, 3)[-1]).strip() == "… 2 more"
+    assert _text(advice_lines(items, 80, 3)[-1]).strip() == "… 2 more (A shows all)"

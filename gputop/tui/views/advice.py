@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from gputop.model import Advice
@@ -24,10 +25,40 @@ def advice_lines(
     for shown, item in enumerate(ordered):
         if len(lines) + 2 > max_lines:
             if len(lines) < max_lines:
-                lines.append(clip(((f"  … {len(ordered) - shown} more", "dim"),), width))
+                lines.append(clip(((f"  … {len(ordered) - shown} more (A shows all)", "dim"),),
+                                  width))
             break
         mark, style = _MARK.get(item.severity, ("● ", "dim"))
         lines.append(clip(((mark, style), (item.title, style), (": ", "dim"),
                            (item.evidence, "plain")), width))
         lines.append(clip((("  → ", "dim"), (item.action, "accent")), width))
     return lines
+
+
+def advice_page_lines(advice: Sequence[Advice], width: int, *, final: bool = False) -> list[Line]:
+    """Every item whole, wrapped to `width`: what `A` shows when the pane cuts the text."""
+    ordered = sorted(advice, key=lambda item: _RANK.get(item.severity, 3))
+    lines = _heading(len(ordered), width)
+    if final:
+        lines += _wrapped(FINAL_NOTE, "", "dim", width)
+    for item in ordered:
+        mark, style = _MARK.get(item.severity, ("● ", "dim"))
+        lines.append(())
+        lines += _wrapped(item.title, mark, style, width)
+        lines += _wrapped(item.evidence, "  ", "plain", width)
+        lines += _wrapped(item.action, "  → ", "accent", width)
+    return lines
+
+
+def _heading(count: int, width: int) -> list[Line]:
+    return (_wrapped(f"advice: {count} item{'s' * (count != 1)}", "", "title", width)
+            + _wrapped("↑ ↓ PgUp PgDn scroll; Esc or A closes", "", "dim", width))
+
+
+def _wrapped(text: str, lead: str, style: str, width: int) -> list[Line]:
+    """`text` wrapped under `lead` (the first line) and its indent (the rest), nothing cut."""
+    room = max(8, width - len(lead))
+    rows = textwrap.wrap(text, room, break_on_hyphens=False) or [""]
+    pad = " " * len(lead)
+    return [clip(((lead if i == 0 else pad, "dim"), (row, style)), width)
+            for i, row in enumerate(rows)]

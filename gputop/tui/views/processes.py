@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gputop import fmt
 from gputop.model import Frame, ProcessSample, TrainerGroup
+from gputop.printable import printable
 from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 
@@ -16,24 +17,33 @@ SORT_KEYS: dict[str, str] = {"cpu": "%CPU", "rss": "RSS", "gpu": "GPU MEM", "pid
 
 @dataclass(frozen=True, slots=True)
 class TableState:
-    """What the user chose: sort key and direction, filter text, GPU-only, collapsed groups."""
+    """What the user chose: sort key and direction, filter text, GPU-only, collapsed groups,
+    grouped or full tree."""
 
     sort: str = "cpu"
     ascending: bool = False
     filter: str = ""
     only_gpu: bool = False
     collapsed: frozenset[int] = field(default_factory=frozenset)
+    tree: bool = False  # every process under its parent (htop's F5), not trainer groups
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One table row; `group` is set on trainer rows, `depth` is 1 for workers."""
+    """One table row; `group` is set on trainer rows, `depth` is 1 for workers.
+
+    In the full tree (`tree`), `depth` is the depth under the root, `guides` the lines drawn
+    before the command and `children` how many processes sit directly beneath.
+    """
 
     process: ProcessSample
     depth: int = 0
     group: TrainerGroup | None = None
     collapsed: bool = False
     last: bool = False
+    tree: bool = False
+    guides: str = ""
+    children: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -42,9 +52,12 @@ class Row:
 
 
 def table_rows(frame: Frame, state: TableState) -> list[Row]:
-    """Top-level processes sorted by the key; each trainer's workers follow it, sorted too."""
+    """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
+    (or, in tree mode, every process under its parent)."""
     by_pid = {proc.pid: proc for proc in frame.processes}
     groups = {group.pid: group for group in frame.trainers if group.pid in by_pid}
+    if state.tree:
+        return tree_rows(frame.processes, groups, state)
     grouped = {pid for group in groups.values() for pid in group.worker_pids}
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
@@ -67,6 +80,100 @@ def table_rows(frame: Frame, state: TableState) -> list[Row]:
         workers.sort(key=value, reverse=not state.ascending)
         rows += [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
     return rows
+
+
+def tree_rows(
+    processes: Sequence[ProcessSample], groups: dict[int, TrainerGroup], state: TableState
+) -> list[Row]:
+    """Every process under its parent, siblings sorted by the key; a filter or GPU-only keeps
+    the matching processes and the path from their root down to them."""
+    value = _sort_value(state.sort, groups)
+    children, roots = _family(processes)
+    for kids in children.values():
+        kids.sort(key=value, reverse=not state.ascending)
+    roots.sort(key=value, reverse=not state.ascending)
+    kept = _kept_in_tree(roots, children, state, groups)
+    rows: list[Row] = []
+    stack: list[tuple[ProcessSample, int, str, bool]] = [
+        (root, 0, "", False) for root in reversed(roots) if root.pid in kept]
+    while stack:
+        proc, depth, above, last = stack.pop()
+        kids = [kid for kid in children.get(proc.pid, ()) if kid.pid in kept]
+        collapsed = bool(kids) and proc.pid in state.collapsed
+        guides = above + ("└─ " if last else "├─ ") if depth else ""
+        rows.append(Row(proc, depth, groups.get(proc.pid), collapsed, last, tree=True,
+                        guides=guides, children=len(kids)))
+        if collapsed:
+            continue
+        below = above + ("   " if last else "│  ") if depth else ""
+        stack += [(kid, depth + 1, below, i == len(kids) - 1) for i, kid in enumerate(kids)][::-1]
+    return rows
+
+
+def _family(
+    processes: Sequence[ProcessSample],
+) -> tuple[dict[int, list[ProcessSample]], list[ProcessSample]]:
+    """Each listed parent's children, and the roots (no listed parent); a process caught in
+    a parent loop (PIDs reused between reads) becomes a root, so none is ever lost."""
+    by_pid = {proc.pid: proc for proc in processes}
+    children: dict[int, list[ProcessSample]] = {}
+    roots: list[ProcessSample] = []
+    for proc in processes:
+        if proc.ppid in by_pid and proc.ppid != proc.pid and not _in_loop(proc, by_pid):
+            children.setdefault(proc.ppid, []).append(proc)
+        else:
+            roots.append(proc)
+    return children, roots
+
+
+def _in_loop(proc: ProcessSample, by_pid: dict[int, ProcessSample]) -> bool:
+    seen = {proc.pid}
+    parent = by_pid.get(proc.ppid or -1)
+    while parent is not None:
+        if parent.pid in seen:
+            return True
+        seen.add(parent.pid)
+        parent = by_pid.get(parent.ppid or -1) if parent.ppid != parent.pid else None
+    return False
+
+
+def _kept_in_tree(
+    roots: Sequence[ProcessSample], children: dict[int, list[ProcessSample]], state: TableState,
+    groups: dict[int, TrainerGroup],
+) -> set[int]:
+    """PIDs the tree shows: all, or those that pass the filter (what runs beneath a match
+    comes along, as a trainer's workers do) and GPU-only, with their ancestors."""
+    needle = state.filter.strip().lower()
+    workers = {pid for group in groups.values() for pid in group.worker_pids}
+    order: list[tuple[ProcessSample, ProcessSample | None]] = []  # parents before children
+    stack: list[tuple[ProcessSample, ProcessSample | None]] = [(root, None) for root in roots]
+    while stack:
+        proc, parent = stack.pop()
+        order.append((proc, parent))
+        stack += [(kid, proc) for kid in children.get(proc.pid, ())]
+    matched: set[int] = set()
+    for proc, parent in order:
+        if not needle or _matches(proc, needle) or (parent is not None and parent.pid in matched):
+            matched.add(proc.pid)
+    kept: set[int] = set()
+    for proc, parent in reversed(order):  # children before their parents
+        passes = proc.pid in matched and (not state.only_gpu or _on_gpu(proc) or proc.pid in
+                                          groups or proc.pid in workers or proc.role == "launcher")
+        if passes:
+            kept.add(proc.pid)
+        if proc.pid in kept and parent is not None:
+            kept.add(parent.pid)
+    return kept
+
+
+def fold_pid(row: Row) -> int | None:
+    """The PID whose rows `space` folds from `row`: its trainer's (grouped view) or its own
+    when it has processes beneath (tree); None when there is nothing to fold."""
+    if row.tree:
+        return row.process.pid if row.children else None
+    if row.depth:
+        return row.process.trainer_pid
+    return row.process.pid if row.group is not None else None
 
 
 def _sort_value(
@@ -119,27 +226,59 @@ COLUMNS = (
 COMMAND_MIN = 36
 
 
-def columns_for(width: int) -> tuple[Column, ...]:
-    """Columns that fit with COMMAND keeping at least COMMAND_MIN cells; PID and %CPU stay."""
+def columns_for(width: int, keep: str = "") -> tuple[Column, ...]:
+    """Columns that fit with COMMAND keeping at least COMMAND_MIN cells; PID, %CPU and the
+    column named `keep` (the sorted one) stay."""
     chosen = list(COLUMNS)
     for victim in sorted(COLUMNS, key=lambda c: c.drop):
         if sum(c.width + 1 for c in chosen) + COMMAND_MIN <= width or victim.drop == 99:
             break
-        chosen.remove(victim)
+        if victim.name != keep:
+            chosen.remove(victim)
     return tuple(chosen)
 
 
+def sorted_column(state: TableState) -> str:
+    """The title of the column the rows are sorted by."""
+    return SORT_KEYS.get(state.sort, "")
+
+
+def sort_key_at(columns: Sequence[Column], x: int) -> str | None:
+    """The sort key of the column title at cell `x` of the header, None for one that does
+    not sort (USER, GPU, THR, COMMAND)."""
+    left = 0
+    for column in columns:
+        if left <= x < left + column.width + 1:
+            return next((key for key, name in SORT_KEYS.items() if name == column.name), None)
+        left += column.width + 1
+    return None
+
+
+def badge(state: TableState) -> str:
+    """What the rows show when it is not the default view: the filter, the sort key, tree,
+    GPU only; empty otherwise."""
+    if state == TableState(collapsed=state.collapsed):
+        return ""
+    parts = [f"filter: {printable(state.filter.strip())}"] if state.filter.strip() else []
+    parts.append(f"sort: {sorted_column(state)}{'▲' if state.ascending else '▼'}")
+    parts += ["tree"] * state.tree + ["GPU only"] * state.only_gpu
+    return " " + " · ".join(parts) + " "
+
+
 def header_line(columns: Sequence[Column], state: TableState, width: int) -> Line:
-    """Column titles; the sort column is marked with its direction."""
+    """Column titles; the sort column is marked with its direction, and a badge at the right
+    names an active filter and the sort key."""
     arrow = "▲" if state.ascending else "▼"
-    sorted_name = SORT_KEYS.get(state.sort, "")
+    sorted_name = sorted_column(state)
     spans: list[Span] = []
     for column in columns:
         title = column.name + (arrow if column.name == sorted_name else "")
         align = title.ljust if column.name in ("USER", "GPU") else title.rjust
         spans.append((align(column.width) + " ", "header"))
-    used = sum(c.width + 1 for c in columns)
-    spans.append(("COMMAND".ljust(max(0, width - used)), "header"))
+    room = max(0, width - sum(c.width + 1 for c in columns))
+    label = badge(state)
+    label = cells.fit(label, min(len(label), max(0, room - len("COMMAND ")))) if label else ""
+    spans += [("COMMAND".ljust(room - len(label)), "header"), (label, "badge")]
     return clip(tuple(spans), width)
 
 
@@ -189,15 +328,35 @@ def _command(row: Row) -> list[Span]:
     if not proc.in_proc:
         command = f"{proc.name or 'pid ' + str(proc.pid)} (no /proc entry: other namespace)"
     probe = [("◆ ", "probe")] if proc.has_probe else []
+    if row.tree:
+        return _tree_command(row, command, probe)
     if row.depth:
         branch = "└─ " if row.last else "├─ "
         return [("  " + branch, "dim"), *probe, (proc.name, "plain")]
     if row.group is not None:
         group = row.group
         fold = "▸ " if row.collapsed else "▾ "
-        pin = "on" if group.pin_memory_thread else "off"
-        summary = (f"[{len(group.worker_pids)}w {group.workers_cpu_percent:.0f}% "
-                   f"{group.num_threads_total}thr pin:{pin}] ")
-        return [(fold, "accent"), *probe, (summary, "accent"), (command, "bold")]
-    style = "dim" if proc.state == "Z" else ("accent" if proc.role == "launcher" else "plain")
-    return [*probe, (command, style)]
+        return [(fold, "accent"), *probe, (_group_summary(group), "accent"), (command, "bold")]
+    return [*probe, (command, _command_style(proc))]
+
+
+def _group_summary(group: TrainerGroup) -> str:
+    pin = "on" if group.pin_memory_thread else "off"
+    return (f"[{len(group.worker_pids)}w {group.workers_cpu_percent:.0f}% "
+            f"{group.num_threads_total}thr pin:{pin}] ")
+
+
+def _command_style(proc: ProcessSample) -> str:
+    return "dim" if proc.state == "Z" else ("accent" if proc.role == "launcher" else "plain")
+
+
+def _tree_command(row: Row, command: str, probe: list[Span]) -> list[Span]:
+    """A tree row: its guides, a fold mark when processes sit beneath, then as grouped."""
+    proc = row.process
+    fold = [("▸ " if row.collapsed else "▾ ", "accent")] if row.children else []
+    if proc.role == "worker":  # a forked worker's command line is its trainer's
+        return [(row.guides, "dim"), *fold, *probe, (proc.name, "plain")]
+    if row.group is not None:
+        return [(row.guides, "dim"), *fold, *probe, (_group_summary(row.group), "accent"),
+                (command, "bold")]
+    return [(row.guides, "dim"), *fold, *probe, (command, _command_style(proc))]

@@ -11,11 +11,19 @@ from textual.widgets import Static
 HELP = """\
 [b]gputop keys[/b]
 
-  [b]c m g n t[/b]   sort by %CPU, RSS, GPU MEM, PID, TIME (again: reverse)
-  [b]/[/b]           filter by name, command, user or PID (Esc clears)
+  [b]c m g n t[/b]   sort by %CPU, RSS, GPU MEM, PID, TIME (again: reverse), or
+              click a column title; the sorted column stays on screen
+  [b]/[/b]           filter by name, command, user or PID (Enter keeps, Esc clears);
+              a badge in the table's title row shows the filter and sort
   [b]o[/b]           only GPU processes, trainers and their workers
-  [b]space[/b]       fold or unfold the trainer group under the cursor
-  [b]z[/b]           fold or unfold every trainer group
+  [b]T[/b]           the full process tree, or back to trainer groups
+  [b]space[/b]       fold or unfold the trainer group (tree: what runs beneath)
+  [b]z[/b]           fold or unfold every trainer group (tree: every branch)
+  [b]k[/b] or [b]F9[/b]     signal the process under the cursor or its whole trainer;
+              asks first, naming each PID: [b]t[/b] SIGTERM [b]K[/b] SIGKILL [b]i[/b] SIGINT,
+              [b]w[/b] this process / whole trainer, [b]Esc[/b] cancel. Only your own
+              processes unless root; --readonly turns k off
+  [b]A[/b]           the advice whole, full width (Esc closes)
   [b]enter[/b]       attach to a trainer with a probe (◆), else fold it
   [b]a[/b]           attach to the trainer under the cursor (replaces one that exited)
   [b]d[/b]           detach: stop showing the attached trainer and its final advice
@@ -35,7 +43,8 @@ HELP = """\
   [b]p[/b]           play / pause
 
 [b]Marks[/b]
-  ▾ ▸   a trainer with its DataLoader workers (unfolded / folded)
+  ▾ ▸   a trainer with its DataLoader workers (unfolded / folded); in the
+        tree, a process with others beneath
   [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads, pin-memory thread
   ◆     the process runs the gputop probe: attachable
   n/a   not measured or not available; LOST: the GPU stopped answering

@@ -20,9 +20,17 @@ from textual.widget import Widget
 
 from gputop.tui.lines import STYLE_WORDS, Line
 
+STRIP_SLACK = 16  # strips kept beyond twice the lines shown, for lines that come back
+
 
 class LinePane(Widget):
-    """Renders a list of Lines; each line's Strip is cached by its spans and the width."""
+    """Renders a list of Lines; each line's Strip is cached by its spans and the width.
+
+    The cache keeps the most recently drawn strips, at most twice the lines shown plus
+    STRIP_SLACK: lines that change every tick (counters, bars) leave strips that are never
+    drawn again, and a bound near the pane's size keeps memory flat from the first
+    seconds on (a cap of hundreds, cleared at once, filled for minutes in quiet panes).
+    """
 
     COMPONENT_CLASSES = {f"pane--{word}" for word in STYLE_WORDS}
     AUTO_HEIGHT = True
@@ -41,6 +49,11 @@ class LinePane(Widget):
     def lines(self) -> list[Line]:
         """The lines shown now (tests read them)."""
         return self._lines
+
+    @property
+    def cached_strips(self) -> int:
+        """How many Strips the cache holds now (tests count them)."""
+        return len(self._strips)
 
     @property
     def text(self) -> str:
@@ -87,12 +100,12 @@ class LinePane(Widget):
             return self._blank
         line = self._lines[y]
         key = (line, width)
-        strip = self._strips.get(key)
+        strip = self._strips.pop(key, None)  # put back below as the newest
         if strip is None:
-            if len(self._strips) > 4 * max(len(self._lines), 64):
-                self._strips.clear()
             strip = self._build(line, width)
-            self._strips[key] = strip
+            while len(self._strips) >= 2 * len(self._lines) + STRIP_SLACK:
+                del self._strips[next(iter(self._strips))]  # the least recently drawn
+        self._strips[key] = strip
         return strip
 
     def _build(self, line: Line, width: int) -> Strip:

@@ -5,8 +5,17 @@ from __future__ import annotations
 from textual.binding import Binding
 
 from gputop.tui.lines import Line
-from gputop.tui.messages import RowActivated
-from gputop.tui.views.processes import Row, TableState, columns_for, header_line, row_line
+from gputop.tui.messages import HeaderClicked, RowActivated
+from gputop.tui.views.processes import (
+    Column,
+    Row,
+    TableState,
+    columns_for,
+    header_line,
+    row_line,
+    sort_key_at,
+    sorted_column,
+)
 from gputop.tui.widgets.linepane import LinePane
 
 
@@ -16,8 +25,8 @@ class ProcessTable(LinePane):
     AUTO_HEIGHT = False
     can_focus = True
     BINDINGS = [
-        Binding("up,k", "move(-1)", "up", show=False),
-        Binding("down,j", "move(1)", "down", show=False),
+        Binding("up", "move(-1)", "up", show=False),  # k signals (htop), so no vi keys
+        Binding("down", "move(1)", "down", show=False),
         Binding("pageup", "page(-1)", "page up", show=False),
         Binding("pagedown", "page(1)", "page down", show=False),
         Binding("home", "edge(-1)", "top", show=False),
@@ -74,10 +83,18 @@ class ProcessTable(LinePane):
             self.post_message(RowActivated(self.selected))
 
     def on_click(self, event: object) -> None:
-        """Select the clicked row (the mouse is optional)."""
-        y = getattr(event, "y", 0)
+        """Select the clicked row; a click on a column title sorts by it (the mouse is
+        optional)."""
+        x, y = getattr(event, "x", 0), getattr(event, "y", 0)
         if y >= 1:
             self._set_cursor(self.top + y - 1)
+            return
+        sort = sort_key_at(self._columns(), x)
+        if sort is not None:
+            self.post_message(HeaderClicked(sort))
+
+    def _columns(self) -> tuple[Column, ...]:
+        return columns_for(self.size.width, keep=sorted_column(self.state))
 
     def _set_cursor(self, index: int) -> None:
         self.cursor = max(0, min(index, len(self.rows) - 1))
@@ -101,7 +118,7 @@ class ProcessTable(LinePane):
         elif body and self.cursor >= self.top + body:
             self.top = self.cursor - body + 1
         self.top = max(0, min(self.top, max(0, len(self.rows) - body)))
-        columns = columns_for(width)
+        columns = self._columns()
         lines: list[Line] = [header_line(columns, self.state, width)]
         for index in range(self.top, min(len(self.rows), self.top + body)):
             selected = index == self.cursor and self.has_focus

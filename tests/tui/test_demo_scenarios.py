@@ -1,0 +1,140 @@
+"""Each --demo scenario's trainer behaves as its simulated GPUs look, so the GPU rows, the
+step pane's verdict and the advice tell one story: the real demo trainer, the real sources."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from gputop.advice import Advisor
+from gputop.children import DemoTrainer, start_demo_trainer
+from gputop.demo_trainer import NO_TRAINER, SHAPES, parse_args
+from gputop.model import Frame
+from gputop.sampler import Sampler
+from gputop.sources.attach import RingAttachSource
+from gputop.sources.host import ProcHostSource
+from gputop.sources.processes import ProcProcessSource
+from gputop.sources.simulated import SAWTOOTH_PERIOD, SCENARIOS, SimulatedGpuSource
+from tests.helpers.tui import scenario_frames
+
+READY_S = 120.0  # torch's import on a loaded 2-core box; a bound, not a speed check
+TICK_S = 0.5
+STEPS = 8
+TICKS = 2 * SAWTOOTH_PERIOD + 2  # two rises of the sawtooth: what gpu-starved needs
+COMPUTE_BOUND = ("compute-bound", "small-batch")
+STARVED = ("data-starved", "mixed", "memory-full-util-zero")
+
+
+def test_every_scenario_has_a_trainer_shape_or_none() -> None:
+    assert set(SCENARIOS) == set(SHAPES) | set(NO_TRAINER)
+    assert not set(SHAPES) & set(NO_TRAINER)
+
+
+def test_scenario_shapes_say_what_they_are() -> None:
+    computing, starved, small = (parse_args(["--scenario", s])
+                                 for s in ("compute-bound", "data-starved", "small-batch"))
+    assert computing.item_sleep == 0 and computing.passes > starved.passes
+    assert starved.item_sleep > 0
+    assert small.batch < computing.batch and small.passes == computing.passes
+    assert parse_args(["--scenario", "compute-bound", "--workers", "5"]).workers == 5
+
+
+def test_idle_demo_starts_no_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gputop.children
+    import gputop.tui
+    from gputop import wiring
+
+    started: list[object] = []
+    seen: list[int | None] = []
+    monkeypatch.setattr(gputop.children, "start_demo_trainer",
+                        lambda **kw: started.append(kw))
+    monkeypatch.setattr(gputop.tui, "run_tui",
+                        lambda sampler, attach_pid=None, **kw: seen.append(attach_pid) or 0)
+    assert wiring.run_live(demo="idle", membw="off") == 0
+    assert started == [] and seen == [None]
+
+
+@contextmanager
+def demo(scenario: str, ring_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoTrainer]:
+    """The demo trainer `gputop --demo SCENARIO` starts, its ring in `ring_dir`."""
+    monkeypatch.setenv("GPUTOP_RING_DIR", str(ring_dir))
+    trainer = start_demo_trainer(extra_args=("--scenario", scenario))
+    try:
+        yield trainer
+    finally:
+        trainer.stop()
+
+
+def watch(trainer: DemoTrainer, scenario: str, ring_dir: Path) -> Frame:
+    """Sample as `gputop --demo` would until the trainer's window holds STEPS steps and the
+    GPU history is long enough for the GPU rules."""
+    sampler = Sampler(gpu=SimulatedGpuSource(scenario, count=1, owner_pids=[trainer.pid]),
+                      host=ProcHostSource(), processes=ProcProcessSource(),
+                      attach=RingAttachSource(directory=str(ring_dir)),
+                      advisor=Advisor(on_after=1), interval_s=TICK_S)
+    sampler.attach(trainer.pid)
+    deadline = time.monotonic() + READY_S
+    ticks = 0
+    try:
+        while True:
+            frame = sampler.sample()
+            ticks += 1
+            steps = frame.attached[0].summary.steps if frame.attached else 0
+            if steps >= STEPS and ticks >= TICKS:
+                return frame
+            assert trainer.process.poll() is None, "the demo trainer died"
+            assert time.monotonic() < deadline, f"only {steps} steps; {frame.attached}"
+            time.sleep(TICK_S)
+    finally:
+        sampler.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", [*COMPUTE_BOUND, "data-starved", "memory-full-util-zero"])
+def test_demo_trainer_agrees_with_its_gpus(scenario: str, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    with demo(scenario, tmp_path, monkeypatch) as trainer:
+        frame = watch(trainer, scenario, tmp_path)
+    (state,) = frame.attached
+    ids = {a.id for a in frame.advice}
+    if scenario in COMPUTE_BOUND:
+        assert state.summary.verdict == "compute-bound", state.summary
+        assert "gpu-starved" not in ids and not ids & {"raise-num-workers", "io-bound-loading"}
+    else:
+        assert state.summary.verdict == "data-bound", state.summary
+        assert "gpu-starved" in ids
+    assert ("raise-batch-size" in ids) is (scenario == "small-batch"), frame.advice
+    assert state.config.batch_size == SHAPES[scenario].batch
+
+
+INPUT_ITEMS = {"num-workers-zero", "raise-num-workers", "io-bound-loading", "pin-memory-off"}
+
+
+@pytest.mark.parametrize("scenario", ["idle", *COMPUTE_BOUND, "data-starved",
+                                      "memory-full-util-zero"])
+def test_demo_frames_tell_one_story(scenario: str) -> None:
+    # The frames the snapshot tests draw: what the GPU rows show, the verdict says, and the
+    # advice follows from.
+    shown = scenario_frames(scenario)
+    last = shown[-1]
+    utils = [f.gpu.gpus[0].util_percent or 0.0 for f in shown[-2 * SAWTOOTH_PERIOD:]]
+    ids = {a.id for a in last.advice}
+    if scenario in NO_TRAINER:
+        assert not last.attached and not last.gpu.gpus[0].processes and not ids
+        assert max(utils) == 0
+        return
+    (state,) = last.attached
+    busy = min(utils) >= 90
+    assert (state.summary.verdict == "compute-bound") is busy
+    assert ("gpu-starved" in ids) is not busy
+    assert bool(ids & INPUT_ITEMS) is not busy
+    gpu0 = last.gpu.gpus[0]
+    assert gpu0.memory_used_bytes is not None and gpu0.memory_total_bytes
+    memory = gpu0.memory_used_bytes / gpu0.memory_total_bytes
+    assert ("raise-batch-size" in ids) is (busy and memory < 0.6)
+    assert state.config.batch_size == SHAPES[scenario].batch
