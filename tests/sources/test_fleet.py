@@ -7,14 +7,18 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from gputop.export.fleet import render
-from gputop.model import FleetHost, FleetReport
+from gputop.fleet_sampler import FleetSampler
+from gputop.model import FleetHost, FleetReport, Frame
 from gputop.sources.fleet import FleetSource, parse_duration
 from gputop.sources.fleet_detail import STRAGGLERS_ACROSS_HOSTS, host_detail, promql_string
+from gputop.sources.host import ProcHostSource
+from gputop.tui.views.fleet import fleet_columns, fleet_row_line
 from tests.helpers.probe import ROOT
 from tests.helpers.prometheus import Serve, free_port, prometheus, serve_env, wait_until
 
@@ -176,3 +180,55 @@ def test_an_unreachable_prometheus_exits_1_with_one_line(
     assert captured.out == "" and captured.err.count("\n") == 1
     assert "cannot query" in captured.err
 
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("prometheus") is None,
+                    reason="prometheus is not installed (.ci/run installs Debian's package)")
+def test_a_target_that_goes_away_shows_as_down_within_two_scrape_intervals(
+        tmp_path: Path) -> None:
+    """Prometheus scrapes every second and the fleet refreshes at that interval: of the
+    fleet's refreshes asked after the exporter stopped, the second at the latest shows it
+    down (the first may precede the failed scrape)."""
+    env = serve_env(tmp_path)
+    stays = Serve([*DEMO, "--demo", "compute-bound", "--gpus", "1"], env)
+    goes = Serve([*DEMO, "--demo", "compute-bound", "--gpus", "1"], env)
+    frames: list[Frame] = []
+    try:
+        with prometheus(tmp_path, [stays.target, goes.target], interval_s=1.0) as server:
+            sampler = FleetSampler(FleetSource(server.base), ProcHostSource())
+            sampler.start(frames.append)
+            try:
+                def both_up() -> bool:
+                    report = frames[-1].fleet if frames else None
+                    return report is not None and len(report.hosts) == 2 and all(
+                        h.up and h.gpus for h in report.hosts)
+
+                wait_until(both_up, 60, what="both targets up in the fleet")
+                assert frames[-1].interval_s == 1.0  # refreshed at the scrape interval
+                assert goes.stop() == 0
+                stopped = time.time()
+
+                def shown_down() -> int | None:
+                    after = [f for f in frames if f.time > stopped]
+                    return next((i + 1 for i, f in enumerate(after) if _down(f, goes.target)),
+                                None)
+
+                refreshes = wait_until(shown_down, 60, pause_s=0.05,
+                                       what="the stopped target to show as down")
+            finally:
+                sampler.stop()
+        assert refreshes <= 2, f"down only in refresh {refreshes} after the stop"
+        down = next(f for f in frames if f.time > stopped and _down(f, goes.target))
+        assert down.fleet is not None
+        (host,) = [h for h in down.fleet.hosts if h.instance == goes.target]
+        row = "".join(t for t, _ in fleet_row_line(host, fleet_columns(120), 120, False))
+        assert "DOWN" in row and host.gpus is None  # the fleet view says so, not zeros
+    finally:
+        for exporter in (stays, goes):
+            exporter.stop()
+
+
+def _down(frame: Frame, instance: str) -> bool:
+    report = frame.fleet
+    return report is not None and any(h.instance == instance and not h.up
+                                      for h in report.hosts)
