@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gputop.model import Frame
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SCENARIO = "data-starved"
 READONLY_HELP = "send no signals: the k (kill) key is off"
 
@@ -123,8 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gputop {__version__}")
     parser.add_argument("--once", action="store_true", help="sample one interval, print, exit")
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
-    parser.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
-                        help="refresh period (default 1.0)")
+    parser.add_argument("--interval", type=_interval, default=None, metavar="SECONDS",
+                        help=f"refresh period (default {DEFAULT_INTERVAL_S}; with --fleet, "
+                        "Prometheus's scrape interval)")
     parser.add_argument("--attach", type=_pid, metavar="PID",
                         help="show the step pane for a trainer running under the probe")
     parser.add_argument("--demo", nargs="?", const=DEFAULT_SCENARIO, metavar="SCENARIO",
@@ -138,9 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="draw with ASCII characters only (automatic where the locale's "
                         "encoding is not UTF-8); NO_COLOR=1 turns colour off")
     parser.add_argument("--readonly", action="store_true", help=READONLY_HELP)
-    parser.add_argument("--prometheus", metavar="URL",
-                        help="with --once: the fleet, one row per `gputop serve` host that "
-                        "this Prometheus server scrapes (e.g. http://prometheus:9090)")
+    parser.add_argument("--fleet", "--prometheus", dest="fleet", metavar="URL",
+                        help="the fleet: every `gputop serve` host this Prometheus server "
+                        "scrapes (e.g. http://prometheus:9090), worst first, Enter for one "
+                        "host; with --once, printed once")
     parser.add_argument("--record", metavar="FILE",
                         help="also record what the screen shows to FILE (SQLite, "
                         "see `gputop record`)")
@@ -215,8 +218,10 @@ def _main(args: argparse.Namespace) -> int:
         check_attach(args.attach)
     if args.once and (args.record or args.max_size or args.keep):
         raise UsageError("--record, --max-size and --keep go with the live view, not --once")
-    if args.prometheus is not None:
+    if args.fleet is not None:
         return _fleet(args)
+    if args.interval is None:
+        args.interval = DEFAULT_INTERVAL_S
     if args.once:
         return _once(args)
     if (args.max_size or args.keep) and not args.record:
@@ -321,21 +326,22 @@ def _once(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    """`--prometheus URL --once [--json]`: the fleet as Prometheus has it, printed once."""
-    from urllib.parse import urlsplit
-
-    if not args.once:
-        raise UsageError("--prometheus goes with --once for now (the fleet has no TUI "
-                         "screen yet)")
+    """`--fleet URL [--once [--json]]`: the fleet as Prometheus has it, on a screen that
+    refreshes at its scrape interval, or printed once."""
     if args.demo is not None or args.attach is not None:
-        raise UsageError("--prometheus reads the fleet from Prometheus; it takes no "
+        raise UsageError("--fleet reads the fleet from Prometheus; it takes no "
                          "--demo or --attach")
-    url = urlsplit(args.prometheus)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise UsageError(f"--prometheus wants an http(s):// URL, got {args.prometheus!r}")
+    _check_url(args.fleet)
+    if not args.once:
+        from gputop.wiring import run_fleet
+
+        try:
+            return run_fleet(args.fleet, interval_s=args.interval, ascii=args.ascii)
+        except KeyboardInterrupt:
+            return EXIT_OK
     from gputop.wiring import fleet_frame_once
 
-    frame = fleet_frame_once(args.prometheus, args.interval)
+    frame = fleet_frame_once(args.fleet, args.interval)
     assert frame.fleet is not None
     from gputop.export import fleet
     from gputop.export.text import write_text
@@ -346,6 +352,21 @@ def _fleet(args: argparse.Namespace) -> int:
     text = fleet.dumps(frame.fleet) + "\n" if args.json else fleet.render(frame.fleet)
     write_text(ascii_text_if(text, args.ascii), sys.stdout)
     return EXIT_OK
+
+
+def _check_url(text: str) -> None:
+    """Refuse a fleet URL that cannot name a Prometheus server, before any screen opens."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(text)
+        port = url.port  # a port that is no number raises here
+    except ValueError as exc:
+        raise UsageError(f"--fleet wants an http(s):// URL, got {text!r}: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UsageError(f"--fleet wants an http(s):// URL, got {text!r}")
+    if port == 0 or any(ch.isspace() for ch in text):
+        raise UsageError(f"--fleet wants an http(s):// URL, got {text!r}")
 
 
 def ascii_text_if(text: str, ascii: bool) -> str:

@@ -367,6 +367,9 @@ class Advice:
     trainer_pid: int | None = None  # the trainer a per-trainer rule judged; None: host-wide
 
 
+FLEET_PRESSURE_RATIO = 0.6  # host memory-bandwidth pressure the fleet counts as trouble
+
+
 @dataclass(frozen=True, slots=True)
 class FleetHost:
     """One `gputop serve` target as Prometheus has it; a target that is down has no figures
@@ -394,8 +397,61 @@ class FleetHost:
         """How many things on this host want a look (down counts most)."""
         if not self.up:
             return 1000
-        return sum(n or 0 for n in (self.idle_gpus_holding_memory, self.data_bound_trainers,
-                                    self.stragglers))
+        pressured = (self.memory_pressure_ratio or 0.0) >= FLEET_PRESSURE_RATIO
+        return pressured + sum(n or 0 for n in (self.idle_gpus_holding_memory,
+                                                self.data_bound_trainers, self.stragglers))
+
+
+@dataclass(frozen=True, slots=True)
+class FleetGpu:
+    """One GPU of a fleet host, as its exporter last published it."""
+
+    index: str
+    uuid: str
+    name: str = ""
+    util_ratio: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTrainer:
+    """One trainer of a fleet host; `pid` is its PID on that host (the `trainer` label)."""
+
+    pid: str
+    name: str = ""
+    user: str = ""
+    probed: bool = False
+    workers: int | None = None
+    data_wait_ratio: float | None = None
+    verdict: str | None = None  # data-bound, compute-bound, unknown; None without the probe
+    state: str | None = None  # running, stalled
+    rank: str = ""
+    world_size: str = ""
+    rendezvous: str = ""  # the job across hosts (MASTER_ADDR:MASTER_PORT), "" when unknown
+    straggler: bool = False  # its input waits hold its job back (on its host or across hosts)
+    median_step_s: float | None = None
+    samples_per_s: float | None = None
+    gpu_memory_bytes: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetAdvice:
+    """A piece of advice active on a fleet host (`trainer` is "" for host-wide advice)."""
+
+    id: str
+    severity: str
+    trainer: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetHostDetail:
+    """One host's GPUs, trainers and advice: what Enter on a fleet row shows."""
+
+    instance: str
+    gpus: tuple[FleetGpu, ...] = ()
+    trainers: tuple[FleetTrainer, ...] = ()
+    advice: tuple[FleetAdvice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +461,8 @@ class FleetReport:
     url: str
     hosts: tuple[FleetHost, ...] = ()
     error: str | None = None  # why Prometheus could not be asked (one line)
+    scrape_interval_s: float | None = None  # Prometheus's, as read from its API
+    detail: FleetHostDetail | None = None  # the host the user drilled into, if any
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gputop.children import RunCommand
     from gputop.export.http import Tls
     from gputop.export.recorder import Recorder, Retention
+    from gputop.fleet_sampler import FleetSampler
     from gputop.model import AttachState, Frame
     from gputop.playback import Playback
     from gputop.signalling import ProcessSignaller
@@ -348,9 +349,23 @@ def run_serve(
     return 0
 
 
-def fleet_frame_once(url: str, interval_s: float) -> Frame:
-    """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
-    from gputop.sources.fleet import FleetSource, fleet_frame
+def fleet_sampler(url: str, interval_s: float | None = None) -> FleetSampler:
+    """The fleet that the Prometheus server at `url` scrapes, refreshed every `interval_s`
+    (None: at Prometheus's scrape interval)."""
+    from gputop.fleet_sampler import FleetSampler
+    from gputop.sources.fleet import FleetSource
     from gputop.sources.host import ProcHostSource
 
-    return fleet_frame(FleetSource(url).sample(), ProcHostSource().sample(), interval_s)
+    return FleetSampler(FleetSource(url), ProcHostSource(), interval_s)
+
+
+def fleet_frame_once(url: str, interval_s: float | None = None) -> Frame:
+    """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
+    return fleet_sampler(url, interval_s).sample()
+
+
+def run_fleet(url: str, *, interval_s: float | None = None, ascii: bool = False) -> int:
+    """The fleet screen: every host Prometheus scrapes, worst first; Enter drills in."""
+    from gputop.tui import run_tui
+
+    return run_tui(fleet_sampler(url, interval_s), ascii=ascii, splash=False)

@@ -493,7 +493,8 @@ def _window(view: View) -> list[Metric]:
     config = InfoMetricFamily("gputop_trainer_config", "DataLoader and threading settings "
                               "the probe read", labels=TRAINER_LABELS)
     job = InfoMetricFamily("gputop_trainer_job", "Rank, world size and job (launcher) of a "
-                           "trainer", labels=TRAINER_LABELS)
+                           "trainer; rendezvous names its job across hosts",
+                           labels=TRAINER_LABELS)
     straggler = GaugeMetricFamily("gputop_trainer_input_straggler", "1 for the rank whose "
                                   "input waits hold its job back", labels=TRAINER_LABELS)
     groups = {g.pid: g for g in frame.trainers}
@@ -518,6 +519,7 @@ def _window(view: View) -> list[Metric]:
         job.add_metric(key, {
             "rank": _text(state.config.rank), "world_size": _text(state.config.world_size),
             "job": f"{host}:{launcher or state.pid}",
+            "rendezvous": dict(state.config.extra).get("rendezvous", ""),
         })
         if frame.straggler is not None:
             straggler.add_metric(key, 1 if frame.straggler.pid == state.pid else 0)

@@ -210,8 +210,24 @@ def env_facts() -> dict[str, object]:
         value = os.environ.get(key, "")
         if value.isdigit():
             out[name] = int(value)
+    rendezvous = _rendezvous()
+    if rendezvous is not None:
+        out["rendezvous"] = rendezvous
     out["argv"] = " ".join(sys.argv)[:200]
     return out
+
+
+LOOPBACK_NAMES = ("localhost", "127.", "::1")
+
+
+def _rendezvous() -> str | None:
+    """The job across hosts as torchrun's ranks all see it (run id, MASTER_ADDR:MASTER_PORT);
+    None without one, or for a loopback address, which names no job beyond this host."""
+    addr, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    if not addr or not port or addr.startswith(LOOPBACK_NAMES):
+        return None
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return ((f"{run_id}@" if run_id and run_id != "none" else "") + f"{addr}:{port}")[:200]
 
 
 def loader_facts(loader: object) -> dict[str, object]:

@@ -103,7 +103,7 @@ def _attach_now(sampler: FrameFeed, pid: int | None) -> int | None:
 def run_tui(
     sampler: FrameFeed, *, attach_pid: int | None = None, command: Command | None = None,
     on_exit: Callable[[Frame], None] | None = None, ascii: bool = False,
-    signaller: Signaller | None = None,
+    signaller: Signaller | None = None, splash: bool = True,
 ) -> int:
     """Run the TUI until q, Ctrl-C, SIGHUP or SIGTERM, then stop the sampler.
 
@@ -112,27 +112,28 @@ def run_tui(
     `on_exit` gets the last frame with the advice then on screen, once the terminal is back.
     `ascii` draws with ASCII only (as does a locale that is not UTF-8).
     `signaller` lets `k` send signals; None (--readonly) turns `k` off.
+    `splash`: False for feeds with nothing to show before the app draws (the fleet).
     """
     from gputop.tui.look import terminal_look
     from gputop.tui.splash import Splash
 
     look = terminal_look(ascii=ascii)
-    splash = Splash.open(look=look)
+    opened = Splash.open(look=look) if splash else None
     failed = False
     try:
         try:
-            app = build_app(sampler, attach_pid=attach_pid, splash=splash, command=command,
+            app = build_app(sampler, attach_pid=attach_pid, splash=opened, command=command,
                             look=look, signaller=signaller)
-            if splash is not None:
-                splash.stop()
+            if opened is not None:
+                opened.stop()
             failed = True
             app.run()
             failed = False
         except KeyboardInterrupt:  # Ctrl-C before the app reads keys: quit, as it would then
             return 0
     finally:
-        if splash is not None:
-            splash.close(failed=failed)
+        if opened is not None:
+            opened.close(failed=failed)
         sampler.stop()
     final = app.summary_frame()
     if on_exit is not None and final is not None:

@@ -20,7 +20,7 @@ from gputop.model import Advice, Frame
 from gputop.tui.history import History
 from gputop.tui.lines import Line
 from gputop.tui.look import PLAIN
-from gputop.tui.messages import FrameReady, HeaderClicked, RowActivated
+from gputop.tui.messages import FrameReady, HeaderClicked, HostChosen, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
@@ -32,6 +32,7 @@ from gputop.tui.views.processes import TableState, fold_pid, table_rows
 from gputop.tui.views.signals import READ_ONLY, SIGNALS, describe, foreign, signal_targets
 from gputop.tui.views.steps import HEAD_LINES, step_lines
 from gputop.tui.widgets.advice_page import AdvicePage
+from gputop.tui.widgets.fleet import FleetHostScreen, FleetScreen, FrameScreen
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.quit_prompt import Answer, QuitPrompt
@@ -40,6 +41,7 @@ from gputop.tui.widgets.table import ProcessTable
 
 _DEFAULT_ASCENDING = {"pid": True}
 FULL_GC_EVERY_S = 30.0
+FLEET_ACTIONS = {"quit", "interrupt", "pause"}  # the app's keys that mean something there
 COMMAND_CHECK_S = 0.25  # how often the app looks whether `gputop run`'s command has ended
 
 
@@ -76,6 +78,13 @@ class ReplayControls(Protocol):
     def faster(self, steps: int = 1) -> None: ...
 
     def position(self) -> tuple[int, int]: ...
+
+
+@runtime_checkable
+class FleetFeed(FrameFeed, Protocol):
+    """A feed of fleet Frames (gputop.fleet_sampler's), which can focus on one host."""
+
+    def focus(self, instance: str | None) -> None: ...
 
 
 class Command(Protocol):
@@ -168,6 +177,7 @@ class GputopApp(App[int]):
         self.final_advice: tuple[Advice, ...] | None = None  # kept once every trainer exited
         self.look = PLAIN  # how the terminal draws (build_app sets it; the driver reads it)
         self.replay = sampler if isinstance(sampler, ReplayControls) else None
+        self.fleet = isinstance(sampler, FleetFeed)  # the fleet screens, not this machine's
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
@@ -185,6 +195,9 @@ class GputopApp(App[int]):
         if self.frame is not None and frame.time < self.frame.time:
             self.history = History()  # a replay went back: the sparklines start again
         self.frame = frame
+        if frame.fleet is not None:
+            self._show_fleet()
+            return
         self.history.add(frame)
         self._keep_final_advice(frame)
         if self._want_attach is not None:
@@ -250,6 +263,8 @@ class GputopApp(App[int]):
         # Dropped strips reach each other through Textual's caches: only a full collection
         # frees them, and left to chance their garbage lifts the resident size for hours.
         self.set_interval(FULL_GC_EVERY_S, self.collect_garbage)
+        if self.fleet:
+            self.push_screen(FleetScreen())
         frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)
@@ -267,6 +282,9 @@ class GputopApp(App[int]):
 
     def refresh_panes(self) -> None:
         """Recompute every pane's lines for the current frame and size."""
+        if self.fleet:
+            self._show_fleet()
+            return
         width, height = self.size
         frame = self.frame
         paused = self.sampler.paused
@@ -294,6 +312,22 @@ class GputopApp(App[int]):
             self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
         rows = table_rows(frame, self.state)
         self.query_one(ProcessTable).show(rows, self.state)
+
+    def _show_fleet(self) -> None:
+        """Hand the newest frame to the fleet screens on the stack."""
+        for screen in self.screen_stack:
+            if isinstance(screen, FrameScreen):
+                screen.show(self.frame, paused=self.sampler.paused)
+
+    def on_host_chosen(self, message: HostChosen) -> None:
+        """Enter on a fleet row: that host in detail, asked for at once; Esc comes back."""
+        if not isinstance(self.sampler, FleetFeed):
+            return
+        feed = self.sampler
+        feed.focus(message.instance)
+        screen = FleetHostScreen(message.instance)
+        screen.show(self.frame, paused=feed.paused)
+        self.push_screen(screen, lambda _: feed.focus(None))
 
     def _budget(self, frame: Frame, height: int) -> dict[str, int]:
         """Rows per pane: the table keeps at least a header and a few rows."""
@@ -341,7 +375,10 @@ class GputopApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A replay's keys only in a replay, where g jumps instead of sorting and nothing
-        attaches or is signalled (the recorded PIDs are not the machine's now)."""
+        attaches or is signalled (the recorded PIDs are not the machine's now). In the fleet
+        view the process keys are off (there is no process table)."""
+        if self.fleet:
+            return action in FLEET_ACTIONS
         replaying = self.replay is not None
         if action.startswith("replay_"):
             return replaying

@@ -29,3 +29,11 @@ class HeaderClicked(Message):
     def __init__(self, sort: str) -> None:
         super().__init__()
         self.sort = sort
+
+
+class HostChosen(Message):
+    """Enter on a fleet row: show that host's GPUs, trainers and advice."""
+
+    def __init__(self, instance: str) -> None:
+        super().__init__()
+        self.instance = instance

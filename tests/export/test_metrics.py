@@ -86,6 +86,16 @@ def test_a_probed_trainer_has_steps_phases_ratio_verdict_and_config() -> None:
     assert _find(samples, "gputop_trainer_workers", trainer="100")[0].value == 2
 
 
+def test_a_rank_of_a_job_across_hosts_carries_its_rendezvous() -> None:
+    f = _trainer_frame()
+    config = replace(f.attached[0].config, extra=(("rendezvous", "job42@node1:29500"),))
+    samples = _collected(replace(f, attached=(replace(f.attached[0], config=config),)))
+    (job,) = _find(samples, "gputop_trainer_job_info", trainer="100")
+    assert job.labels["rendezvous"] == "job42@node1:29500"
+    (alone,) = _find(_collected(_trainer_frame()), "gputop_trainer_job_info", trainer="100")
+    assert alone.labels["rendezvous"] == ""
+
+
 def test_steps_seen_again_in_the_next_window_count_once() -> None:
     first = _trainer_frame()
     state = first.attached[0]

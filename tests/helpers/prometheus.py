@@ -123,9 +123,10 @@ def metric_lines(text: str, name: str, **labels: str) -> list[str]:
 
 class Prometheus:
     """A Prometheus server (Debian's /usr/bin/prometheus) on a loopback port, scraping
-    `targets` every `interval_s`, with its data in `workdir`."""
+    `targets` every `interval_s`, with its data in `data` (default: under `workdir`)."""
 
-    def __init__(self, workdir: Path, targets: Sequence[str], interval_s: float = 1.0) -> None:
+    def __init__(self, workdir: Path, targets: Sequence[str], interval_s: float = 1.0,
+                 data: Path | None = None) -> None:
         binary = shutil.which("prometheus")
         assert binary is not None
         config = workdir / "prometheus.yml"
@@ -139,7 +140,7 @@ class Prometheus:
         self.log_path = workdir / "prometheus.log"
         self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={data or workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, cwd=workdir)
         wait_until(self._ready, 60, what="Prometheus to be ready")
@@ -172,10 +173,10 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def prometheus(workdir: Path, targets: Sequence[str],
-               interval_s: float = 1.0) -> Iterator[Prometheus]:
+def prometheus(workdir: Path, targets: Sequence[str], interval_s: float = 1.0,
+               data: Path | None = None) -> Iterator[Prometheus]:
     """A Prometheus server for the duration of the block."""
-    server = Prometheus(workdir, targets, interval_s)
+    server = Prometheus(workdir, targets, interval_s, data)
     try:
         yield server
     finally:

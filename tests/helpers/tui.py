@@ -15,7 +15,9 @@ from gputop.analysis.steps import classified, summarize
 from gputop.demo_trainer import SHAPES
 from gputop.model import (
     AttachState,
+    FleetReport,
     Frame,
+    GpuReport,
     HostSample,
     MemoryBandwidthSample,
     ProcessSample,
@@ -61,6 +63,23 @@ class FedSampler:
 
     def add_deferred_sources(self) -> None:
         """Nothing is deferred here: the test feeds frames."""
+
+
+class FedFleet(FedSampler):
+    """Stands where the fleet's sampler stands: records the hosts the app focuses on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.focused: list[str | None] = []
+
+    def focus(self, instance: str | None) -> None:
+        self.focused.append(instance)
+
+
+def fleet_frame(report: FleetReport, interval_s: float = 15.0) -> Frame:
+    """A fleet Frame as the fleet sampler hands it over."""
+    return Frame(time=T0, interval_s=interval_s, host=host(), gpu=GpuReport(source="none"),
+                 processes=(), trainers=(), fleet=report)
 
 
 def recorded_processes() -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:

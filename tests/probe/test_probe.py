@@ -383,3 +383,22 @@ def test_a_process_that_never_steps_leaves_no_ring(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.split() == ["True"]  # never created (a ring made at exit is unlinked
     # at once: a reader sampling then would show a launcher as a trainer without steps)
+
+
+@pytest.mark.parametrize(("env", "rendezvous"), [
+    ({"MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29500"}, "10.0.0.7:29500"),
+    ({"MASTER_ADDR": "node1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "job42"},
+     "job42@node1:29500"),
+    ({"MASTER_ADDR": "node1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"},
+     "node1:29500"),
+    ({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, None),  # one host's own job
+    ({"MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}, None),
+    ({"MASTER_ADDR": "node1"}, None),
+])
+def test_the_rendezvous_names_a_job_across_hosts_and_only_then(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], rendezvous: str | None) -> None:
+    for key in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert probe.env_facts().get("rendezvous") == rendezvous

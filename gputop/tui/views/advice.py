@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from gputop.model import Advice
 from gputop.tui.lines import Line, clip
 
-_RANK = {"critical": 0, "warn": 1, "info": 2}
-_MARK = {"critical": ("✖ ", "crit"), "warn": ("▲ ", "warn"), "info": ("● ", "accent")}
+SEVERITY_RANK = {"critical": 0, "warn": 1, "info": 2}
+SEVERITY_MARK = {"critical": ("✖ ", "crit"), "warn": ("▲ ", "warn"), "info": ("● ", "accent")}
 
 
 FINAL_NOTE = "final advice: the trainer has exited (d clears it, Enter attaches another)"
@@ -20,7 +20,7 @@ def advice_lines(
 ) -> list[Line]:
     """Two lines per item, most severe first; a count of what did not fit. `final`: the
     trainer has exited and this is what it was last told, said on a first line."""
-    ordered = sorted(advice, key=lambda item: _RANK.get(item.severity, 3))
+    ordered = sorted(advice, key=lambda item: SEVERITY_RANK.get(item.severity, 3))
     lines: list[Line] = [clip(((FINAL_NOTE, "dim"),), width)] if final and max_lines else []
     for shown, item in enumerate(ordered):
         if len(lines) + 2 > max_lines:
@@ -28,7 +28,7 @@ def advice_lines(
                 lines.append(clip(((f"  … {len(ordered) - shown} more (A shows all)", "dim"),),
                                   width))
             break
-        mark, style = _MARK.get(item.severity, ("● ", "dim"))
+        mark, style = SEVERITY_MARK.get(item.severity, ("● ", "dim"))
         lines.append(clip(((mark, style), (item.title, style), (": ", "dim"),
                            (item.evidence, "plain")), width))
         lines.append(clip((("  → ", "dim"), (item.action, "accent")), width))
@@ -37,12 +37,12 @@ def advice_lines(
 
 def advice_page_lines(advice: Sequence[Advice], width: int, *, final: bool = False) -> list[Line]:
     """Every item whole, wrapped to `width`: what `A` shows when the pane cuts the text."""
-    ordered = sorted(advice, key=lambda item: _RANK.get(item.severity, 3))
+    ordered = sorted(advice, key=lambda item: SEVERITY_RANK.get(item.severity, 3))
     lines = _heading(len(ordered), width)
     if final:
         lines += _wrapped(FINAL_NOTE, "", "dim", width)
     for item in ordered:
-        mark, style = _MARK.get(item.severity, ("● ", "dim"))
+        mark, style = SEVERITY_MARK.get(item.severity, ("● ", "dim"))
         lines.append(())
         lines += _wrapped(item.title, mark, style, width)
         lines += _wrapped(item.evidence, "  ", "plain", width)

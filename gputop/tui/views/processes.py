@@ -226,12 +226,14 @@ COLUMNS = (
 COMMAND_MIN = 36
 
 
-def columns_for(width: int, keep: str = "") -> tuple[Column, ...]:
-    """Columns that fit with COMMAND keeping at least COMMAND_MIN cells; PID, %CPU and the
-    column named `keep` (the sorted one) stay."""
-    chosen = list(COLUMNS)
-    for victim in sorted(COLUMNS, key=lambda c: c.drop):
-        if sum(c.width + 1 for c in chosen) + COMMAND_MIN <= width or victim.drop == 99:
+def columns_for(width: int, keep: str = "", columns: Sequence[Column] = COLUMNS,
+                rest_min: int = COMMAND_MIN) -> tuple[Column, ...]:
+    """Columns that fit with the free-width column after them (COMMAND) keeping at least
+    `rest_min` cells; those with drop 99 (PID, %CPU) and the column named `keep` (the sorted
+    one) stay."""
+    chosen = list(columns)
+    for victim in sorted(columns, key=lambda c: c.drop):
+        if sum(c.width + 1 for c in chosen) + rest_min <= width or victim.drop == 99:
             break
         if victim.name != keep:
             chosen.remove(victim)

@@ -19,8 +19,9 @@ from gputop.tui.views.processes import (
 from gputop.tui.widgets.linepane import LinePane
 
 
-class ProcessTable(LinePane):
-    """Header plus the rows that fit; the cursor follows a process (pid + start) across ticks."""
+class CursorTable(LinePane):
+    """A title line and the rows that fit beneath it, one of them under a cursor that the
+    arrow keys move; subclasses say how many rows there are and paint them."""
 
     AUTO_HEIGHT = False
     can_focus = True
@@ -31,17 +32,79 @@ class ProcessTable(LinePane):
         Binding("pagedown", "page(1)", "page down", show=False),
         Binding("home", "edge(-1)", "top", show=False),
         Binding("end", "edge(1)", "bottom", show=False),
-        Binding("enter", "activate", "attach/fold", show=False),
     ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.cursor = 0
+        self.top = 0
+        self._following = False  # the cursor follows its row only once the user moved it
+
+    def row_count(self) -> int:
+        """How many rows there are."""
+        raise NotImplementedError
+
+    def _paint(self) -> None:
+        raise NotImplementedError
+
+    def on_resize(self) -> None:
+        """Re-cut the visible window for the new size."""
+        super().on_resize()
+        self._paint()
+
+    def action_move(self, delta: int) -> None:
+        """Cursor up or down one row."""
+        self._set_cursor(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        """Cursor up or down one screen."""
+        self._set_cursor(self.cursor + direction * max(1, self._body_height() - 1))
+
+    def action_edge(self, direction: int) -> None:
+        """Cursor to the first or last row."""
+        self._set_cursor(0 if direction < 0 else self.row_count() - 1)
+
+    def _set_cursor(self, index: int) -> None:
+        self.cursor = max(0, min(index, self.row_count() - 1))
+        self._following = True
+        self._paint()
+
+    def _body_height(self) -> int:
+        return max(0, self.size.height - 1)
+
+    def _visible(self) -> range:
+        """The rows in view, the cursor among them; the first rows (the busiest, the worst)
+        stay in view whenever the cursor allows it."""
+        body, count = self._body_height(), self.row_count()
+        self.cursor = max(0, min(self.cursor, count - 1))
+        if self.cursor < body:
+            self.top = 0
+        elif self.cursor < self.top:
+            self.top = self.cursor
+        elif body and self.cursor >= self.top + body:
+            self.top = self.cursor - body + 1
+        self.top = max(0, min(self.top, max(0, count - body)))
+        return range(self.top, min(count, self.top + body))
+
+    def on_focus(self) -> None:
+        """Show the cursor."""
+        self._paint()
+
+    def on_blur(self) -> None:
+        """Hide the cursor while another widget has the keyboard."""
+        self._paint()
+
+
+class ProcessTable(CursorTable):
+    """Header plus the rows that fit; the cursor follows a process (pid + start) across ticks."""
+
+    BINDINGS = [Binding("enter", "activate", "attach/fold", show=False)]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[Row] = []
         self.state = TableState()
-        self.cursor = 0
-        self.top = 0
         self._cursor_key: tuple[int, int] | None = None
-        self._following = False  # the cursor follows its process only once the user moved it
         self._empty_note = "waiting for the first sample…"
 
     @property
@@ -60,22 +123,9 @@ class ProcessTable(LinePane):
                     break
         self._paint()
 
-    def on_resize(self) -> None:
-        """Re-cut the visible window for the new size."""
-        super().on_resize()
-        self._paint()
-
-    def action_move(self, delta: int) -> None:
-        """Cursor up or down one row."""
-        self._set_cursor(self.cursor + delta)
-
-    def action_page(self, direction: int) -> None:
-        """Cursor up or down one screen."""
-        self._set_cursor(self.cursor + direction * max(1, self._body_height() - 1))
-
-    def action_edge(self, direction: int) -> None:
-        """Cursor to the first or last row."""
-        self._set_cursor(0 if direction < 0 else len(self.rows) - 1)
+    def row_count(self) -> int:
+        """How many processes are listed."""
+        return len(self.rows)
 
     def action_activate(self) -> None:
         """Tell the app Enter was pressed on a row."""
@@ -96,41 +146,18 @@ class ProcessTable(LinePane):
     def _columns(self) -> tuple[Column, ...]:
         return columns_for(self.size.width, keep=sorted_column(self.state))
 
-    def _set_cursor(self, index: int) -> None:
-        self.cursor = max(0, min(index, len(self.rows) - 1))
-        self._following = True
-        self._paint()
-
-    def _body_height(self) -> int:
-        return max(0, self.size.height - 1)
-
     def _paint(self) -> None:
-        width, body = self.size.width, self._body_height()
+        width = self.size.width
         if not width:
             return
+        shown = self._visible()
         if self.rows:
-            self.cursor = max(0, min(self.cursor, len(self.rows) - 1))
             self._cursor_key = self.rows[self.cursor].key
-        if self.cursor < body:
-            self.top = 0  # the busiest rows stay in view whenever the cursor allows it
-        elif self.cursor < self.top:
-            self.top = self.cursor
-        elif body and self.cursor >= self.top + body:
-            self.top = self.cursor - body + 1
-        self.top = max(0, min(self.top, max(0, len(self.rows) - body)))
         columns = self._columns()
         lines: list[Line] = [header_line(columns, self.state, width)]
-        for index in range(self.top, min(len(self.rows), self.top + body)):
+        for index in shown:
             selected = index == self.cursor and self.has_focus
             lines.append(row_line(self.rows[index], columns, width, selected))
         if not self.rows:
             lines.append(((f"  {self._empty_note}", "dim"),))
         self.set_lines(lines)
-
-    def on_focus(self) -> None:
-        """Show the cursor."""
-        self._paint()
-
-    def on_blur(self) -> None:
-        """Hide the cursor while the filter has the keyboard."""
-        self._paint()

@@ -1,0 +1,122 @@
+"""The fleet view's sampler: asks Prometheus for the fleet on its own thread, once per scrape
+interval, and hands each answer to the UI as a Frame, as the local Sampler does.
+
+Prometheus has nothing newer than its last scrape, so the refresh period is its scrape
+interval (read from its API; DEFAULT_INTERVAL_S when it says none and until it answers),
+unless the user chose one. A host the user drilled into is asked for in detail from the
+next tick on, and that tick comes at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from gputop import debuglog
+from gputop.model import FleetReport, Frame
+from gputop.sources.base import HostSource
+from gputop.sources.fleet import FleetSource, fleet_frame
+
+DEFAULT_INTERVAL_S = 15.0
+FrameCallback = Callable[[Frame], None]
+
+
+class FleetSampler:
+    """One Frame per refresh, each carrying the FleetReport; never blocks its caller."""
+
+    def __init__(self, source: FleetSource, host: HostSource,
+                 interval_s: float | None = None) -> None:
+        self.source = source
+        self.host = host
+        self.chosen_interval_s = interval_s
+        self._focus: str | None = None
+        self._paused = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: FleetReport | None = None
+
+    @property
+    def interval_s(self) -> float:
+        """The refresh period: the user's, else Prometheus's scrape interval, else 15 s."""
+        if self.chosen_interval_s is not None:
+            return self.chosen_interval_s
+        known = self._last.scrape_interval_s if self._last is not None else None
+        return known or DEFAULT_INTERVAL_S
+
+    def sample(self) -> Frame:
+        """Ask Prometheus now: the fleet, and the focused host in detail (the Frame's time
+        is when it was asked)."""
+        asked = time.time()
+        report = self.source.sample(detail=self._focus)
+        self._last = report
+        return fleet_frame(report, self.host.sample(), self.interval_s, asked)
+
+    def focus(self, instance: str | None) -> None:
+        """Ask for `instance` in detail from the next tick on (None: no host), at once."""
+        self._focus = instance
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether the thread holds off new frames."""
+        return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the refresh."""
+        self._paused = paused
+        self._wake.set()
+
+    def start(self, on_frame: FrameCallback, *,
+              on_prime: FrameCallback | None = None) -> None:
+        """Refresh on a daemon thread, handing each Frame to `on_frame` (the first at once;
+        the fleet needs no priming, so `on_prime` is not called)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(on_frame,),
+                                        name="gputop-fleet", daemon=True)
+        self._thread.start()
+
+    def _run(self, on_frame: FrameCallback) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            if not self._paused:
+                frame = self._tick()
+                if frame is not None:
+                    on_frame(frame)
+            self._wake.wait(self.interval_s)
+
+    def _tick(self) -> Frame | None:
+        """One refresh; a bug shows as the report's error line over the last hosts."""
+        try:
+            return self.sample()
+        except Exception as exc:
+            debuglog.log_exception("fleet refresh failed", exc)
+            last = self._last or FleetReport(self.source.url)
+            error = f"refresh failed: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+            try:
+                return fleet_frame(replace(last, error=error), self.host.sample(),
+                                   self.interval_s)
+            except Exception:
+                return None
+
+    def stop(self) -> None:
+        """Stop the thread (a query in flight ends within its timeout)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def attach(self, pid: int) -> None:
+        """The fleet view reads no trainer's ring."""
+        raise ValueError("the fleet view attaches to no trainer")
+
+    def detach(self, pid: int) -> None:
+        """Nothing is attached in the fleet view."""
+
+    def add_deferred_sources(self) -> None:
+        """Nothing is deferred in the fleet view."""
