@@ -40,12 +40,11 @@ from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.builders import attached, process, trainer_with_workers
 from tests.helpers.builders import frame as make_frame
+from tests.helpers.follow import CORES, TRAINER
 from tests.helpers.membw import sys_with_llc
 from tests.helpers.probe import ROOT, trainer_env
 
-TRAINER = Path(__file__).parent / "trainer.py"
 FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
-CORES = os.cpu_count() or 1
 READY_TIMEOUT_S = 120.0
 WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)
 TICK_S = 0.3
