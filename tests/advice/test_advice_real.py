@@ -6,8 +6,9 @@ matters, the real memory-bandwidth monitor on fixture folders where swap or layo
 matter) samples it until the advice shows, and each test checks the numbers the advice
 quotes against the frame it came from and against what the trainer measured itself.
 
-pin-memory-off and gpu-shared need CUDA, or several processes on one real GPU: they cannot
-be made real on a CPU-only host and stay as hand-built-frame tests in test_advice_rules.py.
+gpu-shared needs several processes on one real GPU: it cannot be made real on a CPU-only
+host and stays a hand-built-frame test in test_advice_rules.py. pin-memory-off and
+raise-batch-size are made real, and followed, in test_follow_advice_real.py.
 """
 
 from __future__ import annotations
@@ -318,26 +319,6 @@ def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
         f"averaged {sum(utils) / len(utils):.0f}% over {len(utils)} samples, spiking to "
         f"{max(utils):.0f}% then idle in {idle:.0%} of samples")
     assert "num-workers-zero" in {a.id for a in frame.advice}  # the cause, from the probe
-
-
-@pytest.mark.slow
-def test_raise_batch_size_from_gpu_memory_headroom(tmp_path: Path) -> None:
-    with probed_trainer(tmp_path, "--workers", "1", "--batch-size", "16",
-                        "--passes", "8") as trainer:
-        gpu = SimulatedGpuSource("small-batch", count=1, owner_pids=[trainer.pid])
-        with watching(trainer, gpu=gpu) as sampler:
-            frame = sample_until(sampler, shows("raise-batch-size"))
-    found = advice(frame, "raise-batch-size")
-    summary = state(frame).summary
-    assert summary.verdict == "compute-bound" and state(frame).config.batch_size == 16
-    (dev,) = frame.gpu.gpus
-    assert dev.memory_used_bytes is not None and dev.memory_total_bytes is not None
-    fraction = dev.memory_used_bytes / dev.memory_total_bytes
-    assert 0.3 < fraction < 0.4
-    assert found.evidence == (
-        f"compute-bound ({summary.input_bound_percent or 0:.0f}% input) with GPU 0 memory "
-        f"at {fraction:.0%} and batch_size=16")
-    assert f"batch_size ≈ {int(16 * 0.9 / fraction)}" in found.action
 
 
 def _write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:
