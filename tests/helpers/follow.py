@@ -63,12 +63,22 @@ def busy_host() -> Iterator[list[int]]:
             hog.wait(timeout=30)
 
 
-def samples_per_s(out: Path, setting: Setting, steps: int) -> float:
+@dataclass(frozen=True)
+class Run:
+    """What one run measured: the trainer's own samples/s, and the cores the host's other
+    work (anything outside the trainer's session) kept busy meanwhile, on average."""
+
+    samples_per_s: float
+    other_cores: float
+
+
+def samples_per_s(out: Path, setting: Setting, steps: int) -> Run:
     """One plain run of the trainer (no probe): its own samples/s over `steps` steps after
     its warm steps."""
     out.mkdir(parents=True)
     ready, stats = out / "READY", out / "stats.json"
     err = open(out / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
+    host_before, wall_before = _host_busy_s(), time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, str(TRAINER), "--ready", str(ready), "--stats", str(stats),
          "--measure-after", str(setting.warm_steps), *setting.args],
@@ -79,7 +89,9 @@ def samples_per_s(out: Path, setting: Setting, steps: int) -> float:
             if stats.exists():
                 seen = json.loads(stats.read_text())
                 if seen["steps"] >= setting.warm_steps + steps:
-                    return float(seen["samples_per_s"])
+                    others = (_host_busy_s() - host_before - _session_cpu_s(proc.pid)) / (
+                        time.monotonic() - wall_before)
+                    return Run(float(seen["samples_per_s"]), max(0.0, others))
             if proc.poll() is not None or time.monotonic() > deadline:
                 err.seek(0)
                 pytest.fail(f"run {setting.args} never finished (rc={proc.returncode}): "
@@ -92,24 +104,54 @@ def samples_per_s(out: Path, setting: Setting, steps: int) -> float:
         err.close()
 
 
+def _host_busy_s() -> float:
+    """CPU seconds the host's cores spent busy since boot (all but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _session_cpu_s(sid: int) -> float:
+    """CPU seconds of the processes still in session `sid` (the trainer and its workers)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+Runs = dict[str, list[Run]]
+
+
 def interleaved(tmp_path: Path, before: Setting, after: Setting, steps: int,
-                order: Sequence[str] = ORDER) -> dict[str, list[float]]:
-    """samples/s of each setting, runs in `order`."""
-    rates: dict[str, list[float]] = {"before": [], "after": []}
+                order: Sequence[str] = ORDER) -> Runs:
+    """The runs of each setting, taken in `order`."""
+    runs: Runs = {"before": [], "after": []}
     settings = {"before": before, "after": after}
     for i, which in enumerate(order):
-        rates[which].append(samples_per_s(tmp_path / f"run{i}-{which}", settings[which], steps))
-    return rates
+        runs[which].append(samples_per_s(tmp_path / f"run{i}-{which}", settings[which], steps))
+    return runs
 
 
-def report(name: str, change: str, rates: dict[str, list[float]]) -> float:
+def report(name: str, change: str, runs: Runs) -> float:
     """Print the figures (pytest -s shows them); the median of the after/before ratios of
     the runs taken side by side."""
+    rates = {k: [r.samples_per_s for r in v] for k, v in runs.items()}
     pairs = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
     ratio = median(pairs)
     print(f"\n{name}: {change}: samples/s before {[round(r) for r in rates['before']]} "
           f"(median {median(rates['before']):.0f}), after {[round(r) for r in rates['after']]} "
           f"(median {median(rates['after']):.0f}); ratio of medians "
           f"{median(rates['after']) / median(rates['before']):.2f}, median of paired ratios "
-          f"{ratio:.2f}")
+          f"{ratio:.2f}; other work {max(other_cores(runs).values()):.2f} cores at most")
     return ratio
+
+
+def other_cores(runs: Runs) -> dict[str, float]:
+    """Per setting, the median cores other work kept busy during its runs."""
+    return {k: median(r.other_cores for r in v) for k, v in runs.items()}
