@@ -299,6 +299,46 @@ def test_cpu_threads_oversubscribed(tmp_path: Path) -> None:
         assert target < threads and f"torch.set_num_threads({target})" in found.action
 
 
+# pin-memory-off: torch pins host memory only to copy it to an accelerator, so the advice
+# needs a trainer on CUDA; its effect (a DMA copy from page-locked memory) needs one too and
+# is not followed here. A CPU trainer that copies its batches (timed as h2d) beside a
+# simulated GPU gets none; the same trainer saying it trains on cuda:0 gets it, with the
+# numbers of its own steps.
+COPYING = ("--workers", "1", "--copies", "300")
+
+
+@pytest.mark.slow
+def test_pin_memory_is_not_advised_where_torch_cannot_pin(tmp_path: Path) -> None:
+    frames: list[Frame] = []
+    with probed_trainer(tmp_path, *COPYING) as trainer:
+        gpu = SimulatedGpuSource("compute-bound", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            last = sample_until(sampler, lambda f: len(frames) >= 8
+                                and state(f).summary.steps >= 30, frames)
+    config, summary = state(last).config, state(last).summary
+    assert config.device == "cpu" and config.pin_memory is False
+    h2d = dict(summary.median_phase_ns)["h2d"]
+    assert h2d is not None and summary.median_step_ns and h2d / summary.median_step_ns >= 0.05
+    assert not [a for f in frames for a in f.advice if a.id == "pin-memory-off"]
+
+
+@pytest.mark.slow
+def test_pin_memory_off_on_a_trainer_that_says_cuda(tmp_path: Path) -> None:
+    with probed_trainer(tmp_path, *COPYING, "--claim-device", "cuda:0") as trainer:
+        gpu = SimulatedGpuSource("compute-bound", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            frame = sample_until(sampler, shows("pin-memory-off", min_steps=30))
+    found = advice(frame, "pin-memory-off")
+    config, summary = state(frame).config, state(frame).summary
+    assert config.device == "cuda:0" and config.pin_memory is False
+    h2d, step = dict(summary.median_phase_ns)["h2d"], summary.median_step_ns
+    assert h2d is not None and step
+    assert found.evidence == (
+        f"host-to-device copy is {h2d / step:.0%} of the median step ({h2d / 1e6:.1f} of "
+        f"{step / 1e6:.1f} ms) with pin_memory=False")
+    assert "pin_memory=True" in found.action
+
+
 @pytest.mark.slow
 def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
     frames: list[Frame] = []

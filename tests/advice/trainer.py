@@ -2,9 +2,10 @@
 
 --sleep-ms makes each sample wait (storage-like), --spin-ms makes it burn CPU (decode-like),
 --passes sets how much compute each batch gets, --hidden the model's width, --optimizer
-which optimizer steps it. The probe records its loader settings. --claim-device makes it
-tell the probe it trains on that device (a CUDA trainer, as far as the probe's facts go)
-and time a host-side copy of each batch as the h2d phase.
+which optimizer steps it. The probe records its loader settings. --copies times that many
+host-side copies of each batch as the probe's h2d phase (what .to(device) does from
+pageable memory); --claim-device makes it tell the probe it trains on that device (a CUDA
+trainer, as far as the probe's facts go).
 --stats gets the trainer's own input share and, after --measure-after steps, its samples/s.
 """
 
@@ -22,7 +23,6 @@ from torch.utils.data import DataLoader, Dataset
 
 WIDTH = 64
 WARMUP_STEPS = 3
-COPIES = 200  # clones of the batch per step: a copy that costs a share of the step
 
 
 class Samples(Dataset):
@@ -57,7 +57,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
-    parser.add_argument("--claim-device", help="annotate this device; time a copy as h2d")
+    parser.add_argument("--copies", type=int, default=0, help="copies of each batch, as h2d")
+    parser.add_argument("--claim-device", help="annotate this device after the first step")
     parser.add_argument("--stats", help="write the trainer's own input share here now and then")
     parser.add_argument("--measure-after", type=int, default=20,
                         help="steps before samples/s is measured (start-up and prefetch done)")
@@ -72,7 +73,7 @@ def main() -> None:
                           nn.ReLU(), nn.Linear(hidden, 2))
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01))
-    copy = _timed_copy(args.claim_device)
+    copy = _timed_copy(args.copies)
     ready = False
     waited = total = steps = 0
     measured_from = 0.0
@@ -108,18 +109,18 @@ def main() -> None:
             _write_json(args.ready, {"pid": os.getpid(), "num_threads": torch.get_num_threads()})
 
 
-def _timed_copy(device: str | None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Without a device, the batch as it is; with one, a copy of it from pageable memory
-    (what .to(device) does without pin_memory), timed as the probe's h2d phase."""
-    if device is None:
+def _timed_copy(copies: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Without copies, the batch as it is; with them, the last of `copies` copies of it from
+    pageable memory (what .to(device) does without pin_memory), timed as the h2d phase."""
+    if not copies:
         return lambda x: x
     from gputop import probe
 
     def copy(x: torch.Tensor) -> torch.Tensor:
         with probe.phase("h2d"):
-            for _ in range(COPIES):
-                out = x.clone()
-            return out
+            for _ in range(copies):
+                x = x.clone()
+            return x
 
     return copy
 
