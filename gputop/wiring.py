@@ -5,7 +5,7 @@ receives a ready sampler and never imports a source."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gputop.sampler import DeferredSources, Sampler
@@ -147,10 +147,11 @@ def signaller(readonly: bool) -> ProcessSignaller | None:
 def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
-    readonly: bool = False,
+    readonly: bool = False, on_exit: Callable[[Frame], None] | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
-    `ascii` draws with ASCII characters only; `readonly` sends no signals."""
+    `ascii` draws with ASCII characters only; `readonly` sends no signals; `on_exit` gets
+    the last frame, with the advice then on screen, once the terminal is back."""
     from gputop.tui import run_tui
 
     trainer = None
@@ -164,7 +165,8 @@ def run_live(
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else ())
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly))
+        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly),
+                       on_exit=on_exit)
     finally:
         if trainer is not None:
             trainer.stop()
