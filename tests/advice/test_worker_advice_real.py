@@ -23,6 +23,7 @@ from tests.advice.test_advice_real import (
     state,
     watching,
 )
+from tests.advice.test_follow_advice_real import followed
 from tests.helpers.follow import CORES, busy_host, interleaved, report, with_workers
 
 pytestmark = pytest.mark.slow
@@ -44,13 +45,20 @@ def test_io_like_loader_on_a_busy_host_gets_more_workers_and_following_it_pays(
                 watching(trainer) as sampler:
             frame = sample_until(sampler, shows("raise-num-workers"), frames)
         assert "too-many-workers" not in ids(frames)  # never told to remove workers
+        assert "io-bound-loading" in ids(frames)  # its "more workers" is followed here too
         found = advice(frame, "raise-num-workers")
         suggested = int(number(r"Try num_workers=(\d+)", found.action))
         assert suggested > 2
         _check_more_arithmetic(found.evidence, frame, trainer.pid, suggested)
         rates = interleaved(tmp_path, with_workers(2, *args), with_workers(suggested, *args),
                             MEASURED_STEPS)
+        after = followed(tmp_path, with_workers(suggested, *args))
     assert report("I/O-like loader", f"num_workers 2 -> {suggested}", rates) > 1.0
+    # Followed: never told to go back; any further "more" asks for more still.
+    assert "too-many-workers" not in ids(after)
+    more = [number(r"Try num_workers=(\d+)", a.action) for f in after for a in f.advice
+            if a.id == "raise-num-workers"]
+    assert all(n > suggested for n in more), more
 
 
 def _check_more_arithmetic(evidence: str, frame: Frame, pid: int, suggested: int) -> None:
