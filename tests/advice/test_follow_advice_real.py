@@ -75,9 +75,9 @@ def test_num_workers_zero_followed_overlaps_the_loading(tmp_path: Path) -> None:
     predicted = number(r"instead of ([\d.]+) ms", found.action) / number(
         r"predicted step ([\d.]+) ms", found.action)
     assert suggested >= 1 and predicted >= 1.1
-    rates = interleaved(tmp_path, with_workers(0, *args), with_workers(suggested, *args), 100)
+    runs = interleaved(tmp_path, with_workers(0, *args), with_workers(suggested, *args), 100)
     ratio = report("num-workers-zero", f"num_workers 0 -> {suggested} (predicted "
-                   f"{predicted:.1f}x)", rates)
+                   f"{predicted:.1f}x)", runs)
     assert 1.1 <= ratio <= 1.5 * predicted  # at least the gain the rule needs to speak
     after = shown(followed(tmp_path, with_workers(suggested, *args)))
     assert not after & {"num-workers-zero", "too-many-workers"}, after
@@ -100,8 +100,8 @@ def test_cpu_threads_oversubscribed_followed_is_no_slower(tmp_path: Path) -> Non
     suggested = int(number(r"torch.set_num_threads\((\d+)\)", found.action))
     assert 1 <= suggested < threads
     follow = with_workers(1, "--threads", str(suggested), *PARALLEL)
-    rates = interleaved(tmp_path, advised, follow, 60)
-    assert report("cpu-threads (too many)", f"threads {threads} -> {suggested}", rates) >= 0.9
+    runs = interleaved(tmp_path, advised, follow, 60)
+    assert report("cpu-threads (too many)", f"threads {threads} -> {suggested}", runs) >= 0.9
     after = [a for f in followed(tmp_path, follow) for a in f.advice if a.id == "cpu-threads"]
     assert not [a for a in after if a.title == TOO_MANY], after
 

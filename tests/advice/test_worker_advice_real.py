@@ -50,10 +50,10 @@ def test_io_like_loader_on_a_busy_host_gets_more_workers_and_following_it_pays(
         suggested = int(number(r"Try num_workers=(\d+)", found.action))
         assert suggested > 2
         _check_more_arithmetic(found.evidence, frame, trainer.pid, suggested)
-        rates = interleaved(tmp_path, with_workers(2, *args), with_workers(suggested, *args),
+        runs = interleaved(tmp_path, with_workers(2, *args), with_workers(suggested, *args),
                             MEASURED_STEPS)
         after = followed(tmp_path, with_workers(suggested, *args))
-    assert report("I/O-like loader", f"num_workers 2 -> {suggested}", rates) > 1.0
+    assert report("I/O-like loader", f"num_workers 2 -> {suggested}", runs) > 1.0
     # Followed: never told to go back; any further "more" asks for more still.
     assert "too-many-workers" not in ids(after)
     more = [number(r"Try num_workers=(\d+)", a.action) for f in after for a in f.advice
@@ -93,7 +93,7 @@ def test_cpu_heavy_loader_beyond_the_cores_gets_too_many_and_following_it_costs_
         assert load is not None and load.starved and load.words() in found.evidence
         suggested = int(number(r"Try num_workers=(\d+)", found.action))
         assert CORES <= suggested < workers
-        rates = interleaved(tmp_path, with_workers(workers, *args),
+        runs = interleaved(tmp_path, with_workers(workers, *args),
                             with_workers(suggested, *args), 100)
     # Fewer processes doing the same work: no fewer samples/s (the box's noise aside).
-    assert report("CPU-heavy loader", f"num_workers {workers} -> {suggested}", rates) >= 0.9
+    assert report("CPU-heavy loader", f"num_workers {workers} -> {suggested}", runs) >= 0.9
