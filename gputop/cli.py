@@ -232,7 +232,8 @@ def _main(args: argparse.Namespace) -> int:
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
                         record=args.record, retention=_retention(args),
-                        readonly=args.readonly)
+                        readonly=args.readonly,
+                        on_exit=_say_final if args.demo is None else None)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -433,6 +434,17 @@ def _say(line: str, final: Frame | None = None) -> None:
     with contextlib.suppress(OSError):
         write_text(text, sys.stderr)
         sys.stderr.flush()
+
+
+def _say_final(final: Frame) -> None:
+    """After the live view: the last summary and advice of the trainers it was attached to
+    (--attach, or Enter on a process), as `gputop run` prints them; nothing without one."""
+    from gputop.export.text import attach_summary, write_text
+
+    if final.attached:
+        with contextlib.suppress(OSError):
+            write_text(attach_summary(final), sys.stderr)
+            sys.stderr.flush()
 
 
 def _serve(argv: list[str]) -> int:

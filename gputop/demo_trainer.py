@@ -8,7 +8,8 @@ exits when its parent (gputop) dies.
 
 `--scenario` makes it behave as the simulated GPUs of that scenario look: starved
 scenarios wait on slow workers, compute-bound ones compute far longer than a batch takes
-to load, small-batch computes on small batches; so GPU rows, step pane and advice agree.
+to load, small-batch computes on small batches of a wide model whose optimizer update (the
+same for any batch) is much of each step; so GPU rows, step pane and advice agree.
 """
 
 from __future__ import annotations
@@ -28,19 +29,22 @@ from typing import Any
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 STDLIB_NOTE = "stdlib demo trainer: torch not installed"
+UPDATE_WORK = {"sgd": 1000, "adam": 30_000}  # the stand-in's optimizer arithmetic
 WIDTH = 64
 
 
 @dataclass(frozen=True)
 class Shape:
     """How one scenario's trainer behaves: workers, batch, seconds a worker spends per
-    sample (the starvation knob), and forward/backward passes per step (the compute knob)."""
+    sample (the starvation knob), forward/backward passes per step (the compute knob), and
+    the optimizer ("adam" updates three numbers per parameter where "sgd" updates one)."""
 
     workers: int
     batch: int
     item_sleep: float
     passes: int
     hidden: int = 128
+    optimizer: str = "sgd"
 
 
 STARVED = Shape(workers=3, batch=32, item_sleep=0.004, passes=1)
@@ -49,7 +53,8 @@ SHAPES: dict[str, Shape] = {
     "data-starved": STARVED,
     "mixed": STARVED,  # GPU 0, the demo trainer's, plays data-starved in "mixed"
     "compute-bound": COMPUTING,
-    "small-batch": replace(COMPUTING, batch=8),
+    # Small batches of a wide model: each step's update outweighs its forward and backward.
+    "small-batch": replace(COMPUTING, batch=8, passes=2, hidden=1024, optimizer="adam"),
     # Memory full, util zero: the classic starved GPU. One batch a second or so.
     "memory-full-util-zero": replace(STARVED, item_sleep=0.04),
 }
@@ -123,7 +128,8 @@ def run_torch(args: argparse.Namespace, parent: int) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(WIDTH, args.hidden), torch.nn.ReLU(),
                                 torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
                                 torch.nn.Linear(args.hidden, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    optimizer = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
+                 else torch.optim.SGD(model.parameters(), lr=0.01))
     loss_fn = torch.nn.CrossEntropyLoss()
     probe = _probe()
     if probe is not None:
@@ -183,7 +189,7 @@ def run_stand_in(args: argparse.Namespace, parent: int) -> None:
             with _phase(probe, "backward"):
                 sum(i * item % 5 for i in range(5000))
         with _phase(probe, "optimizer"):
-            sum(i * item % 3 for i in range(1000))
+            sum(i * item % 3 for i in range(UPDATE_WORK[args.optimizer]))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -197,11 +203,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds a worker spends per sample (data starvation knob)")
     parser.add_argument("--passes", type=int, help="forward/backward passes per step")
     parser.add_argument("--hidden", type=int, help="width of the model's hidden layers")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"))
     parser.add_argument("--epoch-steps", type=int, default=300)
     parser.add_argument("--stand-in", action="store_true", help="never use torch")
     args = parser.parse_args(argv)
     shape = SHAPES[args.scenario]
-    for knob in ("workers", "batch", "item_sleep", "passes", "hidden"):
+    for knob in ("workers", "batch", "item_sleep", "passes", "hidden", "optimizer"):
         if getattr(args, knob) is None:
             setattr(args, knob, getattr(shape, knob))
     return args

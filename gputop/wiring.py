@@ -154,10 +154,12 @@ def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
     record: str | None = None, retention: Retention | None = None, readonly: bool = False,
+    on_exit: Callable[[Frame], None] | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
     `ascii` draws with ASCII characters only; `record` also writes what it shows there;
-    `readonly` sends no signals."""
+    `readonly` sends no signals; `on_exit` gets the last frame, with the advice then on
+    screen, once the terminal is back."""
     from gputop.tui import run_tui
 
     recorder = open_recorder(record, retention) if record is not None else None
@@ -174,7 +176,8 @@ def run_live(
         if recorder is not None:
             sampler.add_sink(recorder)
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly))
+        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly),
+                       on_exit=on_exit)
     finally:
         if trainer is not None:
             trainer.stop()

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
-from gputop.advice import gpu_rules, host_rules, loader_rules, rank_rules
+from gputop.advice import batch_rules, gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
 from gputop.model import Advice, AttachState, Frame
 
@@ -25,7 +25,7 @@ TRAINER_RULES: tuple[TrainerRule, ...] = (
     loader_rules.num_workers_advice,
     loader_rules.io_bound_loading,
     loader_rules.pin_memory_off,
-    loader_rules.raise_batch_size,
+    batch_rules.raise_batch_size,
     host_rules.cpu_threads,
 )
 AdviceKey = tuple[str, int | None]  # one piece of advice per rule and trainer

@@ -1,4 +1,4 @@
-"""Rules about an attached trainer's input pipeline and batch size.
+"""Rules about an attached trainer's input pipeline.
 
 The num_workers rules read the workers' own evidence (CPU, time waiting for a core, time
 blocked, storage reads) and the step's medians, predict the step after the change, and say
@@ -15,7 +15,6 @@ from gputop.advice.context import (
     ceil_div,
     counted,
     cpu_only,
-    gpu_memory_fraction,
     input_evidence,
     is_data_bound,
     job_cpu,
@@ -35,8 +34,6 @@ BLOCKED_LOADER = 0.5  # workers blocked this share of the time wait on I/O, not 
 IDLE_WORKER = 0.30  # without run-queue figures: workers under this share of a core idle
 SATURATED_HOST = 90.0
 H2D_SHARE = 0.05
-BATCH_MEMORY_TARGET = 0.90
-LOW_MEMORY = 0.60
 OWN_HOST_CORES = 0.5  # other work under this many cores: the job's workers compete among themselves
 MIN_CPU_SHARE = 0.05  # cores: never divide by a budget smaller than this
 
@@ -241,32 +238,3 @@ def pin_memory_off(ctx: Context, state: AttachState) -> list[Advice]:
         action="Set DataLoader(pin_memory=True) and copy with .to(device, non_blocking=True) "
         "if the host has memory to spare.",
     )]
-
-
-def raise_batch_size(ctx: Context, state: AttachState) -> list[Advice]:
-    """Compute-bound with most of the GPU memory unused: a bigger batch fits."""
-    batch = state.config.batch_size or _step_batch(state)
-    if state.summary.verdict != "compute-bound" or not batch:
-        return []
-    for gpu in ctx.gpus_of(state.pid):
-        fraction = gpu_memory_fraction(gpu)
-        if fraction is None or fraction >= LOW_MEMORY or fraction <= 0:
-            continue
-        estimate = int(batch * BATCH_MEMORY_TARGET / fraction)
-        if estimate <= batch:
-            continue
-        return [Advice(
-            id="raise-batch-size",
-            severity="info",
-            title="GPU memory is mostly unused: a larger batch fits",
-            evidence=f"compute-bound ({state.summary.input_bound_percent or 0:.0f}% input) with "
-            f"GPU {gpu.index} memory at {fraction:.0%} and batch_size={batch}",
-            action=f"Try batch_size ≈ {estimate} (memory grows about linearly with batch size; "
-            "this leaves ~10% headroom) and retune the learning rate.",
-        )]
-    return []
-
-
-def _step_batch(state: AttachState) -> int | None:
-    sizes = [s.batch_size for s in state.steps if s.batch_size]
-    return sizes[-1] if sizes else None

@@ -6,8 +6,9 @@ matters, the real memory-bandwidth monitor on fixture folders where swap or layo
 matter) samples it until the advice shows, and each test checks the numbers the advice
 quotes against the frame it came from and against what the trainer measured itself.
 
-pin-memory-off and gpu-shared need CUDA, or several processes on one real GPU: they cannot
-be made real on a CPU-only host and stay as hand-built-frame tests in test_advice_rules.py.
+gpu-shared needs several processes on one real GPU: it cannot be made real on a CPU-only
+host and stays a hand-built-frame test in test_advice_rules.py. pin-memory-off and
+raise-batch-size are made real, and followed, in test_follow_advice_real.py.
 """
 
 from __future__ import annotations
@@ -40,12 +41,11 @@ from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.builders import attached, process, trainer_with_workers
 from tests.helpers.builders import frame as make_frame
+from tests.helpers.follow import CORES, TRAINER
 from tests.helpers.membw import sys_with_llc
 from tests.helpers.probe import ROOT, trainer_env
 
-TRAINER = Path(__file__).parent / "trainer.py"
 FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
-CORES = os.cpu_count() or 1
 READY_TIMEOUT_S = 120.0
 WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)
 TICK_S = 0.3
@@ -299,6 +299,46 @@ def test_cpu_threads_oversubscribed(tmp_path: Path) -> None:
         assert target < threads and f"torch.set_num_threads({target})" in found.action
 
 
+# pin-memory-off: torch pins host memory only to copy it to an accelerator, so the advice
+# needs a trainer on CUDA; its effect (a DMA copy from page-locked memory) needs one too and
+# is not followed here. A CPU trainer that copies its batches (timed as h2d) beside a
+# simulated GPU gets none; the same trainer saying it trains on cuda:0 gets it, with the
+# numbers of its own steps.
+COPYING = ("--workers", "1", "--copies", "300")
+
+
+@pytest.mark.slow
+def test_pin_memory_is_not_advised_where_torch_cannot_pin(tmp_path: Path) -> None:
+    frames: list[Frame] = []
+    with probed_trainer(tmp_path, *COPYING) as trainer:
+        gpu = SimulatedGpuSource("compute-bound", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            last = sample_until(sampler, lambda f: len(frames) >= 8
+                                and state(f).summary.steps >= 30, frames)
+    config, summary = state(last).config, state(last).summary
+    assert config.device == "cpu" and config.pin_memory is False
+    h2d = dict(summary.median_phase_ns)["h2d"]
+    assert h2d is not None and summary.median_step_ns and h2d / summary.median_step_ns >= 0.05
+    assert not [a for f in frames for a in f.advice if a.id == "pin-memory-off"]
+
+
+@pytest.mark.slow
+def test_pin_memory_off_on_a_trainer_that_says_cuda(tmp_path: Path) -> None:
+    with probed_trainer(tmp_path, *COPYING, "--claim-device", "cuda:0") as trainer:
+        gpu = SimulatedGpuSource("compute-bound", count=1, owner_pids=[trainer.pid])
+        with watching(trainer, gpu=gpu) as sampler:
+            frame = sample_until(sampler, shows("pin-memory-off", min_steps=30))
+    found = advice(frame, "pin-memory-off")
+    config, summary = state(frame).config, state(frame).summary
+    assert config.device == "cuda:0" and config.pin_memory is False
+    h2d, step = dict(summary.median_phase_ns)["h2d"], summary.median_step_ns
+    assert h2d is not None and step
+    assert found.evidence == (
+        f"host-to-device copy is {h2d / step:.0%} of the median step ({h2d / 1e6:.1f} of "
+        f"{step / 1e6:.1f} ms) with pin_memory=False")
+    assert "pin_memory=True" in found.action
+
+
 @pytest.mark.slow
 def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
     frames: list[Frame] = []
@@ -319,26 +359,6 @@ def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
         f"averaged {sum(utils) / len(utils):.0f}% over {len(utils)} samples, spiking to "
         f"{max(utils):.0f}% then idle in {idle:.0%} of samples")
     assert "num-workers-zero" in {a.id for a in frame.advice}  # the cause, from the probe
-
-
-@pytest.mark.slow
-def test_raise_batch_size_from_gpu_memory_headroom(tmp_path: Path) -> None:
-    with probed_trainer(tmp_path, "--workers", "1", "--batch-size", "16",
-                        "--passes", "8") as trainer:
-        gpu = SimulatedGpuSource("small-batch", count=1, owner_pids=[trainer.pid])
-        with watching(trainer, gpu=gpu) as sampler:
-            frame = sample_until(sampler, shows("raise-batch-size"))
-    found = advice(frame, "raise-batch-size")
-    summary = state(frame).summary
-    assert summary.verdict == "compute-bound" and state(frame).config.batch_size == 16
-    (dev,) = frame.gpu.gpus
-    assert dev.memory_used_bytes is not None and dev.memory_total_bytes is not None
-    fraction = dev.memory_used_bytes / dev.memory_total_bytes
-    assert 0.3 < fraction < 0.4
-    assert found.evidence == (
-        f"compute-bound ({summary.input_bound_percent or 0:.0f}% input) with GPU 0 memory "
-        f"at {fraction:.0%} and batch_size=16")
-    assert f"batch_size ≈ {int(16 * 0.9 / fraction)}" in found.action
 
 
 def _write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:

@@ -100,7 +100,7 @@ def test_pin_memory_not_suggested_on_cpu() -> None:
 
 
 def test_raise_batch_size_estimates_linear_fit() -> None:
-    f = frame(gpus=(gpu(util=97, used_gib=32, total_gib=80, pids=((5, 32),)),),
+    f = frame(gpus=(gpu(util=50, used_gib=32, total_gib=80, pids=((5, 32),)),),
               attach=(attached(5, data_ms=1, compute_ms=40, batch_size=128, device="cuda:0"),))
     a = _advice(f)["raise-batch-size"]
     assert "memory at 40%" in a.evidence and "batch_size=128" in a.evidence

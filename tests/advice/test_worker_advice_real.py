@@ -3,31 +3,18 @@
 One CPU hog per core, each in a session of its own (another user's job, as on a shared GPU
 server), keeps the host 100% busy. A probed trainer runs under the real sampler until the
 advice shows; then the test does what it says (restarts the trainer with the suggested
-num_workers) and measures samples/s before and after, interleaved (A B B A A B B A), and
-compares the median of the after/before ratios of the runs taken side by side: a ratio, so
-the box's speed does not matter, and pairing cancels its drift.
+num_workers) and measures samples/s before and after, interleaved (tests/helpers/follow.py).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
 from pathlib import Path
-from statistics import median
 
 import pytest
 
 from gputop.advice.context import Context, job_cpu, step_shape, worker_load
 from gputop.model import Frame
 from tests.advice.test_advice_real import (
-    CORES,
-    TRAINER,
     advice,
     number,
     probed_trainer,
@@ -36,82 +23,12 @@ from tests.advice.test_advice_real import (
     state,
     watching,
 )
-from tests.helpers.probe import ROOT
+from tests.advice.test_follow_advice_real import followed
+from tests.helpers.follow import CORES, busy_host, interleaved, report, with_workers
 
 pytestmark = pytest.mark.slow
 
-HOG = "while True:\n    pass"
-ORDER = ("before", "after", "after", "before", "before", "after", "after", "before")
 MEASURED_STEPS = 150
-PREFETCH = 4  # the test trainer's prefetch_factor: batches each worker loads ahead
-RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
-
-
-@contextmanager
-def busy_host() -> Iterator[list[int]]:
-    """One CPU hog per core, each in a session of its own; killed afterwards."""
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True,
-                             stdin=subprocess.DEVNULL) for _ in range(CORES)]
-    try:
-        yield [h.pid for h in hogs]
-    finally:
-        for hog in hogs:
-            hog.kill()
-        for hog in hogs:
-            hog.wait(timeout=30)
-
-
-def samples_per_s(out: Path, workers: int, args: Sequence[str], steps: int) -> float:
-    """One plain run of the trainer with `workers`: its own samples/s over `steps` steps,
-    counted after start-up and after the batches loaded ahead at start are used."""
-    out.mkdir(parents=True)
-    ready, stats = out / "READY", out / "stats.json"
-    after = 20 + 2 * PREFETCH * workers
-    err = open(out / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen(
-        [sys.executable, str(TRAINER), "--ready", str(ready), "--stats", str(stats),
-         "--workers", str(workers), "--measure-after", str(after), *args],
-        cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while True:
-            if stats.exists():
-                seen = json.loads(stats.read_text())
-                if seen["steps"] >= after + steps:
-                    return float(seen["samples_per_s"])
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err.seek(0)
-                pytest.fail(f"run with {workers} workers never finished (rc={proc.returncode}): "
-                            f"{err.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.1)
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        err.close()
-
-
-def interleaved(tmp_path: Path, before: int, after: int, args: Sequence[str],
-                steps: int = MEASURED_STEPS) -> dict[str, list[float]]:
-    """samples/s of each setting, runs in ORDER."""
-    rates: dict[str, list[float]] = {"before": [], "after": []}
-    for i, which in enumerate(ORDER):
-        workers = before if which == "before" else after
-        rates[which].append(samples_per_s(tmp_path / f"run{i}-{which}", workers, args, steps))
-    return rates
-
-
-def report(name: str, before: int, after: int, rates: dict[str, list[float]]) -> float:
-    """Print the figures (pytest -s shows them); the median of the after/before ratios of
-    the runs taken side by side in ORDER (each pair saw the box in the same state)."""
-    pairs = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
-    ratio = median(pairs)
-    print(f"\n{name}: num_workers {before} -> {after}: samples/s before "
-          f"{[round(r) for r in rates['before']]} (median {median(rates['before']):.0f}), after "
-          f"{[round(r) for r in rates['after']]} (median {median(rates['after']):.0f}); "
-          f"ratio of medians {median(rates['after']) / median(rates['before']):.2f}, "
-          f"median of paired ratios {ratio:.2f}")
-    return ratio
 
 
 def ids(frames: list[Frame]) -> set[str]:
@@ -128,12 +45,20 @@ def test_io_like_loader_on_a_busy_host_gets_more_workers_and_following_it_pays(
                 watching(trainer) as sampler:
             frame = sample_until(sampler, shows("raise-num-workers"), frames)
         assert "too-many-workers" not in ids(frames)  # never told to remove workers
+        assert "io-bound-loading" in ids(frames)  # its "more workers" is followed here too
         found = advice(frame, "raise-num-workers")
         suggested = int(number(r"Try num_workers=(\d+)", found.action))
         assert suggested > 2
         _check_more_arithmetic(found.evidence, frame, trainer.pid, suggested)
-        rates = interleaved(tmp_path, 2, suggested, args)
-    assert report("I/O-like loader", 2, suggested, rates) > 1.0
+        runs = interleaved(tmp_path, with_workers(2, *args), with_workers(suggested, *args),
+                            MEASURED_STEPS)
+        after = followed(tmp_path, with_workers(suggested, *args))
+    assert report("I/O-like loader", f"num_workers 2 -> {suggested}", runs) > 1.0
+    # Followed: never told to go back; any further "more" asks for more still.
+    assert "too-many-workers" not in ids(after)
+    more = [number(r"Try num_workers=(\d+)", a.action) for f in after for a in f.advice
+            if a.id == "raise-num-workers"]
+    assert all(n > suggested for n in more), more
 
 
 def _check_more_arithmetic(evidence: str, frame: Frame, pid: int, suggested: int) -> None:
@@ -168,6 +93,7 @@ def test_cpu_heavy_loader_beyond_the_cores_gets_too_many_and_following_it_costs_
         assert load is not None and load.starved and load.words() in found.evidence
         suggested = int(number(r"Try num_workers=(\d+)", found.action))
         assert CORES <= suggested < workers
-        rates = interleaved(tmp_path, workers, suggested, args, steps=100)
+        runs = interleaved(tmp_path, with_workers(workers, *args),
+                            with_workers(suggested, *args), 100)
     # Fewer processes doing the same work: no fewer samples/s (the box's noise aside).
-    assert report("CPU-heavy loader", workers, suggested, rates) >= 0.9
+    assert report("CPU-heavy loader", f"num_workers {workers} -> {suggested}", runs) >= 0.9

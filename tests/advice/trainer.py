@@ -1,7 +1,11 @@
 """A CPU trainer shaped by its flags; trains until killed, writes READY after its first step.
 
 --sleep-ms makes each sample wait (storage-like), --spin-ms makes it burn CPU (decode-like),
---passes sets how much compute each batch gets. The probe records its loader settings.
+--passes sets how much compute each batch gets, --hidden the model's width, --optimizer
+which optimizer steps it. The probe records its loader settings. --copies times that many
+host-side copies of each batch as the probe's h2d phase (what .to(device) does from
+pageable memory); --claim-device makes it tell the probe it trains on that device (a CUDA
+trainer, as far as the probe's facts go).
 --stats gets the trainer's own input share and, after --measure-after steps, its samples/s.
 """
 
@@ -11,6 +15,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -50,6 +55,10 @@ def main() -> None:
     parser.add_argument("--spin-ms", type=float, default=0.0)
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    parser.add_argument("--copies", type=int, default=0, help="copies of each batch, as h2d")
+    parser.add_argument("--claim-device", help="annotate this device after the first step")
     parser.add_argument("--stats", help="write the trainer's own input share here now and then")
     parser.add_argument("--measure-after", type=int, default=20,
                         help="steps before samples/s is measured (start-up and prefetch done)")
@@ -59,9 +68,12 @@ def main() -> None:
     loader = DataLoader(Samples(args.sleep_ms, args.spin_ms), batch_size=args.batch_size,
                         num_workers=args.workers, persistent_workers=args.workers > 0,
                         prefetch_factor=4 if args.workers else None)
-    model = nn.Sequential(nn.Linear(WIDTH, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                          nn.Linear(256, 2))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    hidden = args.hidden
+    model = nn.Sequential(nn.Linear(WIDTH, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 2))
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=0.01))
+    copy = _timed_copy(args.copies)
     ready = False
     waited = total = steps = 0
     measured_from = 0.0
@@ -70,6 +82,7 @@ def main() -> None:
         t0 = time.perf_counter_ns()
         x, y = next(it)
         t1 = time.perf_counter_ns()
+        x = copy(x)
         for _ in range(args.passes):
             loss = nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
@@ -89,7 +102,27 @@ def main() -> None:
             _write_json(args.stats, stats)
         if not ready:
             ready = True
+            if args.claim_device:  # after the first step: the probe notes the optimizer's
+                from gputop import probe  # device then, and this fact comes after it
+
+                probe.annotate(device=args.claim_device)
             _write_json(args.ready, {"pid": os.getpid(), "num_threads": torch.get_num_threads()})
+
+
+def _timed_copy(copies: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Without copies, the batch as it is; with them, the last of `copies` copies of it from
+    pageable memory (what .to(device) does without pin_memory), timed as the h2d phase."""
+    if not copies:
+        return lambda x: x
+    from gputop import probe
+
+    def copy(x: torch.Tensor) -> torch.Tensor:
+        with probe.phase("h2d"):
+            for _ in range(copies):
+                x = x.clone()
+            return x
+
+    return copy
 
 
 def _write_json(path: str, data: dict) -> None:

@@ -180,7 +180,7 @@ class DemoRun:
 DEMO_RUNS = {
     "data-starved": DemoRun(44.0, 0.4, 0.35, 0.17, trainer=(6.0, 3.0), worker=(3.0, 6.0)),
     "compute-bound": DemoRun(1.5, 5.8, 9.5, 0.3, trainer=(93.0, 5.0), worker=(4.0, 3.0)),
-    "small-batch": DemoRun(1.5, 2.3, 4.5, 0.2, trainer=(85.0, 20.0), worker=(4.0, 5.0)),
+    "small-batch": DemoRun(3.2, 2.0, 4.3, 7.3, trainer=(80.0, 28.0), worker=(4.0, 13.0)),
     "memory-full-util-zero": DemoRun(426.0, 0.3, 0.3, 0.13, trainer=(0.5, 0.8),
                                      worker=(1.0, 0.5)),
 }

@@ -1,0 +1,181 @@
+"""Every trainer knob the advice turns, followed: a real probed trainer gets the advice, the
+test restarts the trainer the way the advice says, measures samples/s before and after
+(interleaved, tests/helpers/follow.py), checks the effect goes the way the advice predicted,
+and that the advice is gone once it is followed.
+
+The worker advice on a busy host is followed in test_worker_advice_real.py. Rules that need
+a GPU to act (pin-memory-off, and raise-batch-size's memory evidence) are followed as far
+as a CPU-only host allows: see each test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gputop.advice.context import Context
+from gputop.model import Frame
+from gputop.sources.base import GpuSource
+from gputop.sources.simulated import SimulatedGpuSource
+from tests.advice.test_advice_real import (
+    TICK_S,
+    advice,
+    number,
+    probed_trainer,
+    sample_until,
+    shows,
+    state,
+    watching,
+)
+from tests.helpers.follow import (
+    CORES,
+    Setting,
+    interleaved,
+    other_cores,
+    report,
+    with_workers,
+)
+
+pytestmark = pytest.mark.slow
+
+FOLLOWED_TICKS = 8  # frames of the followed trainer in which the advice must stay away
+MIN_STEPS = 10
+
+
+def followed(tmp_path: Path, setting: Setting,
+             gpu: Callable[[int], GpuSource] | None = None) -> list[Frame]:
+    """FOLLOWED_TICKS frames of the trainer run as `setting` says, under the probe and the
+    real sampler, once its window holds MIN_STEPS steps."""
+    with probed_trainer(tmp_path / "followed", *setting.args) as trainer, \
+            watching(trainer, gpu=gpu(trainer.pid) if gpu else None) as sampler:
+        frames = [sample_until(sampler, lambda f: bool(f.attached)
+                               and state(f).summary.steps >= MIN_STEPS)]
+        while len(frames) < FOLLOWED_TICKS:
+            time.sleep(TICK_S)
+            frames.append(sampler.sample())
+    return frames
+
+
+def shown(frames: list[Frame]) -> set[str]:
+    """Every advice id shown in any of `frames`."""
+    return {a.id for f in frames for a in f.advice}
+
+
+def test_num_workers_zero_followed_overlaps_the_loading(tmp_path: Path) -> None:
+    # Each sample waits 5 ms (storage-like) in the training process itself.
+    args = ("--sleep-ms", "5")
+    with probed_trainer(tmp_path / "advised", "--workers", "0", *args) as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("num-workers-zero"))
+    found = advice(frame, "num-workers-zero")
+    suggested = int(number(r"num_workers=(\d+)", found.action))
+    predicted = number(r"instead of ([\d.]+) ms", found.action) / number(
+        r"predicted step ([\d.]+) ms", found.action)
+    assert suggested >= 1 and predicted >= 1.1
+    runs = interleaved(tmp_path, with_workers(0, *args), with_workers(suggested, *args), 100)
+    ratio = report("num-workers-zero", f"num_workers 0 -> {suggested} (predicted "
+                   f"{predicted:.1f}x)", runs)
+    assert 1.1 <= ratio <= 1.5 * predicted  # at least the gain the rule needs to speak
+    after = shown(followed(tmp_path, with_workers(suggested, *args)))
+    assert not after & {"num-workers-zero", "too-many-workers"}, after
+
+
+# A model wide enough and a batch large enough that torch splits each matmul over its
+# intra-op threads; the one worker keeps up with ease.
+PARALLEL = ("--hidden", "1024", "--batch-size", "64")
+TOO_MANY = "More intra-op threads than the cores the trainer gets"
+
+
+def test_cpu_threads_oversubscribed_followed_is_no_slower(tmp_path: Path) -> None:
+    threads = CORES + 1
+    advised = with_workers(1, "--threads", str(threads), *PARALLEL)
+    with probed_trainer(tmp_path / "advised", *advised.args) as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("cpu-threads", min_steps=1))
+    found = advice(frame, "cpu-threads")
+    assert found.title == TOO_MANY and "(predicted: no slower)" in found.action
+    suggested = int(number(r"torch.set_num_threads\((\d+)\)", found.action))
+    assert 1 <= suggested < threads
+    follow = with_workers(1, "--threads", str(suggested), *PARALLEL)
+    runs = interleaved(tmp_path, advised, follow, 60)
+    assert report("cpu-threads (too many)", f"threads {threads} -> {suggested}", runs) >= 0.9
+    after = [a for f in followed(tmp_path, follow) for a in f.advice if a.id == "cpu-threads"]
+    assert not [a for a in after if a.title == TOO_MANY], after
+
+
+def test_cpu_threads_too_few_beside_an_idle_core_followed_pays(tmp_path: Path) -> None:
+    advised = with_workers(1, "--threads", "1", *PARALLEL)
+    with probed_trainer(tmp_path / "advised", *advised.args) as trainer, \
+            watching(trainer) as sampler:
+        frame = sample_until(sampler, shows("cpu-threads", min_steps=1),
+                             possible=("an idle core", idle_core))
+    found = advice(frame, "cpu-threads")
+    assert found.title == "Idle cores beside busy intra-op threads"
+    suggested = int(number(r"torch.set_num_threads\((\d+)\)", found.action))
+    predicted = number(r"instead of ([\d.]+) ms", found.action) / number(
+        r"a step takes about ([\d.]+) ms", found.action)
+    assert suggested > 1 and predicted >= 1.1
+    follow = with_workers(1, "--threads", str(suggested), *PARALLEL)
+    runs = interleaved(tmp_path, advised, follow, 60)
+    ratio = report("cpu-threads (too few)", f"threads 1 -> {suggested} (predicted "
+                   f"{predicted:.2f}x)", runs)
+    others = other_cores(runs)["after"]
+    if others > CORES - suggested + 0.5:  # the advice counts on idle cores staying idle
+        pytest.skip(f"other work took {others:.2f} cores while the followed runs ran")
+    assert 1.1 <= ratio <= 1.5 * predicted
+    after = [a for f in followed(tmp_path, follow) for a in f.advice if a.id == "cpu-threads"]
+    assert not [a for a in after if a.title == TOO_MANY], after
+
+
+def idle_core(frame: Frame) -> bool:
+    """The host left at least one core idle this tick."""
+    return frame.host.cpu_percent is not None and Context(frame, {}).free_cores() >= 1
+
+
+# Small batches of a wide model stepped by Adam: the update, the same for any batch, is
+# most of each step. Its memory evidence is a simulated GPU's (a third of the card used).
+SMALL_BATCH = 16
+WIDE = ("--hidden", "1024", "--optimizer", "adam")
+
+
+def small_batch_gpu(pid: int) -> GpuSource:
+    """A simulated GPU, busy, a third of its memory held by `pid`."""
+    return SimulatedGpuSource("small-batch", count=1, owner_pids=[pid])
+
+
+def test_raise_batch_size_followed_delivers_the_predicted_samples_per_s(tmp_path: Path) -> None:
+    advised = with_workers(1, "--batch-size", str(SMALL_BATCH), *WIDE)
+    with probed_trainer(tmp_path / "advised", *advised.args) as trainer, \
+            watching(trainer, gpu=small_batch_gpu(trainer.pid)) as sampler:
+        frame = sample_until(sampler, shows("raise-batch-size"))
+    found = advice(frame, "raise-batch-size")
+    _check_batch_evidence(found.evidence, frame)
+    suggested = int(number(r"batch_size ≈ (\d+)", found.action))
+    floor = number(r"predicts at least ([\d.]+)x", found.action)
+    ceiling = suggested / SMALL_BATCH
+    assert floor >= 1.1 and suggested > SMALL_BATCH
+    follow = with_workers(1, "--batch-size", str(suggested), *WIDE)
+    runs = interleaved(tmp_path, advised, follow, 80)
+    ratio = report("raise-batch-size", f"batch {SMALL_BATCH} -> {suggested} (predicted "
+                   f"{floor:.2f}x to {ceiling:.2f}x)", runs)
+    assert max(1.1, 0.9 * floor) <= ratio <= 1.15 * ceiling
+    # Without a GPU there is no memory to fill: the same trainer on the CPU alone gets none.
+    assert "raise-batch-size" not in shown(followed(tmp_path, advised))
+
+
+def _check_batch_evidence(evidence: str, frame: Frame) -> None:
+    """The memory share, the batch and the optimizer time quoted are the frame's."""
+    (dev,) = frame.gpu.gpus
+    assert dev.memory_used_bytes is not None and dev.memory_total_bytes
+    fraction = dev.memory_used_bytes / dev.memory_total_bytes
+    summary = state(frame).summary
+    assert summary.verdict == "compute-bound" and state(frame).config.batch_size == SMALL_BATCH
+    assert evidence.startswith(
+        f"compute-bound ({summary.input_bound_percent or 0:.0f}% input) with GPU 0 memory at "
+        f"{fraction:.0%} and batch_size={SMALL_BATCH}; optimizer.step takes ")
+    steps = [s for s in state(frame).steps if not s.warmup and s.optimizer_ns is not None]
+    optimizer = sum(s.optimizer_ns or 0 for s in steps) / len(steps) / 1e6
+    assert f"optimizer.step takes {optimizer:.1f} ms" in evidence
