@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 from array import array
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from gputop import cli
 from gputop.export.record import RecordWriter, open_record
 from gputop.export.report.data import open_recording, report_data
 from gputop.export.report.page import render_page, write_report
-from tests.helpers.builders import frame
+from tests.helpers.builders import frame, trainer_with_workers
 from tests.helpers.synthetic_recording import (
     CHECKPOINT_EVERY,
     STEPS_PER_TICK,
@@ -117,17 +118,34 @@ def test_the_page_loads_nothing_and_allows_only_its_own_script_and_style(recordi
         assert f"'sha256-{digest}'" in policy[1]
 
 
-def test_text_from_the_recording_cannot_close_the_data_script(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hostname", ["</script><script>alert(1)</script>",
+                                      "<!--<script>", "</SCRIPT >"])
+def test_text_from_the_recording_cannot_end_the_data_script(tmp_path: Path,
+                                                            hostname: str) -> None:
     path = tmp_path / "odd.sqlite"
     writer = RecordWriter(open_record(str(path)))
     writer.write(frame())
     writer.db.close()
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE texts SET text = json_set(text, '$.hostname', "
-                   "'</script><script>alert(1)</script>') WHERE text LIKE '%hostname%'")
+        db.execute("UPDATE texts SET text = json_set(text, '$.hostname', ?) "
+                   "WHERE text LIKE '%hostname%'", (hostname,))
     page = render_page(_data(path))
     payload = page.split('id="report-data">', 1)[1].split("</script>", 1)[0]
-    assert json.loads(payload)["host"]["hostname"] == "</script><script>alert(1)</script>"
+    assert "<" not in payload
+    assert json.loads(payload)["host"]["hostname"] == hostname
+
+
+def test_a_trainers_workers_are_counted_at_their_most(tmp_path: Path) -> None:
+    """Workers exit before their trainer: the legend counts those it had, not the last
+    tick's none."""
+    path = tmp_path / "run.sqlite"
+    rows, group = trainer_with_workers(100, 3, 50.0)
+    writer = RecordWriter(open_record(str(path)))
+    writer.write(replace(frame(processes=rows, trainers=(group,)), time=1.0))
+    writer.write(replace(frame(processes=rows[:1], trainers=(replace(group, worker_pids=()),)),
+                         time=2.0))
+    writer.db.close()
+    assert [(w["pid"], w["workers"]) for w in _data(path)["workers"]] == [(100, 3)]
 
 
 def _report(*args: str) -> tuple[int, str]:

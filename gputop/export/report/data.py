@@ -159,17 +159,17 @@ def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int]) -> list[
 
 def _workers(db: sqlite3.Connection, texts: _Texts,
              index: dict[int, int]) -> list[dict[str, Any]]:
-    """Each trainer's DataLoader workers' CPU (% of one core, summed), one value per tick."""
+    """Each trainer's DataLoader workers' CPU (% of one core, summed), one value per tick,
+    with the most workers it had at once."""
     groups: dict[int, list[float | None]] = {}
-    counts: dict[int, int] = {}
+    most: dict[int, int] = {}
     for fid, pid, cpu_x10, workers_id in db.execute(
             "SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM trainer_groups"):
         series = groups.setdefault(pid, _aligned(len(index)))
         if fid in index:
             series[index[fid]] = cpu_x10 / 10
-        counts[pid] = workers_id
-    return [{"pid": pid, "name": _process_name(db, pid),
-             "workers": len(texts(counts[pid]) or ()),
+        most[pid] = max(most.get(pid, 0), len(texts(workers_id) or ()))
+    return [{"pid": pid, "name": _process_name(db, pid), "workers": most[pid],
              "cpu": packed(series)} for pid, series in sorted(groups.items())]
 
 

@@ -52,7 +52,9 @@ def _sha256(text: str) -> str:
 def render_page(data: dict[str, Any]) -> str:
     """The whole HTML page for `data` (report_data's dict)."""
     script, style = _asset("report.js"), _asset("report.css")
-    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    # No "<" at all inside the data's script element: neither "</script>" nor "<!--<script"
+    # (which would make the parser skip the real end tag) can appear there.
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     policy = (f"default-src 'none'; script-src {_sha256(ON_ERROR)} {_sha256(script)}; "
               f"style-src {_sha256(style)}; img-src data:; base-uri 'none'; form-action 'none'")
     start, end = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[k]))
