@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("bench_sampler.py", "bench_record.py", "bench_probe.py", "bench_membw.py",
-         "bench_tui.py", "bench_fleet.py", "soak.py")
+ORDER = ("bench_sampler.py", "bench_record.py", "bench_report.py", "bench_probe.py",
+         "bench_membw.py", "bench_tui.py", "bench_fleet.py", "soak.py")
 
 
 def main() -> int:

@@ -189,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(replay_parser().parse_args(args_list[1:]))
         if args_list and args_list[0] == "serve":
             return _serve(args_list[1:])
+        if args_list and args_list[0] == "report":
+            return _report(report_parser().parse_args(args_list[1:]))
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -275,6 +277,31 @@ def _replay(args: argparse.Namespace) -> int:
         return run_replay(args.file, speed=args.speed, ascii=args.ascii)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def report_parser() -> argparse.ArgumentParser:
+    """`gputop report`'s options."""
+    parser = _Parser(prog="gputop report",
+                     description="turn a recording into one self-contained HTML page of "
+                     "charts over the whole run (opens offline, fetches nothing)")
+    parser.add_argument("file", metavar="FILE", help="a gputop.record/1 recording")
+    parser.add_argument("-o", "--output", required=True, metavar="HTML",
+                        help="where to write the report (replaced if it exists)")
+    return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    """`gputop report FILE -o report.html`: headless, no Textual."""
+    from gputop.export.report.data import ReportError
+    from gputop.export.report.page import write_report
+
+    try:
+        written = write_report(args.file, args.output)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"gputop: wrote {written.path} ({written.bytes / 1e6:.1f} MB: {written.ticks} ticks, "
+          f"{written.steps} steps)", file=sys.stderr)
+    return EXIT_OK
 
 
 def _retention(args: argparse.Namespace) -> Retention:
