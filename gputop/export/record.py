@@ -37,6 +37,7 @@ from gputop.recording import (
     USER_VERSION,
     in_units,
     scaled,
+    scaled_whole,
     step_flags,
 )
 from gputop.sources.attach import WINDOW
@@ -198,7 +199,7 @@ class RecordWriter:
                         "swap_total_bytes": host.swap_total_bytes}),
             self._text({"source": gpu.source, "note": gpu.note,
                         "driver_version": gpu.driver_version, "scenario": gpu.scenario}),
-            scaled(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
+            scaled_whole(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
             host.memory_available_bytes, host.swap_used_bytes,
             *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
             len(frame.processes), self._errors(frame)))
@@ -212,7 +213,7 @@ class RecordWriter:
                             [self._process_row(fid, p) for p in processes_that_matter(
                                 frame, self.top)])
         self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
-            (fid, t.pid, self._text(list(t.worker_pids)), scaled(t.workers_cpu_percent, 10),
+            (fid, t.pid, self._text(list(t.worker_pids)), scaled_whole(t.workers_cpu_percent, 10),
              t.num_threads_total, t.pin_memory_thread, t.launcher_pid)
             for t in frame.trainers])
         if frame.memory_bandwidth is not None:
@@ -247,7 +248,7 @@ class RecordWriter:
                 "processes_known": g.processes_known}
         return (fid, g.index, self._text(info), scaled(g.util_percent, 1),
                 scaled(g.memory_util_percent, 1), in_units(g.memory_used_bytes, MIB),
-                scaled(g.temperature_c, 1), scaled(g.power_w, 10), g.sm_clock_mhz,
+                scaled(g.temperature_c, 1), scaled_whole(g.power_w, 10), g.sm_clock_mhz,
                 g.memory_clock_mhz, in_units(g.pcie_rx_bytes_per_s, KIB),
                 in_units(g.pcie_tx_bytes_per_s, KIB),
                 scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10))
