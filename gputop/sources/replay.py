@@ -55,7 +55,7 @@ class Recording:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             self._check()
         except sqlite3.Error as exc:
-            raise ReplayError(f"cannot replay {path}: {exc}") from None
+            raise ReplayError(f"cannot read {path}: {exc}") from None
         self._texts: dict[int, Any] = {}
         self.ids = array("q")
         self.times = array("d")
@@ -67,7 +67,7 @@ class Recording:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None or row[0] != SCHEMA:
             raise ReplayError(f"{self.path} is a recording of schema "
-                              f"{row[0] if row else 'none'}; this gputop replays {SCHEMA}")
+                              f"{row[0] if row else 'none'}; this gputop reads {SCHEMA}")
 
     def refresh(self) -> None:
         """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
