@@ -13,6 +13,7 @@ import heapq
 import json
 import math
 import os
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ TOP_PROCESSES = 5  # by CPU and by RSS, beside the processes that always matter
 ADVICE_REFRESH_S = 60.0  # a shown advice's changed numbers are stored at most this often
 TEXT_CACHE = 4096  # ids of recent texts and process identities kept in memory
 WAL_LIMIT_BYTES = 4 << 20  # the write-ahead log is cut back to this after a checkpoint
+MEASURED = re.compile(r"\d+\.\d+")  # advice quotes measurements with decimals
 
 
 class RecordError(Exception):
@@ -336,15 +338,15 @@ class RecordWriter:
     def _advice_changes(self, fid: int, now_s: float,
                         advice: Iterable[Advice]) -> dict[str, tuple[Advice, float]]:
         """A row for each piece of advice that appeared or went away, or whose severity,
-        title or action changed; changed numbers alone at most every ADVICE_REFRESH_S."""
+        title or action changed; changed numbers alone (the evidence, the measurements an
+        action quotes) at most every ADVICE_REFRESH_S."""
         shown = dict(self._advice)
         now = {a.id: a for a in advice}
         rows: list[tuple[object, ...]] = []
         for key, item in now.items():
             before, at = shown.get(key, (None, 0.0))
-            if before == item or (before is not None and now_s - at < ADVICE_REFRESH_S and (
-                    before.severity, before.title, before.action) == (
-                    item.severity, item.title, item.action)):
+            if before == item or (before is not None and now_s - at < ADVICE_REFRESH_S
+                                  and _wording(before) == _wording(item)):
                 continue
             rows.append((fid, key, 1, item.severity, item.title, item.evidence, item.action))
             shown[key] = (item, now_s)
@@ -353,6 +355,13 @@ class RecordWriter:
             del shown[key]
         self.db.executemany("INSERT INTO advice VALUES (?,?,?,?,?,?,?)", rows)
         return shown
+
+
+def _wording(item: Advice) -> tuple[str, str, str]:
+    """What an advice says, its measurements aside: severity, title and action with each
+    decimal number (a measured time, a ratio) blanked; integers (GPU indices, the
+    num_workers it recommends) are what it says."""
+    return (item.severity, MEASURED.sub("#", item.title), MEASURED.sub("#", item.action))
 
 
 def _gap_reason(previous: int | None, dropped: int, window_steps: int) -> str:

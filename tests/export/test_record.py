@@ -145,6 +145,28 @@ def test_advice_is_stored_when_it_appears_changes_or_goes(tmp_path: Path) -> Non
         (4, 1, "critical", "6.5 GiB swapped"), (5, 0, None, None)]
 
 
+def test_measurements_in_an_action_are_numbers_a_new_recommendation_is_not(
+        tmp_path: Path) -> None:
+    """An action quoting measured times (decimals) moves every tick: that is a change of
+    numbers, stored once a minute; the number it recommends (an integer) changing is new
+    advice, stored at once. 30 ticks of moving predictions were 30 rows before."""
+    writer, path = _writer(tmp_path)
+    base = frame()
+
+    def advice(workers: int, tick: int) -> Advice:
+        return Advice("raise-num-workers", "warn", "The workers cannot keep up",
+                      f"{40 + tick % 7}.{tick % 10} ms per batch",
+                      f"Try num_workers={workers}: predicted step 8.{tick % 10} ms instead "
+                      f"of 4{tick % 10}.{tick % 3} ms (5.{tick % 4}x the samples/s).")
+
+    for tick in range(30):
+        writer.write(replace(base, time=base.time + tick, advice=(advice(4, tick),)))
+    writer.write(replace(base, time=base.time + 30, advice=(advice(6, 30),)))
+    rows = _query(path, "SELECT frame, action FROM advice ORDER BY frame")
+    assert [frame for frame, _ in rows] == [1, 31]
+    assert rows[1][1].startswith("Try num_workers=6:")
+
+
 def test_a_recording_is_appended_to(tmp_path: Path) -> None:
     writer, path = _writer(tmp_path)
     base = frame()
