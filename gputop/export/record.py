@@ -99,11 +99,16 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
 
 def processes_that_matter(frame: Frame, top: int = TOP_PROCESSES) -> list[ProcessSample]:
     """Trainers, workers, launchers, probed and GPU processes (and those outside /proc), the
-    attached trainers, and the `top` busiest by CPU and largest by RSS; in the frame's order."""
+    attached trainers, every process a trainer group names (a worker its group lists before
+    its row says so), and the `top` busiest by CPU and largest by RSS; in the frame's order."""
     attached = {a.pid for a in frame.attached}
     keep = {p.pid for p in frame.processes
             if p.role != "other" or p.has_probe or p.gpu_memory_bytes is not None
             or p.gpu_indices or not p.in_proc or p.pid in attached}
+    for group in frame.trainers:
+        keep.update((group.pid, *group.worker_pids))
+        if group.launcher_pid is not None:
+            keep.add(group.launcher_pid)
     busy = [p for p in frame.processes if (p.cpu_percent or 0.0) >= 0.05]  # not idle ties
     keep.update(p.pid for p in heapq.nlargest(top, busy, key=_cpu))
     keep.update(p.pid for p in heapq.nlargest(top, frame.processes, key=_rss))

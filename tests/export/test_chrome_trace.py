@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 from gputop.cli import main
 from gputop.export.record import RecordWriter, open_record
 from gputop.model import AttachState, StepRecord, TrainerConfig, TrainerGroup
+from tests.helpers.probe import trainer_env
+from tests.helpers.recording import one, wait_for
 from tests.helpers.tui import frames
 
 MS = 1_000_000
@@ -185,12 +188,18 @@ def test_a_recorded_demo_trainer_exports_without_textual(tmp_path: Path) -> None
     """The real thing: `gputop record --demo` beside the demo trainer's probe, exported in a
     process that never imports a UI library."""
     path, out = tmp_path / "demo.sqlite", tmp_path / "demo.json"
-    recorded = subprocess.run(
+    rings = tmp_path / "rings"
+    rings.mkdir()
+    recorder = subprocess.Popen(
         [sys.executable, "-m", "gputop", "record", str(path), "--demo", "data-starved",
-         "--interval", "0.2", "--duration", "4", "--membw", "off"],
-        capture_output=True, text=True, timeout=120)
-    assert recorded.returncode == 0, recorded.stderr
-    assert _steps_in(path) > 0
+         "--interval", "0.2", "--membw", "off"], env=trainer_env(rings),
+        stderr=subprocess.DEVNULL)
+    try:  # the demo trainer imports torch first: wait for its steps, not for a time
+        wait_for(lambda: one(path, "SELECT count(*) >= 50 FROM steps") == (1,), "50 steps",
+                 limit=4000)
+    finally:
+        recorder.send_signal(signal.SIGTERM)
+        assert recorder.wait(timeout=60) == 0
     code = ("import sys\nfrom gputop.cli import main\n"
             f"rc = main(['export', {str(path)!r}, '--chrome-trace', {str(out)!r}])\n"
             "print('rc', rc)\nprint('\\n'.join(sys.modules))")

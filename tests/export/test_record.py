@@ -90,6 +90,19 @@ def test_of_600_processes_only_those_that_matter_are_kept() -> None:
     assert not kept & {p.pid for p in idle}
 
 
+def test_every_process_a_trainer_group_shows_is_kept() -> None:
+    """The table draws a trainer's workers from its group; a worker the group lists before
+    its own row says `worker` (just started: a new epoch's loader) is kept all the same."""
+    rows, group = trainer_with_workers(100, workers=2, worker_cpu=0.0)
+    fresh = replace(process(103, ppid=100), cpu_percent=0.0, rss_bytes=1024)
+    launcher = replace(process(99), cpu_percent=0.0, rss_bytes=1024)
+    group = replace(group, worker_pids=(*group.worker_pids, 103), launcher_pid=99)
+    others = [replace(process(1000 + i), cpu_percent=5.0, rss_bytes=GIB) for i in range(20)]
+    kept = {p.pid for p in processes_that_matter(
+        frame(processes=[*rows, fresh, launcher, *others], trainers=(group,)))}
+    assert {99, 100, 101, 102, 103} <= kept
+
+
 def test_every_step_is_stored_once_however_the_windows_overlap(tmp_path: Path) -> None:
     writer, path = _writer(tmp_path)
     base = frame()

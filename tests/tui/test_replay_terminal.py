@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import RecordWriter, open_record
+from gputop.export.record import MEASURED, RecordWriter, open_record
 from gputop.tui.views.header import recorded_time
 from tests.helpers import tmux
 from tests.helpers.recording import one, wait_for
@@ -59,12 +59,17 @@ def _above_table(lines: list[str]) -> list[str]:
 
 
 def _without_evidence(lines: list[str], titles: list[str]) -> list[str]:
-    """`lines` with each advice's evidence cut off: a recording refreshes an advice's numbers
-    once a minute (README: Recording), its title and action every change."""
+    """`lines` with each advice's numbers blanked (its evidence cut off, the measurements its
+    action quotes): a recording refreshes those once a minute (README: Recording), the
+    rest of what an advice says at every change."""
     cut = []
     for line in lines:
         title = next((t for t in titles if f"{t}: " in line), None)
-        cut.append(line[:line.index(f"{title}: ") + len(title)] if title else line)
+        if title:
+            line = line[:line.index(f"{title}: ") + len(title)]
+        elif line.lstrip().startswith("→"):
+            line = MEASURED.sub("#", line)
+        cut.append(line)
     return cut
 
 
