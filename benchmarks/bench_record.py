@@ -2,15 +2,17 @@
 
 Spawns idle `sleep` children until the machine holds 600 processes, starts the demo trainer
 (real probe, real steps) on simulated GPUs, and records TICKS real ticks (after a warm-up
-whose one-time rows are left out) of the one sampler
-(GPUS simulated devices, memory bandwidth as `auto` finds it, advice on). Prints the median
-ms a tick takes to write beside the median ms the tick took to sample (the ratio is the
-budget: a small fraction), the bytes per tick without steps and per step (from SQLite's
-dbstat, pages included), and what a day at 1 Hz comes to.
+whose one-time rows are left out) of the one sampler (1 and 8 simulated devices, memory
+bandwidth as `auto` finds it, advice on). Then the live view's app (headless, 200x50) draws
+the same frames. Prints, per tick, the CPU the recorder spends writing it beside the CPU
+the sampler spent taking it and the TUI's whole tick (sampling + drawing), both measured in
+this run, as ratios (the budget: a small fraction); the bytes per tick without steps and
+per step (SQLite's dbstat, pages included); and what an hour and a day at 1 Hz come to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import statistics
@@ -28,13 +30,16 @@ from bench_sampler import kill_all, spawn_sleepers
 
 from gputop.children import start_demo_trainer
 from gputop.export.record import RecordWriter, open_record
+from gputop.model import Frame
 from gputop.wiring import ProbedTrainers, build_sampler
 
 TARGET_PROCESSES = 600
 TICKS = int(os.environ.get("BENCH_RECORD_TICKS", "240"))
 WARMUP_TICKS = 20  # GPU names, the trainer's settings, process identities: stored once
 INTERVAL_S = 0.25
+HOUR_S = 3600
 DAY_S = 86400
+TUI_SIZE = (200, 50)
 STEP_TABLES = ("steps", "gaps", "gaps_by_trainer")
 
 
@@ -46,14 +51,58 @@ def table_bytes(path: str) -> dict[str, int]:
                                "GROUP BY name").fetchall())
 
 
+class HeldFeed:
+    """A FrameFeed that delivers nothing by itself: the benchmark hands the app its frames."""
+
+    paused = False
+
+    def start(self, on_frame: object, *, on_prime: object = None) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def set_paused(self, paused: bool) -> None:
+        """Nothing plays."""
+
+    def attach(self, pid: int) -> None:
+        """Nothing to attach to."""
+
+    def detach(self, pid: int) -> None:
+        """Nothing to let go of."""
+
+    def add_deferred_sources(self) -> None:
+        """No sources."""
+
+
+def draw_cpu_ms(frames: list[Frame]) -> float:
+    """Median CPU ms the live view's app spends showing one of `frames` and drawing it."""
+    from gputop.tui import build_app
+
+    app = build_app(HeldFeed())
+    spent: list[float] = []
+
+    async def show_all() -> None:
+        async with app.run_test(size=TUI_SIZE) as pilot:
+            for frame in frames:
+                started = time.process_time()
+                app.show_frame(frame)
+                await pilot.pause()
+                spent.append((time.process_time() - started) * 1e3)
+
+    asyncio.run(show_all())
+    return statistics.median(spent)
+
+
 def record(gpus: int, path: str) -> dict[str, float]:
-    """Record TICKS ticks to `path`; the figures."""
+    """Record TICKS ticks to `path`, then draw them in the app; the figures."""
     trainer = start_demo_trainer()
     sampler = build_sampler(demo="mixed", gpus=gpus, interval_s=INTERVAL_S,
                             owner_pids=[trainer.pid])
     follow = ProbedTrainers(sampler)
     writer = RecordWriter(open_record(path))
-    write_ms, sample_ms, processes = [], [], []
+    write_ms, write_cpu_ms, sample_ms, sample_cpu_ms, processes = [], [], [], [], []
+    shown: list[Frame] = []
     empty: dict[str, int] = {}
     try:
         sampler.prime()
@@ -63,14 +112,19 @@ def record(gpus: int, path: str) -> dict[str, float]:
                 empty = table_bytes(path)
                 steps_before = writer.steps_written
             sampler.wait(INTERVAL_S)
+            sampling = time.thread_time()
             frame = sampler.sample()
+            sampled = time.thread_time() - sampling
             follow.attach_new(frame)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             writer.write(frame)
             if tick >= WARMUP_TICKS:
                 write_ms.append((time.perf_counter() - started) * 1e3)
+                write_cpu_ms.append((time.thread_time() - cpu) * 1e3)
                 sample_ms.append(frame.sample_cost_s * 1e3)
+                sample_cpu_ms.append(sampled * 1e3)
                 processes.append(len(frame.processes))
+                shown.append(frame)
     finally:
         sampler.close()
         trainer.stop()
@@ -87,33 +141,47 @@ def record(gpus: int, path: str) -> dict[str, float]:
     steps = writer.steps_written - steps_before
     return {"gpus": gpus, "processes": statistics.median(processes), "kept": kept,
             "write_ms": statistics.median(write_ms), "sample_ms": statistics.median(sample_ms),
+            "write_cpu_ms": statistics.median(write_cpu_ms),
+            "sample_cpu_ms": statistics.median(sample_cpu_ms), "draw_cpu_ms": draw_cpu_ms(shown),
             "tick_bytes": tick_bytes / TICKS, "step_bytes": step_bytes / max(1, steps),
-            "steps": steps}
+            "steps": steps, "steps_per_s": steps / (TICKS * INTERVAL_S)}
 
 
 def main() -> int:
     print(f"cpus={os.cpu_count()}  ticks={TICKS} every {INTERVAL_S} s  (shared machine: "
           "compare the ratio, not the absolute ms)")
-    print(f"{'gpus':>4} {'procs':>5} {'kept':>5} {'write ms':>8} {'sample ms':>9} {'ratio':>6} "
-          f"{'B/tick':>7} {'MB/day':>7} {'B/step':>6} {'steps':>6}")
+    print(f"{'gpus':>4} {'procs':>5} {'kept':>5} {'write':>6} {'sample':>6} {'draw':>6} "
+          f"{'w/smp':>6} {'w/tui':>6} {'write':>6} {'B/tick':>7} {'MB/h':>6} {'MB/day':>7} "
+          f"{'B/step':>6} {'step/s':>6} {'MB/h':>6}")
+    print(f"{'':>16} {'cpu ms':>6} {'cpu ms':>6} {'cpu ms':>6} {'':>13} {'wall':>6} {'':>7} "
+          f"{'ticks':>6} {'ticks':>7} {'':>6} {'':>6} {'steps':>6}")
     sleepers: list[int] = []
     try:
         have = len(psutil.pids())
         if have < TARGET_PROCESSES:
             sleepers = spawn_sleepers(TARGET_PROCESSES - have)
         with tempfile.TemporaryDirectory() as tmp:
+            os.environ["GPUTOP_RING_DIR"] = tmp  # our trainer's ring alone, out of others' reach
             for gpus in (1, 8):
                 f = record(gpus, os.path.join(tmp, f"bench-{gpus}.sqlite"))
-                per_day = f["tick_bytes"] * DAY_S / 1e6
+                tui = f["sample_cpu_ms"] + f["draw_cpu_ms"]
+                step_mb_h = f["step_bytes"] * f["steps_per_s"] * HOUR_S / 1e6
                 print(f"{f['gpus']:>4} {f['processes']:>5.0f} {f['kept']:>5.1f} "
-                      f"{f['write_ms']:>8.2f} {f['sample_ms']:>9.2f} "
-                      f"{f['write_ms'] / f['sample_ms']:>6.2f} {f['tick_bytes']:>7.0f} "
-                      f"{per_day:>7.1f} {f['step_bytes']:>6.0f} {f['steps']:>6.0f}", flush=True)
+                      f"{f['write_cpu_ms']:>6.2f} {f['sample_cpu_ms']:>6.2f} "
+                      f"{f['draw_cpu_ms']:>6.2f} {f['write_cpu_ms'] / f['sample_cpu_ms']:>6.3f} "
+                      f"{f['write_cpu_ms'] / tui:>6.3f} {f['write_ms']:>6.2f} "
+                      f"{f['tick_bytes']:>7.0f} {f['tick_bytes'] * HOUR_S / 1e6:>6.2f} "
+                      f"{f['tick_bytes'] * DAY_S / 1e6:>7.1f} {f['step_bytes']:>6.0f} "
+                      f"{f['steps_per_s']:>6.1f} {step_mb_h:>6.2f}", flush=True)
     finally:
         kill_all(sleepers)
-    print("write ms: one tick's transaction (median); sample ms: the tick's own sampling; "
-          "B/tick: bytes of pages per tick without steps; MB/day: that at 1 Hz for 24 h; "
-          "B/step: bytes per stored step (steps come on top: steps/s x B/step x 86400).")
+    print("medians per tick. write cpu: the recorder's CPU to store one tick (its own thread); "
+          "sample cpu: the sampler's CPU to take it; draw cpu: the live view's app showing it "
+          f"({TUI_SIZE[0]}x{TUI_SIZE[1]}, headless); w/smp: write / sample; w/tui: write / "
+          "(sample + draw), the TUI's whole tick; write wall: the transaction's wall time. "
+          "B/tick: bytes of pages per tick without steps; MB/h, MB/day: that at 1 Hz; "
+          "B/step: bytes per stored step; steps come on top at step/s (the demo trainer's "
+          "here): MB/h steps.")
     return 0
 
 

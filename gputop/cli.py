@@ -191,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args_list[1:])
         if args_list and args_list[0] == "report":
             return _report(report_parser().parse_args(args_list[1:]))
+        if args_list and args_list[0] == "export":
+            return _export(export_parser().parse_args(args_list[1:]))
         return _main(build_parser().parse_args(args_list))
     except (UsageError, BadInput) as exc:
         print(f"gputop: {exc}", file=sys.stderr)
@@ -324,6 +326,32 @@ def _record(args: argparse.Namespace) -> int:
     return run_record(path, interval_s=args.interval, attach_pids=args.attach,
                       membw=args.membw, retention=_retention(args), duration_s=args.duration,
                       demo=args.demo, gpus=args.gpus)
+
+
+def export_parser() -> argparse.ArgumentParser:
+    """`gputop export`'s options."""
+    parser = _Parser(prog="gputop export",
+                     description="turn a recording (from `gputop record` or --record) into "
+                     "another format; no screen needed")
+    parser.add_argument("file", metavar="FILE", help="a gputop.record/1 recording")
+    parser.add_argument("--chrome-trace", required=True, metavar="OUT",
+                        help="write the steps and phases as Chrome trace-event JSON (one "
+                        "track per rank; open it in ui.perfetto.dev or chrome://tracing)")
+    return parser
+
+
+def _export(args: argparse.Namespace) -> int:
+    """`gputop export FILE --chrome-trace OUT`: headless, one line on success or failure."""
+    from gputop.export.chrome_trace import ExportError, write_chrome_trace
+    from gputop.sources.replay import ReplayError
+
+    try:
+        steps, tracks = write_chrome_trace(args.file, args.chrome_trace)
+    except (ReplayError, ExportError) as exc:
+        raise BadInput(str(exc)) from None
+    print(f"gputop: wrote {steps} steps on {tracks} track{'s' * (tracks != 1)} to "
+          f"{args.chrome_trace}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _once(args: argparse.Namespace) -> int:

@@ -466,6 +466,15 @@ class FleetReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Trend:
+    """A recording's sparkline values for the ticks up to one, oldest first: each GPU's
+    util (None while lost) and the memory-bandwidth pressure 0..1 (None: not measured)."""
+
+    gpu_util: dict[int, list[float | None]]
+    membw_pressure: list[float | None]
+
+
+@dataclass(frozen=True, slots=True)
 class Frame:
     """Everything one tick measured; immutable and complete, so rendering never samples."""
 

@@ -8,6 +8,7 @@ show what they showed then.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -16,7 +17,7 @@ from typing import Protocol
 from gputop import debuglog
 from gputop.advice import SEVERITY_ORDER
 from gputop.analysis import steps as step_analysis
-from gputop.model import Frame, SourceError
+from gputop.model import Frame, SourceError, Trend
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MAX_WAIT_S = 5.0  # a gap in the recording (the recorder was stopped) is not waited out
@@ -33,6 +34,8 @@ class RecordedFrames(Protocol):
     def __len__(self) -> int: ...
 
     def frame(self, index: int) -> Frame: ...
+
+    def trend(self, index: int, count: int) -> Trend: ...
 
     def refresh(self) -> None: ...
 
@@ -128,6 +131,19 @@ class Playback:
             now = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - self.speed))
             self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, now + steps))]
         self._wake.set()
+
+    def trend(self, time: float, count: int) -> Trend | None:
+        """The sparklines of the tick recorded at `time`: the `count` ticks up to it, as the
+        live view drew them, however the replay got there (None: no tick at that time)."""
+        times = self.recording.times
+        index = bisect.bisect_left(times, time)
+        if index >= len(times) or times[index] != time:
+            return None
+        try:
+            return self.recording.trend(index, count)
+        except Exception as exc:  # the frame still shows, with the sparklines it has
+            debuglog.log_exception("replay trend failed", exc)
+            return None
 
     def position(self) -> tuple[int, int]:
         """The tick shown (1-based) and how many the recording holds."""

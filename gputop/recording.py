@@ -219,6 +219,19 @@ def scaled(value: float | None, factor: int) -> int | None:
     return round(value * factor)
 
 
+def scaled_whole(value: float | None, factor: int) -> int | None:
+    """`value` times `factor` for a number the screen prints whole: rounded so that the value
+    read back rounds to the same whole number (17.46 is 174, not 175: 17.5 would print 18);
+    it stays within 1/`factor` of `value`."""
+    stored = scaled(value, factor)
+    if stored is None or value is None:
+        return stored
+    whole = round(value)
+    if round(stored / factor) != whole:
+        stored += 1 if stored / factor < whole else -1
+    return stored
+
+
 def unscaled(value: int | None, factor: int) -> float | None:
     """A `_xN` column back to its value."""
     return None if value is None else value / factor

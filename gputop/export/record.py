@@ -13,6 +13,7 @@ import heapq
 import json
 import math
 import os
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from gputop.recording import (
     USER_VERSION,
     in_units,
     scaled,
+    scaled_whole,
     step_flags,
 )
 from gputop.sources.attach import WINDOW
@@ -45,6 +47,7 @@ TOP_PROCESSES = 5  # by CPU and by RSS, beside the processes that always matter
 ADVICE_REFRESH_S = 60.0  # a shown advice's changed numbers are stored at most this often
 TEXT_CACHE = 4096  # ids of recent texts and process identities kept in memory
 WAL_LIMIT_BYTES = 4 << 20  # the write-ahead log is cut back to this after a checkpoint
+MEASURED = re.compile(r"\d+\.\d+")  # advice quotes measurements with decimals
 
 
 class RecordError(Exception):
@@ -96,11 +99,16 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
 
 def processes_that_matter(frame: Frame, top: int = TOP_PROCESSES) -> list[ProcessSample]:
     """Trainers, workers, launchers, probed and GPU processes (and those outside /proc), the
-    attached trainers, and the `top` busiest by CPU and largest by RSS; in the frame's order."""
+    attached trainers, every process a trainer group names (a worker its group lists before
+    its row says so), and the `top` busiest by CPU and largest by RSS; in the frame's order."""
     attached = {a.pid for a in frame.attached}
     keep = {p.pid for p in frame.processes
             if p.role != "other" or p.has_probe or p.gpu_memory_bytes is not None
             or p.gpu_indices or not p.in_proc or p.pid in attached}
+    for group in frame.trainers:
+        keep.update((group.pid, *group.worker_pids))
+        if group.launcher_pid is not None:
+            keep.add(group.launcher_pid)
     busy = [p for p in frame.processes if (p.cpu_percent or 0.0) >= 0.05]  # not idle ties
     keep.update(p.pid for p in heapq.nlargest(top, busy, key=_cpu))
     keep.update(p.pid for p in heapq.nlargest(top, frame.processes, key=_rss))
@@ -198,7 +206,7 @@ class RecordWriter:
                         "swap_total_bytes": host.swap_total_bytes}),
             self._text({"source": gpu.source, "note": gpu.note,
                         "driver_version": gpu.driver_version, "scenario": gpu.scenario}),
-            scaled(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
+            scaled_whole(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
             host.memory_available_bytes, host.swap_used_bytes,
             *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
             len(frame.processes), self._errors(frame)))
@@ -212,7 +220,7 @@ class RecordWriter:
                             [self._process_row(fid, p) for p in processes_that_matter(
                                 frame, self.top)])
         self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
-            (fid, t.pid, self._text(list(t.worker_pids)), scaled(t.workers_cpu_percent, 10),
+            (fid, t.pid, self._text(list(t.worker_pids)), scaled_whole(t.workers_cpu_percent, 10),
              t.num_threads_total, t.pin_memory_thread, t.launcher_pid)
             for t in frame.trainers])
         if frame.memory_bandwidth is not None:
@@ -247,7 +255,7 @@ class RecordWriter:
                 "processes_known": g.processes_known}
         return (fid, g.index, self._text(info), scaled(g.util_percent, 1),
                 scaled(g.memory_util_percent, 1), in_units(g.memory_used_bytes, MIB),
-                scaled(g.temperature_c, 1), scaled(g.power_w, 10), g.sm_clock_mhz,
+                scaled(g.temperature_c, 1), scaled_whole(g.power_w, 10), g.sm_clock_mhz,
                 g.memory_clock_mhz, in_units(g.pcie_rx_bytes_per_s, KIB),
                 in_units(g.pcie_tx_bytes_per_s, KIB),
                 scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10))
@@ -335,15 +343,15 @@ class RecordWriter:
     def _advice_changes(self, fid: int, now_s: float,
                         advice: Iterable[Advice]) -> dict[str, tuple[Advice, float]]:
         """A row for each piece of advice that appeared or went away, or whose severity,
-        title or action changed; changed numbers alone at most every ADVICE_REFRESH_S."""
+        title or action changed; changed numbers alone (the evidence, the measurements an
+        action quotes) at most every ADVICE_REFRESH_S."""
         shown = dict(self._advice)
         now = {a.id: a for a in advice}
         rows: list[tuple[object, ...]] = []
         for key, item in now.items():
             before, at = shown.get(key, (None, 0.0))
-            if before == item or (before is not None and now_s - at < ADVICE_REFRESH_S and (
-                    before.severity, before.title, before.action) == (
-                    item.severity, item.title, item.action)):
+            if before == item or (before is not None and now_s - at < ADVICE_REFRESH_S
+                                  and _wording(before) == _wording(item)):
                 continue
             rows.append((fid, key, 1, item.severity, item.title, item.evidence, item.action))
             shown[key] = (item, now_s)
@@ -352,6 +360,13 @@ class RecordWriter:
             del shown[key]
         self.db.executemany("INSERT INTO advice VALUES (?,?,?,?,?,?,?)", rows)
         return shown
+
+
+def _wording(item: Advice) -> tuple[str, str, str]:
+    """What an advice says, its measurements aside: severity, title and action with each
+    decimal number (a measured time, a ratio) blanked; integers (GPU indices, the
+    num_workers it recommends) are what it says."""
+    return (item.severity, MEASURED.sub("#", item.title), MEASURED.sub("#", item.action))
 
 
 def _gap_reason(previous: int | None, dropped: int, window_steps: int) -> str:

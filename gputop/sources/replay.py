@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from array import array
 from typing import Any
 
@@ -31,6 +32,7 @@ from gputop.model import (
     StepRecord,
     TrainerConfig,
     TrainerGroup,
+    Trend,
 )
 from gputop.recording import APPLICATION_ID, KIB, MIB, SCHEMA, from_units, unscaled
 
@@ -40,10 +42,12 @@ class ReplayError(Exception):
 
 
 class Recording:
-    """A recording opened read-only (a recorder may still be appending to it)."""
+    """A recording opened read-only (a recorder may still be appending to it); the replay's
+    thread and the UI's read it, one at a time."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._reading = threading.Lock()
         if not os.path.isfile(path):
             raise ReplayError(f"no recording at {path}" if not os.path.exists(path)
                               else f"{path} is not a file")
@@ -51,7 +55,7 @@ class Recording:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             self._check()
         except sqlite3.Error as exc:
-            raise ReplayError(f"cannot replay {path}: {exc}") from None
+            raise ReplayError(f"cannot read {path}: {exc}") from None
         self._texts: dict[int, Any] = {}
         self.ids = array("q")
         self.times = array("d")
@@ -63,12 +67,14 @@ class Recording:
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None or row[0] != SCHEMA:
             raise ReplayError(f"{self.path} is a recording of schema "
-                              f"{row[0] if row else 'none'}; this gputop replays {SCHEMA}")
+                              f"{row[0] if row else 'none'}; this gputop reads {SCHEMA}")
 
     def refresh(self) -> None:
         """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
         last = self.ids[-1] if self.ids else 0
-        rows = self.db.execute("SELECT id, time FROM frames WHERE id > ? ORDER BY id", (last,))
+        with self._reading:
+            rows = self.db.execute("SELECT id, time FROM frames WHERE id > ? ORDER BY id",
+                                   (last,)).fetchall()
         for fid, at in rows:
             self.ids.append(fid)
             self.times.append(at)
@@ -82,7 +88,26 @@ class Recording:
 
     def frame(self, index: int) -> Frame:
         """The Frame of the `index`-th tick (oldest first) as it was recorded."""
-        fid = self.ids[index]
+        with self._reading:
+            return self._frame(self.ids[index])
+
+    def trend(self, index: int, count: int) -> Trend:
+        """What the sparklines drew at the `index`-th tick: the values of the `count` ticks
+        up to it, read in two queries instead of `count` Frames."""
+        first, last = self.ids[max(0, index - count + 1)], self.ids[index]
+        util: dict[int, list[float | None]] = {}
+        with self._reading:
+            for gpu, value, info_id in self.db.execute(
+                    "SELECT gpu, util_percent, info_id FROM gpus WHERE frame BETWEEN ? AND ? "
+                    "ORDER BY frame, gpu", (first, last)).fetchall():
+                lost = (self._text(info_id) or {}).get("lost")
+                util.setdefault(gpu, []).append(None if lost else _float(value))
+            pressure = [unscaled(value, 1000) for (value,) in self.db.execute(
+                "SELECT m.pressure_x1000 FROM frames f LEFT JOIN memory_bandwidth m "
+                "ON m.frame = f.id WHERE f.id BETWEEN ? AND ? ORDER BY f.id", (first, last))]
+        return Trend(util, pressure)
+
+    def _frame(self, fid: int) -> Frame:
         row = self.db.execute("SELECT * FROM frames WHERE id = ?", (fid,)).fetchone()
         if row is None:
             raise ReplayError(f"tick {fid} is no longer in {self.path} (trimmed)")

@@ -15,6 +15,7 @@ SCENARIOS = (
     "idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed", "small-batch",
 )
 MAX_DEVICES = 16
+KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
 NAME = "Simulated H100 80GB HBM3"
@@ -109,6 +110,11 @@ _BEHAVIOURS: dict[str, Callable[[int, random.Random], _Reading]] = {
 }
 
 
+def _whole(value: float, unit: int) -> int:
+    """`value` in whole `unit`s, as NVML counts: memory in MiB, PCIe throughput in KiB/s."""
+    return round(value / unit) * unit
+
+
 def _drift(tick: int, amplitude: float) -> float:
     """A slow, smooth wander (temperatures do not jump from tick to tick)."""
     return amplitude * math.sin(tick / 17.0)
@@ -184,7 +190,7 @@ class SimulatedGpuSource:
         processes: tuple[GpuProcess, ...] = ()
         if index < len(owners):
             # The owner holds all but the driver's share of the context.
-            used = r.used_bytes - CONTEXT_BYTES // 2
+            used = _whole(r.used_bytes, MIB) - CONTEXT_BYTES // 2
             processes = (GpuProcess(owners[index], used, sm_util_percent=r.util),)
         return GpuSample(
             index=index,
@@ -192,15 +198,15 @@ class SimulatedGpuSource:
             uuid=self._uuids[index],
             util_percent=r.util,
             memory_util_percent=r.memory_util,
-            memory_used_bytes=r.used_bytes,
+            memory_used_bytes=_whole(r.used_bytes, MIB),
             memory_total_bytes=MEMORY_TOTAL,
             temperature_c=round(r.temperature_c, 1),
             power_w=round(r.power_w, 1),
             power_limit_w=POWER_LIMIT_W,
             sm_clock_mhz=r.sm_clock_mhz,
             memory_clock_mhz=2619,
-            pcie_rx_bytes_per_s=float(round(r.rx_bytes_per_s)),
-            pcie_tx_bytes_per_s=float(round(r.tx_bytes_per_s)),
+            pcie_rx_bytes_per_s=float(_whole(r.rx_bytes_per_s, KIB)),
+            pcie_tx_bytes_per_s=float(_whole(r.tx_bytes_per_s, KIB)),
             sm_occupancy_percent=round(r.sm_occupancy, 1),
             tensor_active_percent=round(r.tensor_active, 1),
             processes=processes,

@@ -16,8 +16,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input
 
-from gputop.model import Advice, Frame
-from gputop.tui.history import History
+from gputop.model import Advice, Frame, Trend
+from gputop.tui.history import KEEP, History
 from gputop.tui.lines import Line
 from gputop.tui.look import PLAIN
 from gputop.tui.messages import FrameReady, HeaderClicked, HostChosen, RowActivated
@@ -78,6 +78,8 @@ class ReplayControls(Protocol):
     def faster(self, steps: int = 1) -> None: ...
 
     def position(self) -> tuple[int, int]: ...
+
+    def trend(self, time: float, count: int) -> Trend | None: ...
 
 
 @runtime_checkable
@@ -192,13 +194,15 @@ class GputopApp(App[int]):
 
     def show_frame(self, frame: Frame) -> None:
         """Render one Frame into every pane."""
-        if self.frame is not None and frame.time < self.frame.time:
-            self.history = History()  # a replay went back: the sparklines start again
         self.frame = frame
         if frame.fleet is not None:
             self._show_fleet()
             return
-        self.history.add(frame)
+        trend = self.replay.trend(frame.time, KEEP) if self.replay is not None else None
+        if trend is not None:  # a replay draws what was recorded up to the tick, jumped or not
+            self.history = History.recorded(trend)
+        else:
+            self.history.add(frame)
         self._keep_final_advice(frame)
         if self._want_attach is not None:
             self._attach_pending(self._want_attach)

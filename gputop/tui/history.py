@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gputop.model import Frame
+from gputop.model import Frame, Trend
 
 KEEP = 300
 
@@ -16,6 +16,15 @@ class History:
         self.keep = keep
         self.gpu_util: dict[int, deque[float | None]] = {}
         self.membw: deque[float | None] = deque(maxlen=keep)
+
+    @classmethod
+    def recorded(cls, trend: Trend, keep: int = KEEP) -> History:
+        """The history a recording holds up to one tick (a replay's, after any jump)."""
+        history = cls(keep)
+        for index, values in trend.gpu_util.items():
+            history.gpu_util[index] = deque(values, maxlen=keep)
+        history.membw.extend(None if p is None else 100.0 * p for p in trend.membw_pressure)
+        return history
 
     def add(self, frame: Frame) -> None:
         """Append this frame's values."""

@@ -90,6 +90,19 @@ def test_of_600_processes_only_those_that_matter_are_kept() -> None:
     assert not kept & {p.pid for p in idle}
 
 
+def test_every_process_a_trainer_group_shows_is_kept() -> None:
+    """The table draws a trainer's workers from its group; a worker the group lists before
+    its own row says `worker` (just started: a new epoch's loader) is kept all the same."""
+    rows, group = trainer_with_workers(100, workers=2, worker_cpu=0.0)
+    fresh = replace(process(103, ppid=100), cpu_percent=0.0, rss_bytes=1024)
+    launcher = replace(process(99), cpu_percent=0.0, rss_bytes=1024)
+    group = replace(group, worker_pids=(*group.worker_pids, 103), launcher_pid=99)
+    others = [replace(process(1000 + i), cpu_percent=5.0, rss_bytes=GIB) for i in range(20)]
+    kept = {p.pid for p in processes_that_matter(
+        frame(processes=[*rows, fresh, launcher, *others], trainers=(group,)))}
+    assert {99, 100, 101, 102, 103} <= kept
+
+
 def test_every_step_is_stored_once_however_the_windows_overlap(tmp_path: Path) -> None:
     writer, path = _writer(tmp_path)
     base = frame()
@@ -143,6 +156,28 @@ def test_advice_is_stored_when_it_appears_changes_or_goes(tmp_path: Path) -> Non
     assert _query(path, "SELECT frame, shown, severity, evidence FROM advice ORDER BY frame") == [
         (1, 1, "warn", "2.0 GiB swapped"), (3, 1, "critical", "6.0 GiB swapped"),
         (4, 1, "critical", "6.5 GiB swapped"), (5, 0, None, None)]
+
+
+def test_measurements_in_an_action_are_numbers_a_new_recommendation_is_not(
+        tmp_path: Path) -> None:
+    """An action quoting measured times (decimals) moves every tick: that is a change of
+    numbers, stored once a minute; the number it recommends (an integer) changing is new
+    advice, stored at once. 30 ticks of moving predictions were 30 rows before."""
+    writer, path = _writer(tmp_path)
+    base = frame()
+
+    def advice(workers: int, tick: int) -> Advice:
+        return Advice("raise-num-workers", "warn", "The workers cannot keep up",
+                      f"{40 + tick % 7}.{tick % 10} ms per batch",
+                      f"Try num_workers={workers}: predicted step 8.{tick % 10} ms instead "
+                      f"of 4{tick % 10}.{tick % 3} ms (5.{tick % 4}x the samples/s).")
+
+    for tick in range(30):
+        writer.write(replace(base, time=base.time + tick, advice=(advice(4, tick),)))
+    writer.write(replace(base, time=base.time + 30, advice=(advice(6, 30),)))
+    rows = _query(path, "SELECT frame, action FROM advice ORDER BY frame")
+    assert [frame for frame, _ in rows] == [1, 31]
+    assert rows[1][1].startswith("Try num_workers=6:")
 
 
 def test_a_recording_is_appended_to(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ step, jump and change speed, and the panes showing what the live view showed the
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,11 @@ from gputop.playback import Playback
 from gputop.sources.replay import Recording
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
-from gputop.tui.views.header import recorded_time
+from gputop.tui.history import History
+from gputop.tui.views.gpus import gpu_lines
+from gputop.tui.views.header import header_lines, recorded_time
+from gputop.tui.views.host import host_lines
+from gputop.tui.views.processes import TableState, columns_for, row_line, table_rows
 from gputop.tui.widgets.linepane import LinePane
 from tests.helpers.tui import FedSampler, frames, sync
 
@@ -143,3 +148,87 @@ async def test_the_live_view_keeps_g_for_sorting() -> None:
         await pilot.press("g")
         assert app.state.sort == "gpu"
         assert "first" not in _text(app, "footer") and "GPU MEM" in _text(app, "footer")
+
+
+async def _live_panes(frames_shown: list[Frame], panes: tuple[str, ...]) -> dict[str, str]:
+    """The panes of the live view fed `frames_shown` one after another."""
+    shown = build_app(FedSampler())  # type: ignore[arg-type]
+    async with shown.run_test(size=SIZE) as pilot:
+        for frame in frames_shown:
+            shown.show_frame(frame)
+        await pilot.pause()
+        return {pane: _text(shown, pane) for pane in panes}
+
+
+@sync
+async def test_a_jumped_to_or_held_tick_has_the_sparklines_recorded_before_it(
+        tmp_path: Path) -> None:
+    """The GPU sparklines at a tick are the recorded ticks up to it, however the replay got
+    there: jumped (G, g), stepped back, or played to the newest tick and held (shown twice)."""
+    path, live = _recorded(tmp_path)
+    app, playback = _replay(path)
+    seen: dict[str, str] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        await _showing(app, pilot, 1, live)
+        await pilot.press("G")
+        await _showing(app, pilot, TICKS, live)
+        seen["G"] = _text(app, "gpus")
+        await pilot.press("left")
+        await _showing(app, pilot, TICKS - 1, live)
+        seen["left"] = _text(app, "gpus")
+        await pilot.press("g")
+        await _showing(app, pilot, 1, live)
+        seen["g"] = _text(app, "gpus")
+        await pilot.press(*["plus"] * 6, "p")  # 64x: played through and held at the newest
+        await _showing(app, pilot, TICKS, live)
+        for _ in range(1000):
+            if playback.paused:
+                break
+            await pilot.pause(0.01)
+        await pilot.pause(0.1)
+        seen["held"] = _text(app, "gpus")
+    assert seen["G"] == seen["held"] == (await _live_panes(live, ("gpus",)))["gpus"]
+    assert seen["left"] == (await _live_panes(live[:-1], ("gpus",)))["gpus"]
+    assert seen["g"] == (await _live_panes(live[:1], ("gpus",)))["gpus"]
+
+
+def _drawn(frame: Frame, kept: set[int], width: int = 160) -> list[str]:
+    """The header, host, GPU and process lines the live view draws for `frame` alone (the
+    table's rows of the processes in `kept`: a recording keeps the ones that matter)."""
+    history = History()
+    history.add(frame)
+    columns = columns_for(width)
+    lines = (header_lines(frame, width) + host_lines(frame.host, frame.memory_bandwidth,
+                                                       history, width, max_core_rows=4)
+             + gpu_lines(frame.gpu.gpus, history, width, 8)
+             + [row_line(r, columns, width, False) for r in table_rows(frame, TableState())
+                if r.process.pid in kept])
+    return ["".join(text for text, _ in line) for line in lines]
+
+
+def test_a_recorded_frame_draws_the_lines_the_live_one_drew(tmp_path: Path) -> None:
+    """Numbers a recording keeps at a tenth but the screen prints whole (host and worker
+    %CPU, GPU watts) read back to the same digit, per-core bars are drawn at the whole
+    percent printed beside them, simulated GPUs count memory and PCIe in NVML's units."""
+    rng = random.Random(16)
+    live = []
+    for frame in frames("data-starved", 200, attach=True):
+        host = replace(frame.host, cpu_percent=rng.uniform(0, 100),
+                       per_cpu_percent=tuple(rng.uniform(0, 100) for _ in range(4)))
+        groups = tuple(replace(g, workers_cpu_percent=rng.uniform(0, 300))
+                       for g in frame.trainers)
+        gpus = tuple(replace(g, power_w=rng.uniform(60, 700)) for g in frame.gpu.gpus)
+        live.append(replace(frame, host=host, trainers=groups,
+                            gpu=replace(frame.gpu, gpus=gpus)))
+    path = tmp_path / "run.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    for frame in live:
+        writer.write(frame)
+    writer.db.close()
+    recording = Recording(str(path))
+    replayed = [recording.frame(i) for i in range(len(live))]
+    kept = [{p.pid for p in frame.processes} for frame in replayed]
+    assert all(group.pid in kept[0] for group in live[0].trainers)
+    differ = [i for i, frame in enumerate(live)
+              if _drawn(replayed[i], kept[i]) != _drawn(frame, kept[i])]
+    assert not differ, (_drawn(replayed[differ[0]], kept[0]), _drawn(live[differ[0]], kept[0]))

@@ -33,7 +33,7 @@ def core_lines(per_cpu: tuple[float, ...], width: int, max_rows: int) -> list[Li
     if len(per_cpu) * cell <= width - label_w:
         spans: list[Span] = [("cpu", "dim")]
         for index, value in enumerate(per_cpu):
-            frac = value / 100
+            frac = round(value) / 100  # the bar is the whole percent printed beside it
             style = cells.level(frac)
             spans += [(f"{index:>3} ", "dim"), *bar_spans(cells.bar_parts(frac, 4), style),
                       (f"{value:>3.0f}", style)]
@@ -43,7 +43,7 @@ def core_lines(per_cpu: tuple[float, ...], width: int, max_rows: int) -> list[Li
     for start in range(0, len(per_cpu), per_row):
         chunk = per_cpu[start:start + per_row]
         spans = [("cpu " if start == 0 else "    ", "dim")]
-        spans += [(_glyph(value), cells.level(value / 100)) for value in chunk]
+        spans += [(_glyph(round(value)), cells.level(round(value) / 100)) for value in chunk]
         rows.append(_merge(spans))
     if len(rows) > max_rows:
         rows = rows[:max_rows]
