@@ -20,9 +20,7 @@ from typing import Any, NamedTuple
 from gputop.probe import ring as layout
 
 MAX_VALUE = 1 << 62
-
-
-GRACE_NS = 5_000_000_000  # a file this young may be a ring its writer is still creating
+GRACE_NS = layout.CREATION_GRACE_NS
 
 
 class RingError(Exception):
@@ -32,6 +30,15 @@ class RingError(Exception):
 class RingRefused(RingError):
     """The file will never be read as this ring: someone else's, not a regular file, not a
     ring, or not the process's; a listing need not open it again."""
+
+
+class RingUnfinished(RingError):
+    """A file too young to judge: its writer may still be creating the ring. It can be
+    judged from `settled_ns` on (wall-clock ns, when the creation grace ends)."""
+
+    def __init__(self, message: str, settled_ns: int) -> None:
+        super().__init__(message)
+        self.settled_ns = settled_ns
 
 
 class StaleRing(RingRefused):
@@ -48,6 +55,7 @@ class RingHeader:
     head: int
     slots: int
     uid: int
+    namespace: tuple[int, int] | None  # the writer's PID namespace; None: unknown
 
 
 class RawRecord(NamedTuple):
@@ -95,7 +103,7 @@ class RingReader:
             self.uid = st.st_uid
             _check_file(st, path, owner, pid)
             if _header_unwritten(self._pread(len(layout.MAGIC), 0), st):
-                raise RingError(f"{_who(path, pid)} is still being created")
+                raise _unfinished(path, pid, st)
             self.header = self.read_header()
             _check_process(self.header, path, pid, start_ticks)
         except BaseException:
@@ -108,9 +116,9 @@ class RingReader:
 
     def read_header(self) -> RingHeader:
         """The header, validated field by field."""
-        raw = self._pread(layout.HEADER.size, 0)
+        raw = self._pread(layout.NAMESPACE_OFFSET + layout.NAMESPACE.size, 0)
         (magic, version, header_size, record_size, slots, pid, ticks, start_time,
-         head, _meta_seq, _meta_len) = layout.HEADER.unpack(raw)
+         head, _meta_seq, _meta_len) = layout.HEADER.unpack_from(raw)
         if magic != layout.MAGIC:
             raise RingRefused(f"{self.path} is not a gputop ring")
         if version != layout.VERSION:
@@ -125,7 +133,8 @@ class RingReader:
         size = os.fstat(self._fd).st_size
         if size != layout.FILE_SIZE:
             raise RingError(f"{self.path} is truncated ({size} bytes)")
-        return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1))
+        return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1),
+                          layout.header_namespace(raw))
 
     def read_new(self) -> list[RawRecord]:
         """Records published since the last call, oldest first; lost ones add to `dropped`.
@@ -246,8 +255,12 @@ def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None) -> N
     if st.st_size != layout.FILE_SIZE:
         reason = f"{who} has {st.st_size} bytes, not a ring's {layout.FILE_SIZE}"
         if st.st_size == 0 and _young(st):  # created, not yet sized
-            raise RingError(f"{who} is still being created")
+            raise _unfinished(path, pid, st)
         raise RingRefused(reason)
+
+
+def _unfinished(path: str, pid: int | None, st: os.stat_result) -> RingUnfinished:
+    return RingUnfinished(f"{_who(path, pid)} is still being created", st.st_ctime_ns + GRACE_NS)
 
 
 def _header_unwritten(magic: bytes, st: os.stat_result) -> bool:

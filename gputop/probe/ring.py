@@ -32,6 +32,7 @@ ENV_DIR = "GPUTOP_RING_DIR"
 DEFAULT_DIR = "/dev/shm"
 SUFFIX_MAX = 32  # hex digits of a second name's suffix
 SECOND_NAME_TRIES = 8
+CREATION_GRACE_NS = 5_000_000_000  # a file this young may be a ring its writer is still creating
 
 # magic, version, header_size, record_size, slots, pid, start_ticks, start_time_ns,
 # head, meta_seq, meta_len
@@ -39,6 +40,12 @@ HEADER = struct.Struct("@8sqqqqqqqqqq")
 HEAD_OFFSET = struct.calcsize("@8sqqqqqqq")
 META_SEQ_OFFSET = HEAD_OFFSET + 8
 META_LEN_OFFSET = HEAD_OFFSET + 16
+# The writer's PID namespace, (st_dev, st_ino) of /proc/self/ns/pid, in words the version 2
+# header left zero (every writer before this field leaves them so): zero = unknown, and the
+# header's pid means something only in that namespace. No version bump: an older reader
+# still reads the ring, and a zero is what "unknown" needs anyway.
+NAMESPACE = struct.Struct("@QQ")
+NAMESPACE_OFFSET = HEADER.size
 
 # The step record, word by word (int64 each): its one declaration. The structs, the index
 # constants below, the reader's RawRecord, the probe's phase order and StepRecord's fields
@@ -80,7 +87,7 @@ F_INPUT_OUTSIDE_MODEL = 16
 # the metadata key under which the probe says what it saw while no step has closed yet
 META_STATUS = "probe_status"
 
-assert HEADER.size <= META_OFFSET and RECORD_SIZE == 128
+assert NAMESPACE_OFFSET + NAMESPACE.size <= META_OFFSET and RECORD_SIZE == 128
 assert PAYLOAD_OFFSET + PAYLOAD.size == CHECK_WORD * 8
 
 
@@ -125,9 +132,20 @@ def _is_hex(text: str) -> bool:
 
 
 def start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks); None when gone or a zombie."""
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot, the same in every PID
+    namespace); None when gone or a zombie."""
+    return _stat_ticks(f"/proc/{pid}/stat")
+
+
+def own_start_ticks() -> int | None:
+    """This process's start ticks, through /proc/self (right even where /proc numbers
+    processes in another PID namespace than ours)."""
+    return _stat_ticks("/proc/self/stat")
+
+
+def _stat_ticks(path: str) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             stat = f.read()
         fields = stat[stat.rindex(b")") + 2 :].split()
         if fields[0] in (b"Z", b"X"):
@@ -137,11 +155,29 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+def pid_namespace() -> tuple[int, int] | None:
+    """This process's PID namespace as (st_dev, st_ino) of /proc/self/ns/pid (how namespaces(7)
+    tells two apart); None when it cannot be read."""
+    try:
+        st = os.stat("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if st.st_ino else None
+
+
+def header_namespace(raw: bytes) -> tuple[int, int] | None:
+    """The writer's PID namespace from a header's bytes (at least NAMESPACE_OFFSET +
+    NAMESPACE.size of them); None when it is unknown (zero)."""
+    dev, ino = NAMESPACE.unpack_from(raw, NAMESPACE_OFFSET)
+    return (dev, ino) if ino else None
+
+
 class RingWriter:
     """Creates the ring for this process and appends records; never blocks or allocates.
 
     When another file holds `path`, the ring gets a second name of its own: `path` is where
-    it is, and `squatter` the path it could not take and that file's owner uid.
+    it is, and `squatter` the path it could not take and that file's owner uid when that is
+    another user (a file of ours there is a ring of another PID namespace: no one to warn).
     """
 
     def __init__(self, path: str) -> None:
@@ -158,8 +194,9 @@ class RingWriter:
         os.close(fd)
         HEADER.pack_into(
             self._mm, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, SLOTS, self.pid,
-            start_ticks(self.pid) or 0, time.time_ns(), 0, 0, 0,
+            own_start_ticks() or 0, time.time_ns(), 0, 0, 0,
         )
+        NAMESPACE.pack_into(self._mm, NAMESPACE_OFFSET, *(pid_namespace() or (0, 0)))
         self._words = memoryview(self._mm).cast("q")
         first = HEADER_SIZE // 8
         self._slots = [
@@ -222,8 +259,8 @@ class RingWriter:
 
 def _create(path: str) -> tuple[int, str, tuple[str, int] | None]:
     """Open a new ring file exclusively: at `path` (replacing a stale one of ours), else at a
-    second name of our own. Returns the fd, its path, and (path, owner uid) of the file
-    that kept us from `path`, if one did."""
+    second name of our own. Returns the fd, its path, and (path, owner uid) of another
+    user's file that kept us from `path`, if one did."""
     try:
         return _create_at(path), path, None
     except FileExistsError:
@@ -234,14 +271,15 @@ def _create(path: str) -> tuple[int, str, tuple[str, int] | None]:
             return _create_at(path), path, None
         except FileExistsError:
             holder = _owner(path)
+    squatter = (path, holder) if holder != os.getuid() else None
     for _ in range(SECOND_NAME_TRIES - 1):
         other = second_name(path)
         try:
-            return _create_at(other), other, (path, holder)
+            return _create_at(other), other, squatter
         except FileExistsError:
             continue
     other = second_name(path)
-    return _create_at(other), other, (path, holder)
+    return _create_at(other), other, squatter
 
 
 def _create_at(path: str) -> int:
@@ -258,19 +296,30 @@ def _owner(path: str) -> int:
 
 
 def _is_stale(path: str) -> bool:
-    """True when our file at `path` was written by an earlier process that had our PID (or
-    is no ring at all); never blocks on a FIFO."""
+    """True when our file at `path` is provably no one's live ring: one an earlier process
+    of our PID namespace with our PID wrote, or no ring at all and older than a writer takes
+    to write its header. A ring of another namespace (whose trainer has our PID there) or of
+    an unknown one is kept. Never blocks on a FIFO."""
     try:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags)
         try:
-            raw = os.pread(fd, HEADER.size, 0)
+            st = os.fstat(fd)
+            raw = os.pread(fd, NAMESPACE_OFFSET + NAMESPACE.size, 0)
         finally:
             os.close(fd)
-        fields = HEADER.unpack(raw)
-    except (OSError, struct.error):
-        return True
-    return bool(fields[0] != MAGIC or fields[6] != start_ticks(os.getpid()))
+    except OSError:
+        return False
+    if raw[: len(MAGIC)] != MAGIC:
+        return time.time_ns() - st.st_mtime_ns > CREATION_GRACE_NS
+    if len(raw) < NAMESPACE_OFFSET + NAMESPACE.size:
+        return False
+    fields = HEADER.unpack_from(raw)
+    ours = pid_namespace()
+    return bool(
+        fields[1] == VERSION and ours is not None and header_namespace(raw) == ours
+        and fields[5] == os.getpid() and fields[6] != own_start_ticks()
+    )
 
 
 def _unlink_quietly(path: str) -> None:

@@ -6,15 +6,24 @@ is a regular file of the ring's size owned by that uid, and its header carries t
 process's PID and start ticks. A listing drops other users' names before any syscall of
 their own (unless we are root) and remembers each refused file by (inode, pid), so planted
 files cost one look each, not one per tick.
+
+/dev/shm is shared across PID namespaces (containers run with --ipc=host), and a PID means
+something only in its namespace, which the header records. A ring of another namespace is
+found under the PID /proc gives its process (through /proc/PID/status's NSpid), never by
+its number; one whose process we cannot see is left alone. A ring is removed only when its
+header proves it of our namespace and its process gone (or another by start ticks): a
+ring whose header names no namespace (a probe before the field) is never removed.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gputop.probe import ring as layout
-from gputop.probe.reader import RingError, RingReader, RingRefused, StaleRing
+from gputop.probe.reader import RingError, RingReader, RingRefused, RingUnfinished
 from gputop.sources.procfs import read_bytes
 
 
@@ -53,10 +62,62 @@ def process_owner(pid: int) -> int | None:
     return None
 
 
-def open_ring(name: RingName, ticks: int) -> RingReader:
-    """The ring `name`, opened once it passes every check against its live process (which
-    started at `ticks`); RingError says in one line why not."""
-    pid = name.pid
+Namespace = tuple[int, int]  # a PID namespace: (st_dev, st_ino) of /proc/PID/ns/pid
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedRing:
+    """A ring that passed the checks, and the PID namespace its header names (None:
+    unknown); its name's PID is the process's PID in that namespace."""
+
+    name: RingName
+    namespace: Namespace | None
+
+
+def proc_namespace() -> Namespace | None:
+    """Our PID namespace, when /proc numbers processes in it (its NSpid for us has one PID;
+    not so under `unshare --pid` without a /proc of its own); else None."""
+    for line in (read_bytes("/proc/self/status") or b"").splitlines():
+        if line.startswith(b"NSpid:"):
+            return layout.pid_namespace() if len(line.split()) == 2 else None
+    return layout.pid_namespace()  # a kernel before NSpid (4.1) has no nested /proc to fear
+
+
+def namespace_pids(skip: Namespace | None) -> dict[Namespace, dict[int, int]]:
+    """For each PID namespace but `skip` with processes we may look at (root: all; others:
+    their own): {PID in that namespace: PID as /proc numbers it}. One pass over /proc."""
+    found: dict[Namespace, dict[int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}/ns/pid")
+        except OSError:  # gone, or not ours to look at
+            continue
+        namespace = (st.st_dev, st.st_ino)
+        inner = None if namespace == skip else _innermost_pid(entry)
+        if inner is not None:
+            found.setdefault(namespace, {})[inner] = int(entry)
+    return found
+
+
+def _innermost_pid(pid: str) -> int | None:
+    """The process's PID in its own namespace: the last of /proc/PID/status's NSpid."""
+    for line in (read_bytes(f"/proc/{pid}/status") or b"").splitlines():
+        if line.startswith(b"NSpid:"):
+            last = line.split()[-1]
+            return int(last) if last.isdigit() else None
+    return None
+
+
+def open_ring(ring: TrustedRing, pid: int, ticks: int) -> RingReader:
+    """The ring, opened once it passes every check against its live process `pid` (as /proc
+    numbers it; started at `ticks`); RingError says in one line why not."""
+    name = ring.name
     owner = process_owner(pid)
     if owner is None:
         raise RingError(f"no process with PID {pid}")
@@ -67,7 +128,54 @@ def open_ring(name: RingName, ticks: int) -> RingReader:
     if name.uid != owner:
         raise RingRefused(f"ring of PID {pid} is named for uid {name.uid}, but the process's "
                           f"owner is uid {owner}: ignored")
-    return RingReader(name.path, owner=owner, pid=pid, start_ticks=ticks)
+    reader = RingReader(name.path, owner=owner, pid=name.pid, start_ticks=ticks)
+    if reader.header.namespace != ring.namespace:
+        reader.close()
+        raise RingRefused(f"ring of PID {pid} is now of another PID namespace: ignored")
+    return reader
+
+
+class _Refusal(NamedTuple):
+    """Why a file is not read: `pid` the process it claimed, where we know it; it is not
+    looked at again (until `until_ns`, wall clock, when given)."""
+
+    reason: str
+    pid: int | None
+    until_ns: int | None = None
+
+    def holds(self, now_ns: int) -> bool:
+        """Whether the file is still not to be looked at, at wall-clock `now_ns`."""
+        return self.until_ns is None or now_ns < self.until_ns
+
+
+class _Placed(NamedTuple):
+    """A trusted ring and its live process: its PID as /proc numbers it, its start ticks."""
+
+    pid: int
+    ticks: int
+    ring: TrustedRing
+
+
+@dataclass
+class _Listing:
+    """What one scan found, built up ring by ring."""
+
+    rings: dict[int, TrustedRing] = field(default_factory=dict)
+    refusals: dict[int, str] = field(default_factory=dict)
+    trusted: dict[tuple[int, int], _Placed] = field(default_factory=dict)
+    refused: dict[tuple[int, int], _Refusal] = field(default_factory=dict)
+    leftovers: list[RingName] = field(default_factory=list)
+
+    def trust(self, placed: _Placed) -> None:
+        self.trusted[(placed.ring.name.inode, placed.ring.name.pid)] = placed
+        self.rings.setdefault(placed.pid, placed.ring)
+
+    def refuse(self, name: RingName, refusal: _Refusal, for_good: bool = True) -> None:
+        """Note why `name` is not read; remembered for the next scan when `for_good`."""
+        if for_good:
+            self.refused[(name.inode, name.pid)] = refusal
+        if refusal.pid is not None:
+            self.refusals.setdefault(refusal.pid, refusal.reason)
 
 
 class RingDirectory:
@@ -75,11 +183,12 @@ class RingDirectory:
 
     def __init__(self, directory: str | None = None) -> None:
         self.directory = directory
-        self.rings: dict[int, RingName] = {}  # live PID -> its ring
+        self.namespace = proc_namespace()  # ours, where /proc numbers processes in it
+        self.rings: dict[int, TrustedRing] = {}  # live PID (as /proc numbers it) -> its ring
         self.refusals: dict[int, str] = {}  # PID -> why a ring named for it was refused
-        self._trusted: dict[tuple[int, int], int] = {}  # (inode, pid) -> the ticks it matched
-        self._refused: dict[tuple[int, int], str] = {}  # (inode, pid) -> why, for good
         self.leftovers: list[RingName] = []  # our rings whose process is gone, as last listed
+        self._last = _Listing()
+        self._others: dict[Namespace, dict[int, int]] | None = None  # this scan's, once needed
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
@@ -89,42 +198,75 @@ class RingDirectory:
         """List the directory once and check each ring not judged before; files refused for
         good are not opened again. Rings of our own dead trainers are noted in `leftovers`,
         not removed (that is `remove_leftovers()`)."""
-        rings: dict[int, RingName] = {}
-        refusals: dict[int, str] = {}
-        trusted: dict[tuple[int, int], int] = {}
-        refused: dict[tuple[int, int], str] = {}
-        leftovers: list[RingName] = []
+        listing = _Listing()
+        self._others = None
+        now = time.time_ns()
         for name in ring_names(self.path()):
             key = (name.inode, name.pid)
-            reason = self._refused.get(key)
-            if reason is not None:
-                refused[key] = reason
-                refusals.setdefault(name.pid, reason)
+            refused = self._last.refused.get(key)
+            if refused is not None and refused.holds(now):
+                listing.refuse(name, refused)
                 continue
-            ticks = layout.start_ticks(name.pid)
-            if ticks is None:  # a dead trainer's ring, or a name planted for no process
-                if _is_ours(name):
-                    leftovers.append(name)
-                else:
-                    refused[key] = f"no process with PID {name.pid}"
+            placed = self._last.trusted.get(key)
+            if placed is not None and layout.start_ticks(placed.pid) == placed.ticks:
+                listing.trust(placed)
                 continue
-            if self._trusted.get(key) != ticks:
-                try:
-                    open_ring(name, ticks).close()
-                except RingRefused as exc:  # for good (a stale ring of ours is a leftover)
-                    if isinstance(exc, StaleRing) and _is_ours(name):
-                        leftovers.append(name)
-                    else:
-                        refused[key] = str(exc)
-                        refusals.setdefault(name.pid, str(exc))
-                    continue
-                except RingError as exc:  # may pass later: a ring still being created
-                    refusals.setdefault(name.pid, str(exc))
-                    continue
-            trusted[key] = ticks
-            rings.setdefault(name.pid, name)
-        self.rings, self.refusals, self.leftovers = rings, refusals, leftovers
-        self._trusted, self._refused = trusted, refused
+            self._judge(name, listing)
+        self._last = listing
+        self.rings, self.refusals, self.leftovers = (
+            listing.rings, listing.refusals, listing.leftovers)
+
+    def _judge(self, name: RingName, listing: _Listing) -> None:
+        """Place the ring `name` in `listing`: trusted for its live process, our leftover,
+        or refused (for good, or for now)."""
+        try:
+            reader = RingReader(name.path, owner=name.uid, pid=name.pid)
+        except RingUnfinished as exc:
+            # Looked at again next scan where a process of the name's uid has its PID here (by
+            # number: a hint of when to look, never trust), else once its writer had its time.
+            soon = process_owner(name.pid) == name.uid
+            listing.refuse(name, _Refusal(str(exc), name.pid, exc.settled_ns), for_good=not soon)
+            return
+        except RingRefused as exc:  # not a ring, or not the uid's its name claims
+            listing.refuse(name, _Refusal(str(exc), name.pid))
+            return
+        except RingError as exc:  # may pass later
+            listing.refuse(name, _Refusal(str(exc), name.pid), for_good=False)
+            return
+        header = reader.header
+        reader.close()
+        ours = header.namespace is not None and header.namespace == self.namespace
+        if ours or header.namespace is None:
+            pid: int | None = name.pid
+        else:
+            pid = self._pid_here(header.namespace, name.pid)
+        if pid is None:  # a process of another namespace that we cannot see (or gone)
+            listing.refuse(name, _Refusal(f"{name.path} is of a PID namespace gputop cannot "
+                                          "see into", None))
+            return
+        ticks = layout.start_ticks(pid)
+        if ours and _gone(header.start_ticks, ticks) and _is_ours(name):
+            listing.leftovers.append(name)  # proven: our namespace, its process gone
+            return
+        if ticks is None:  # gone (unproven: another namespace's PID, or one not named)
+            listing.refuse(name, _Refusal(f"no process with PID {pid}", None))
+            return
+        ring = TrustedRing(name, header.namespace)
+        try:
+            open_ring(ring, pid, ticks).close()
+        except RingRefused as exc:
+            listing.refuse(name, _Refusal(str(exc), pid))
+            return
+        except RingError as exc:
+            listing.refuse(name, _Refusal(str(exc), pid), for_good=False)
+            return
+        listing.trust(_Placed(pid, ticks, ring))
+
+    def _pid_here(self, namespace: Namespace, inner: int) -> int | None:
+        """The PID /proc gives the process that is `inner` in `namespace`, if we see it."""
+        if self._others is None:
+            self._others = namespace_pids(skip=self.namespace)
+        return self._others.get(namespace, {}).get(inner)
 
     def remove_leftovers(self) -> None:
         """Unlink the leftovers of the last scan that are still the files it judged (the
@@ -140,13 +282,20 @@ class RingDirectory:
 
     def open(self, pid: int) -> RingReader:
         """`pid`'s ring as the last scan found it, checked again as it is opened."""
-        name = self.rings.get(pid)
-        if name is None:
+        ring = self.rings.get(pid)
+        if ring is None:
             raise RingError(self.refusals.get(pid) or f"PID {pid} has no probe ring yet")
         ticks = layout.start_ticks(pid)
         if ticks is None:
             raise RingError(f"no process with PID {pid}")
-        return open_ring(name, ticks)
+        return open_ring(ring, pid, ticks)
+
+
+def _gone(written: int, now: int | None) -> bool:
+    """Whether the process that wrote start ticks `written` is gone, its PID free (`now`
+    None) or another process's (other start ticks; a writer that could not read its own
+    wrote 0, and proves nothing then)."""
+    return now is None or (written != 0 and now != written)
 
 
 def _is_ours(name: RingName) -> bool:

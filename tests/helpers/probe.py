@@ -71,3 +71,14 @@ def sample_until(
             return frame
         time.sleep(pause_s)
     raise AssertionError("the expected frame never came")
+
+
+def header_only_ring(pid: int, ticks: int, namespace: tuple[int, int] | None) -> bytes:
+    """A ring file with no steps, as a killed trainer `pid` (started at `ticks`) leaves it;
+    `namespace` is its PID namespace as the header records it (None: a probe before the field)."""
+    raw = bytearray(layout.FILE_SIZE)
+    layout.HEADER.pack_into(raw, 0, layout.MAGIC, layout.VERSION, layout.HEADER_SIZE,
+                            layout.RECORD_SIZE, layout.SLOTS, pid, ticks, time.time_ns(),
+                            0, 0, 0)
+    layout.NAMESPACE.pack_into(raw, layout.NAMESPACE_OFFSET, *(namespace or (0, 0)))
+    return bytes(raw)

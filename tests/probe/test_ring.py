@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from gputop.probe import ring as layout
 from gputop.probe.reader import RingError, RingReader
 from gputop.sources.attach import RingAttachSource
-from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.probe import ROOT, header_only_ring, trainer_env
 
 OPTIONAL = st.one_of(st.just(-1), st.integers(0, 1 << 61))
 RECORD = st.tuples(
@@ -270,9 +270,57 @@ def test_a_killed_trainers_ring_is_ignored_and_removed(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def _own_ticks() -> int:
+    ticks = layout.own_start_ticks()
+    assert ticks is not None
+    return ticks
+
+
+def test_the_header_records_the_writers_pid_namespace(ring_dir: Path) -> None:
+    writer = _writer(ring_dir)
+    st = os.stat("/proc/self/ns/pid")
+    assert RingReader(writer.path).header.namespace == (st.st_dev, st.st_ino)
+    writer.close()
+
+
 def test_a_ring_left_by_an_earlier_process_with_the_same_pid_is_replaced(ring_dir: Path) -> None:
     path = layout.ring_path(os.getpid(), directory=str(ring_dir))
-    Path(path).write_bytes(b"\0" * 64)  # what a dead predecessor's crash might leave
+    Path(path).write_bytes(header_only_ring(os.getpid(), _own_ticks() + 1, layout.pid_namespace()))
     writer = _writer(ring_dir)
-    assert RingReader(path).header.pid == os.getpid()
+    assert writer.path == path and writer.squatter is None
+    assert RingReader(path).header.start_ticks == _own_ticks()
+    writer.close()
+
+
+def test_an_old_file_at_our_name_that_is_no_ring_is_replaced(ring_dir: Path) -> None:
+    path = layout.ring_path(os.getpid(), directory=str(ring_dir))
+    Path(path).write_bytes(b"\0" * 64)  # what a predecessor that crashed in creating it leaves
+    past = time.time() - 60
+    os.utime(path, (past, past))
+    writer = _writer(ring_dir)
+    assert writer.path == path and RingReader(path).header.pid == os.getpid()
+    writer.close()
+
+
+MAYBE_LIVE = {  # files of ours at our ring's name that may be another process's live ring
+    "a file no ring yet, young: a writer may be creating it": lambda: b"\0" * 64,
+    "a ring of another PID namespace, whose trainer has our PID there": lambda: (
+        header_only_ring(os.getpid(), _own_ticks() + 1, (1, 12345))),
+    "a ring whose namespace is unknown (a probe before the field)": lambda: (
+        header_only_ring(os.getpid(), _own_ticks() + 1, None)),
+}
+
+
+@pytest.mark.parametrize("case", MAYBE_LIVE)
+def test_a_file_of_ours_that_may_be_a_live_ring_keeps_our_ring_from_its_name(
+    ring_dir: Path, case: str
+) -> None:
+    """The ring takes a second name, silently: no other user is squatting."""
+    path = Path(layout.ring_path(os.getpid(), directory=str(ring_dir)))
+    held = MAYBE_LIVE[case]()
+    path.write_bytes(held)
+    writer = _writer(ring_dir)
+    assert writer.path != str(path) and writer.squatter is None
+    assert path.read_bytes() == held
+    assert RingReader(writer.path).header.pid == os.getpid()
     writer.close()

@@ -19,7 +19,7 @@ from gputop.sources.attach import (
     check_attachable,
     config_from_meta,
 )
-from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.probe import ROOT, header_only_ring, trainer_env
 
 TRAINER = """
 import sys, time
@@ -113,7 +113,9 @@ def test_attach_refuses_a_process_without_a_ring_and_says_how(tmp_path: Path) ->
 def test_attach_refuses_a_ring_of_another_user(tmp_path: Path) -> None:
     other = os.getuid() + 4242
     path = layout.ring_path(os.getpid(), uid=other, directory=str(tmp_path))
-    Path(path).write_bytes(b"\0" * layout.FILE_SIZE)
+    ticks = layout.start_ticks(os.getpid())
+    assert ticks is not None
+    Path(path).write_bytes(header_only_ring(os.getpid(), ticks, layout.pid_namespace()))
     if os.getuid() == 0:
         os.chown(path, other, -1)
     reason = check_attachable(os.getpid(), str(tmp_path))

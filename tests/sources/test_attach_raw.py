@@ -15,7 +15,7 @@ from gputop.derive import Derivation
 from gputop.model import EMPTY_STEP_SUMMARY, AttachState, StepRecord, TrainerConfig
 from gputop.probe import ring as layout
 from gputop.sources.attach import WINDOW, RingAttachSource
-from tests.helpers.probe import payload
+from tests.helpers.probe import header_only_ring, payload
 
 MS = 1_000_000
 
@@ -71,13 +71,12 @@ def _dead_pid() -> int:
 def test_listing_probe_pids_removes_nothing(tmp_path: Path) -> None:
     """Our dead trainer's ring, and a ring of ours left by an earlier process with our PID:
     neither is listed, both stay until remove_dead_rings() is called."""
-    dead = Path(layout.ring_path(_dead_pid(), directory=str(tmp_path)))
-    dead.write_bytes(b"\0" * layout.FILE_SIZE)
+    ours = layout.pid_namespace()
+    pid = _dead_pid()
+    dead = Path(layout.ring_path(pid, directory=str(tmp_path)))
+    dead.write_bytes(header_only_ring(pid, 1, ours))
     stale = Path(layout.ring_path(os.getpid(), directory=str(tmp_path)))
-    stale.write_bytes(layout.HEADER.pack(
-        layout.MAGIC, layout.VERSION, layout.HEADER_SIZE, layout.RECORD_SIZE, layout.SLOTS,
-        os.getpid(), (layout.start_ticks(os.getpid()) or 0) + 1, 0, 0, 0, 0,
-    ).ljust(layout.FILE_SIZE, b"\0"))
+    stale.write_bytes(header_only_ring(os.getpid(), (layout.own_start_ticks() or 0) + 1, ours))
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == frozenset()
     assert dead.exists() and stale.exists()
@@ -86,10 +85,12 @@ def test_listing_probe_pids_removes_nothing(tmp_path: Path) -> None:
 
 
 def test_a_ring_created_again_after_the_listing_is_not_removed(tmp_path: Path) -> None:
-    path = Path(layout.ring_path(_dead_pid(), directory=str(tmp_path)))
-    path.write_bytes(b"\0" * layout.FILE_SIZE)
+    pid = _dead_pid()
+    path = Path(layout.ring_path(pid, directory=str(tmp_path)))
+    path.write_bytes(header_only_ring(pid, 1, layout.pid_namespace()))
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == frozenset()
+    assert source.rings.leftovers  # it would be removed, were it not replaced
     keep = path.with_suffix(".keep")
     keep.write_bytes(b"\1" * layout.FILE_SIZE)  # a new file (inode) under the same name
     os.replace(keep, path)

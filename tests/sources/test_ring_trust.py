@@ -316,7 +316,7 @@ def test_planted_files_are_looked_at_once_not_every_tick(
     monkeypatch.setattr(layout, "start_ticks", lambda pid: looked_up.append(pid) or real_ticks(pid))
     source = RingAttachSource(directory=str(shared_dir))
     assert source.probe_pids() == {me}
-    assert touched and len(looked_up) > 700
+    assert len(touched) > 1500  # each planted file looked at once
     for _ in range(3):
         touched.clear()
         looked_up.clear()
