@@ -1,28 +1,16 @@
 """Trains a tiny model on a DataLoader with workers until the file argv[1] exists (60 s at
 most), then writes how many optimizer steps it took to argv[2]."""
 
-import os
 import sys
-import time
 
 import torch
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.helpers.tiny_training import train_until
+
 stop, count_file = sys.argv[1], sys.argv[2]
-model = nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8,
                     num_workers=1, persistent_workers=True)
-steps = 0
-deadline = time.monotonic() + 60
-while not os.path.exists(stop) and time.monotonic() < deadline:
-    for x, y in loader:
-        loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        steps += 1
-        time.sleep(0.002)
+steps = train_until(stop, loader, limit_s=60, pause_s=0.002)
 with open(count_file, "w") as out:
     out.write(str(steps))
