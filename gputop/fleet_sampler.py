@@ -9,7 +9,6 @@ next tick on, and that tick comes at once.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +17,7 @@ from gputop import debuglog
 from gputop.model import FleetReport, Frame
 from gputop.sources.base import HostSource
 from gputop.sources.fleet import FleetSource, fleet_frame
+from gputop.ticker import Ticker
 
 DEFAULT_INTERVAL_S = 15.0
 FrameCallback = Callable[[Frame], None]
@@ -33,9 +33,7 @@ class FleetSampler:
         self.chosen_interval_s = interval_s
         self._focus: str | None = None
         self._paused = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("gputop-fleet")
         self._last: FleetReport | None = None
 
     @property
@@ -57,7 +55,7 @@ class FleetSampler:
     def focus(self, instance: str | None) -> None:
         """Ask for `instance` in detail from the next tick on (None: no host), at once."""
         self._focus = instance
-        self._wake.set()
+        self._ticker.wake()
 
     @property
     def paused(self) -> bool:
@@ -67,27 +65,21 @@ class FleetSampler:
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the refresh."""
         self._paused = paused
-        self._wake.set()
+        self._ticker.wake()
 
     def start(self, on_frame: FrameCallback, *,
               on_prime: FrameCallback | None = None) -> None:
         """Refresh on a daemon thread, handing each Frame to `on_frame` (the first at once;
         the fleet needs no priming, so `on_prime` is not called)."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(on_frame,),
-                                        name="gputop-fleet", daemon=True)
-        self._thread.start()
+        self._ticker.start(lambda: self._run(on_frame))
 
     def _run(self, on_frame: FrameCallback) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
+        for _ in self._ticker.turns():
             if not self._paused:
                 frame = self._tick()
                 if frame is not None:
                     on_frame(frame)
-            self._wake.wait(self.interval_s)
+            self._ticker.wait(self.interval_s)
 
     def _tick(self) -> Frame | None:
         """One refresh; a bug shows as the report's error line over the last hosts."""
@@ -105,11 +97,7 @@ class FleetSampler:
 
     def stop(self) -> None:
         """Stop the thread (a query in flight ends within its timeout)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        self._ticker.stop()
 
     def attach(self, pid: int) -> None:
         """The fleet view reads no trainer's ring."""

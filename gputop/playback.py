@@ -18,6 +18,7 @@ from gputop import debuglog
 from gputop.advice import SEVERITY_ORDER
 from gputop.analysis import steps as step_analysis
 from gputop.model import Frame, SourceError, Trend
+from gputop.ticker import Ticker
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MAX_WAIT_S = 5.0  # a gap in the recording (the recorder was stopped) is not waited out
@@ -60,9 +61,7 @@ class Playback:
         self.speed = speed
         self._paused = False
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("gputop-replay")
         self._shown: int | None = None
 
     # ---- FrameFeed ----------------------------------------------------------------------
@@ -78,26 +77,20 @@ class Playback:
             if not paused and self.index >= len(self.recording) - 1:
                 self.recording.refresh()  # a recording still being written has grown
             self._paused = paused
-        self._wake.set()
+        self._ticker.wake()
 
     def start(self, on_frame: Callable[[Frame], None], *,
               on_prime: Callable[[Frame], None] | None = None) -> None:
         """Play on a daemon thread, handing each frame to `on_frame`."""
-        if self._thread is not None:
+        if self._ticker.running:
             return
         if on_prime is not None and len(self.recording):
             on_prime(self.frame_at(0))
-        self._thread = threading.Thread(target=self._run, args=(on_frame,), daemon=True,
-                                        name="gputop-replay")
-        self._thread.start()
+        self._ticker.start(lambda: self._run(on_frame))
 
     def stop(self) -> None:
         """Stop playing and close the recording."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        self._ticker.stop()
         self.recording.close()
 
     def attach(self, pid: int) -> None:
@@ -130,7 +123,7 @@ class Playback:
         with self._lock:
             now = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - self.speed))
             self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, now + steps))]
-        self._wake.set()
+        self._ticker.wake()
 
     def trend(self, time: float, count: int) -> Trend | None:
         """The sparklines of the tick recorded at `time`: the `count` ticks up to it, as the
@@ -152,7 +145,7 @@ class Playback:
     def _move_to(self, index: int) -> None:
         self.index = max(0, min(len(self.recording) - 1, index))
         self._shown = None  # shown again at once, even if it is the same tick
-        self._wake.set()
+        self._ticker.wake()
 
     def frame_at(self, index: int) -> Frame:
         """The recorded frame `index` with its derived facts; a tick that cannot be read is
@@ -167,8 +160,7 @@ class Playback:
 
     def _run(self, on_frame: Callable[[Frame], None]) -> None:
         last: Frame | None = None
-        while not self._stop.is_set():
-            self._wake.clear()
+        for _ in self._ticker.turns():
             with self._lock:
                 index = self.index
                 fresh = self._shown != index
@@ -178,7 +170,7 @@ class Playback:
             delay = self._delay(index) if playing else None
             if playing and delay is None and last is not None:
                 on_frame(last)  # held at the newest tick: shown again, now PAUSED
-            if not self._wake.wait(delay) and delay is not None:
+            if not self._ticker.wait(delay) and delay is not None:
                 self._next(index)  # its time is up, nothing moved meanwhile: the next tick
 
     def _show(self, index: int, on_frame: Callable[[Frame], None], last: Frame | None

@@ -36,6 +36,7 @@ from gputop.sources.base import (
     MemoryBandwidthSource,
     ProcessSource,
 )
+from gputop.ticker import Ticker
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
@@ -120,9 +121,7 @@ class Sampler:
         self.advisor = advisor
         self.interval_s = interval_s
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("gputop-sampler")
         self._paused = False
         self._last_sample_time: float | None = None
         self._deferred: Callable[[], DeferredSources] | None = None
@@ -210,12 +209,12 @@ class Sampler:
 
     def wait(self, seconds: float) -> None:
         """Sleep for `seconds` unless the sampler is stopped first."""
-        self._stop.wait(seconds)
+        self._ticker.sleep(seconds)
 
     def first_frame(self) -> Frame:
         """Two samples close together: CPU-sorted rows within a fraction of a second."""
         self.prime()
-        self._stop.wait(FIRST_GAP_S)
+        self._ticker.sleep(FIRST_GAP_S)
         return self.sample()
 
     def defer_sources(self, build: Callable[[], DeferredSources]) -> None:
@@ -259,13 +258,13 @@ class Sampler:
         if self.attach_source is None and self._deferred is None:
             raise ValueError("no attach source")
         self._attach_requests.append((True, pid))
-        self._wake.set()
+        self._ticker.wake()
 
     def detach(self, pid: int) -> None:
         """Stop reading the job of trainer `pid` from the next tick on (nothing attached to
         it: nothing to do)."""
         self._attach_requests.append((False, pid))
-        self._wake.set()
+        self._ticker.wake()
 
     @property
     def paused(self) -> bool:
@@ -275,7 +274,7 @@ class Sampler:
     def set_paused(self, paused: bool) -> None:
         """Pause or resume the background ticks."""
         self._paused = paused
-        self._wake.set()
+        self._ticker.wake()
 
     def start(
         self,
@@ -288,14 +287,7 @@ class Sampler:
         `on_prime` gets the priming sample, whose rates are not yet meaningful (a splash
         can show its GPUs and memory while the first real Frame is measured).
         """
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, args=(on_frame, first_gap_s, on_prime), name="gputop-sampler",
-            daemon=True,
-        )
-        self._thread.start()
+        self._ticker.start(lambda: self._run(on_frame, first_gap_s, on_prime))
 
     def _run(
         self, on_frame: FrameCallback, first_gap_s: float, on_prime: FrameCallback | None
@@ -304,10 +296,9 @@ class Sampler:
         if on_prime is not None and primed is not None:
             on_prime(primed)
         delay = first_gap_s
-        while not self._stop.is_set():
-            self._wake.clear()
-            self._wake.wait(delay)
-            if self._stop.is_set():
+        for _ in self._ticker.turns():
+            self._ticker.wait(delay)
+            if self._ticker.stopped:
                 break
             delay = self.interval_s
             if self._paused:
@@ -333,11 +324,7 @@ class Sampler:
 
     def stop(self) -> None:
         """Stop the thread and close the sources."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        self._ticker.stop()
         self.close()
 
     def close(self) -> None:

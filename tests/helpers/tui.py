@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from textual.pilot import Pilot
 
 from gputop.advice import Advisor
 from gputop.analysis.steps import classified, summarize
@@ -146,7 +149,20 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
     procs, groups = recorded_processes()
     trainer = groups[0].pid
     source = SimulatedGpuSource(scenario, count=gpus, owner_pids=(trainer,))
-    advisor = Advisor()
+    return _ticks(source, procs, groups, (steps(trainer),) if attach else (), count,
+                  Advisor() if advice else None)
+
+
+def first_frames(**kwargs: bool) -> list[Frame]:
+    """The five data-starved frames a Pilot test starts from (`attach`, `advice` as frames)."""
+    return frames("data-starved", 5, **kwargs)
+
+
+def _ticks(source: SimulatedGpuSource, procs: tuple[ProcessSample, ...],
+           groups: tuple[TrainerGroup, ...], attached: tuple[AttachState, ...], count: int,
+           advisor: Advisor | None) -> list[Frame]:
+    """`count` frames of the simulated GPUs beside the recorded processes, each process
+    showing the GPU memory it holds that tick; advised when there is an `advisor`."""
     out = []
     for tick in range(count):
         report = source.report_at(tick)
@@ -155,12 +171,10 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
             replace(p, gpu_memory_bytes=gpu_mem.get(p.pid), gpu_indices=(0,) if p.pid in gpu_mem
                     else ()) for p in procs
         )
-        frame = Frame(
-            time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report, processes=rows,
-            trainers=groups, memory_bandwidth=membw(tick),
-            attached=(steps(trainer),) if attach else (),
-        )
-        out.append(replace(frame, advice=advisor(frame)) if advice else frame)
+        frame = Frame(time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report,
+                      processes=rows, trainers=groups, memory_bandwidth=membw(tick),
+                      attached=attached)
+        out.append(replace(frame, advice=advisor(frame)) if advisor is not None else frame)
     return out
 
 
@@ -226,20 +240,7 @@ def scenario_frames(scenario: str, count: int = 40, gpus: int = 4) -> list[Frame
     source = SimulatedGpuSource(scenario, count=gpus,
                                 owner_pids=(group.pid,) if run is not None else ())
     attached = (demo_steps(group.pid, scenario),) if run is not None else ()
-    advisor = Advisor()
-    out = []
-    for tick in range(count):
-        report = source.report_at(tick)
-        gpu_mem = {p.pid: p.memory_used_bytes for g in report.gpus for p in g.processes}
-        rows = tuple(
-            replace(p, gpu_memory_bytes=gpu_mem.get(p.pid), gpu_indices=(0,) if p.pid in gpu_mem
-                    else ()) for p in procs
-        )
-        frame = Frame(time=T0 + tick, interval_s=1.0, host=host(tick), gpu=report,
-                      processes=rows, trainers=groups, memory_bandwidth=membw(tick),
-                      attached=attached)
-        out.append(replace(frame, advice=advisor(frame)))
-    return out
+    return _ticks(source, procs, groups, attached, count, Advisor())
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
@@ -250,6 +251,17 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+@asynccontextmanager
+async def running(app: Any, *shown: Frame, size: tuple[int, int] = (120, 40)
+                  ) -> AsyncIterator[Pilot[None]]:
+    """`app` run headless at `size`, handed `shown` in order and settled: its Pilot."""
+    async with app.run_test(size=size) as pilot:
+        for frame in shown:
+            app.show_frame(frame)
+        await pilot.pause()
+        yield pilot
 
 
 def screen_text(app: Any) -> list[str]:

@@ -3,23 +3,15 @@ source must meet before the script ever reaches a GPU machine (where device time
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.helpers.modules import load_file
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_check_probe.py"
-
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -28,7 +20,7 @@ def test_the_starved_trainer_is_data_bound_on_the_cpu_without_invented_gpu_times
 ) -> None:
     pytest.importorskip("torch")
     monkeypatch.setenv("GPU_CHECK_DEVICE", "cpu")
-    check = load_script()
+    check = load_file("gpu_check_probe", SCRIPT)
     script = tmp_path / "trainer.py"
     script.write_text(check.TRAINER)
     own, state = check.run(script, "starved", 30, tmp_path, probed=True)

@@ -34,6 +34,27 @@ def _fetch(rec: Recorder, loader: int, batch: int = 8) -> None:
     rec.fetch_end(loader, batch)
 
 
+def _train(rec: Recorder, steps: int, loader: int = 1) -> None:
+    """`steps` training steps: a batch from `loader`, then the optimizer."""
+    for _ in range(steps):
+        _fetch(rec, loader)
+        rec.optimizer_done(10)
+
+
+def _loop_ends(rec: Recorder) -> None:
+    """The loader is asked for a batch it no longer has: the last step closes."""
+    rec.fetch_begin()
+    rec.fetch_stop()
+
+
+def _poll(reader: RingReader, got: list[RawRecord], count: int, deadline: float) -> None:
+    """Read the ring into `got` until it holds `count` records (the probe's own thread
+    publishes them) or `deadline` (time.monotonic) passes."""
+    while len(got) < count and time.monotonic() < deadline:
+        got += reader.read_new()
+        time.sleep(0.02)
+
+
 def test_each_fetch_closes_the_open_step_and_phases_land_in_it(rec: Recorder) -> None:
     rec.iteration_begin(1)
     for _ in range(5):
@@ -41,8 +62,7 @@ def test_each_fetch_closes_the_open_step_and_phases_land_in_it(rec: Recorder) ->
         rec.add_phase(FORWARD, 1000)
         rec.add_phase(FORWARD, 500)
         rec.optimizer_done(200)
-    rec.fetch_begin()
-    rec.fetch_stop()
+    _loop_ends(rec)
     got = _records(rec)
     assert [r.step for r in got] == [0, 1, 2, 3, 4]
     assert all(r.forward_ns == 1500 and r.optimizer_ns == 200 and r.h2d_ns == -1 for r in got)
@@ -55,19 +75,13 @@ def test_a_paused_trainer_still_shows_its_last_steps(rec: Recorder) -> None:
     """Steps are staged between publishes; a trainer that stops stepping (evaluation, a
     checkpoint, a hang) has them published by the probe's own thread, in order, none lost."""
     rec.iteration_begin(1)
-    for _ in range(300):
-        _fetch(rec, 1)
-        rec.optimizer_done(10)
-    rec.fetch_begin()
-    rec.fetch_stop()  # closes step 299; nothing else happens in this "trainer" from here
+    _train(rec, 300)
+    _loop_ends(rec)  # closes step 299; nothing else happens in this "trainer" from here
     assert rec.ring is not None
     reader = RingReader(rec.ring.path)
     got: list[RawRecord] = []
-    deadline = time.monotonic() + 10
     try:
-        while len(got) < 300 and time.monotonic() < deadline:
-            got += reader.read_new()
-            time.sleep(0.02)
+        _poll(reader, got, 300, time.monotonic() + 10)
         assert reader.dropped == 0
     finally:
         reader.close()
@@ -77,11 +91,8 @@ def test_a_paused_trainer_still_shows_its_last_steps(rec: Recorder) -> None:
 def test_a_new_epoch_restarts_warm_up(rec: Recorder) -> None:
     for _ in range(2):
         rec.iteration_begin(1)
-        for _ in range(4):
-            _fetch(rec, 1)
-            rec.optimizer_done(10)
-        rec.fetch_begin()
-        rec.fetch_stop()
+        _train(rec, 4)
+        _loop_ends(rec)
     got = _records(rec)
     assert [r.epoch for r in got] == [0] * 4 + [1] * 4
     assert [bool(r.flags & layout.F_WARMUP) for r in got] == [True] * 3 + [False] + [True] * 3 + [
@@ -92,14 +103,11 @@ def test_a_new_epoch_restarts_warm_up(rec: Recorder) -> None:
 def test_evaluation_batches_are_kept_apart_from_training_steps(rec: Recorder) -> None:
     for _ in range(2):
         rec.iteration_begin(1)
-        for _ in range(3):
-            _fetch(rec, 1)
-            rec.optimizer_done(10)
+        _train(rec, 3)
         rec.iteration_begin(2)
         for _ in range(4):
             _fetch(rec, 2)
-        rec.fetch_begin()
-        rec.fetch_stop()
+        _loop_ends(rec)
     got = _records(rec)
     train = [r for r in got if not r.flags & layout.F_OTHER]
     other = [r for r in got if r.flags & layout.F_OTHER]
@@ -112,11 +120,8 @@ def test_the_loader_that_trains_wins_even_when_evaluation_came_first(rec: Record
     for _ in range(3):
         _fetch(rec, 2)  # a sanity-check evaluation before training
     rec.iteration_begin(1)
-    for _ in range(3):
-        _fetch(rec, 1)
-        rec.optimizer_done(10)
-    rec.fetch_begin()
-    rec.fetch_stop()
+    _train(rec, 3)
+    _loop_ends(rec)
     got = _records(rec)
     assert [r.loader for r in got if r.flags & layout.F_OPTIMIZER] == [1, 1, 1]
 
@@ -144,8 +149,7 @@ def test_manual_phases_take_precedence_over_the_torch_patch(rec: Recorder) -> No
     _fetch(rec, 1)
     rec.add_phase(OPTIMIZER, 100)
     rec.auto_optimizer_done(999)  # the hook on the same optimizer.step() is ignored
-    rec.fetch_begin()
-    rec.fetch_stop()
+    _loop_ends(rec)
     assert [r.optimizer_ns for r in _records(rec)] == [100]
 
 
@@ -155,16 +159,13 @@ def test_nested_fetches_count_once(rec: Recorder) -> None:
     rec.fetch_end(7)
     rec.fetch_end(1)
     rec.optimizer_done(1)
-    rec.fetch_begin()
-    rec.fetch_stop()
+    _loop_ends(rec)
     assert [r.loader for r in _records(rec)] == [1]
 
 
 def test_no_ring_means_a_quiet_probe(tmp_path: Path) -> None:
     r = Recorder(lambda: None)
-    for _ in range(3):
-        _fetch(r, 1)
-        r.optimizer_done(1)
+    _train(r, 3)
     assert r.ring is None and not r.enabled
 
 
@@ -213,8 +214,7 @@ def test_gpu_times_are_published_once_their_events_complete(rec: Recorder) -> No
         if i == 2:
             assert _records(rec) == []  # nothing finished on the GPU yet: nothing published
             gpu.done_through = gpu.recorded
-    rec.fetch_begin()
-    rec.fetch_stop()
+    _loop_ends(rec)
     gpu.done_through = gpu.recorded
     timer.flush(rec)
     got = _records(rec)
@@ -227,9 +227,7 @@ def test_gpu_times_are_published_once_their_events_complete(rec: Recorder) -> No
 def test_a_gpu_that_falls_behind_never_blocks_the_host(rec: Recorder) -> None:
     gpu = FakeGpu()
     rec.gpu = GpuTimer(gpu.event, queue_size=4)
-    for _ in range(50):
-        _fetch(rec, 1)
-        rec.optimizer_done(1)
+    _train(rec, 50)
     got = _records(rec)
     closed = 49  # the 50th step is still open
     assert len(got) == closed - 4  # queue full: the oldest go out with GPU times unknown
@@ -250,20 +248,15 @@ def test_a_paused_gpu_trainer_shows_its_last_steps_once_the_gpu_finishes(
         rec.optimizer_done(1)
         if i == 3:
             gpu.done_through = gpu.recorded  # the first steps finish; the rest are queued
-    rec.fetch_begin()
-    rec.fetch_stop()  # step 7 closed; from here the trainer does nothing
+    _loop_ends(rec)  # step 7 closed; from here the trainer does nothing
     assert rec.ring is not None
     reader = RingReader(rec.ring.path)
     got: list[RawRecord] = []
     try:
         deadline = time.monotonic() + 10
-        while len(got) < 3 and time.monotonic() < deadline:
-            got += reader.read_new()
-            time.sleep(0.02)
+        _poll(reader, got, 3, deadline)
         gpu.done_through = gpu.recorded  # the GPU gets through the queued work
-        while len(got) < 8 and time.monotonic() < deadline:
-            got += reader.read_new()
-            time.sleep(0.02)
+        _poll(reader, got, 8, deadline)
     finally:
         reader.close()
     assert [r.step for r in got] == list(range(8))

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.helpers.modules import load_file
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "hw_check.py"
 RUNGS = ("resctrl MBM", "perf uncore", "perf core", "canary estimate")
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hw_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("hw_check", SCRIPT)
 
 
 def test_every_rung_and_the_layout_get_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:

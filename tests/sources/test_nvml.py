@@ -26,6 +26,7 @@ from gputop.sources.nvml import (
     NoGpuSource,
     NvmlSource,
 )
+from tests.helpers.modules import load_file
 
 STAND_IN = Path(__file__).parent / "stand_in_pynvml" / "pynvml.py"
 MIB = 1 << 20
@@ -33,12 +34,7 @@ MIB = 1 << 20
 
 def load_stand_in() -> ModuleType:
     """A fresh stand-in module, so no fake-driver state leaks between tests."""
-    spec = importlib.util.spec_from_file_location("pynvml", STAND_IN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pynvml"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file("pynvml", STAND_IN)
 
 
 @pytest.fixture
@@ -678,19 +674,10 @@ def test_importing_the_source_does_not_import_pynvml_or_textual() -> None:
 GPU_CHECK = Path(__file__).parents[2] / "scripts" / "gpu_check.py"
 
 
-def load_gpu_check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def gpu_check(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setitem(sys.modules, "gpu_check", None)
-    module = load_gpu_check()
+    module = load_file("gpu_check", GPU_CHECK)
     monkeypatch.setattr(module.time, "sleep", lambda seconds: None)
     return module
 

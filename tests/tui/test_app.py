@@ -12,7 +12,7 @@ from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.table import ProcessTable
-from tests.helpers.tui import FedSampler, frames, sync
+from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 
 def _app(**kwargs: object) -> tuple[GputopApp, FedSampler]:
@@ -28,20 +28,13 @@ def _text(app: GputopApp, pane: str) -> str:
     return app.query_one(f"#{pane}", LinePane).text
 
 
-async def _fed(app: GputopApp, pilot, scenario: str = "data-starved", **kw: object) -> None:
-    for frame in frames(scenario, 5, **kw):  # type: ignore[arg-type]
-        app.show_frame(frame)
-    await pilot.pause()
-
-
 @sync
 async def test_sampling_starts_before_mount_and_an_early_frame_is_shown() -> None:
     app, sampler = _app()
     assert sampler.started  # build_app starts the sampler before Textual mounts anything
     assert sampler.on_frame is not None
     sampler.on_frame(frames("compute-bound", 1)[0])  # arrives before the app runs
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+    async with running(app):
         assert "SIMULATED GPUs — scenario compute-bound" in _text(app, "header")
         assert 4242 in _pids(app)
 
@@ -67,8 +60,7 @@ async def test_frames_from_the_sampler_thread_are_rendered() -> None:
 @sync
 async def test_sort_keys(key: str, first: int) -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("t", key)  # from another key, so the key sorts rather than reverses
         assert _pids(app)[0] == first
         header = app.query_one(ProcessTable).lines[0]
@@ -78,8 +70,7 @@ async def test_sort_keys(key: str, first: int) -> None:
 @sync
 async def test_same_sort_key_twice_reverses() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("n")
         ascending = _pids(app)
         await pilot.press("n")
@@ -92,8 +83,7 @@ async def test_same_sort_key_twice_reverses() -> None:
 @sync
 async def test_filter_narrows_and_escape_clears() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         everything = len(_pids(app))
         await pilot.press("slash")
         await pilot.press(*"lr 3e")
@@ -107,8 +97,7 @@ async def test_filter_narrows_and_escape_clears() -> None:
 @sync
 async def test_filter_by_worker_keeps_its_trainer_row() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("slash", *"4252", "enter")
         assert _pids(app)[0] == 4242 and 4252 in _pids(app)
 
@@ -116,8 +105,7 @@ async def test_filter_by_worker_keeps_its_trainer_row() -> None:
 @sync
 async def test_space_folds_the_group_under_the_cursor_and_z_folds_all() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         assert _pids(app)[:4] == [4242, 4253, 4252, 4251]
         await pilot.press("space")
         assert _pids(app)[:2] == [4242, 5310]
@@ -133,8 +121,7 @@ async def test_space_folds_the_group_under_the_cursor_and_z_folds_all() -> None:
 @sync
 async def test_enter_attaches_a_probed_trainer_and_folds_one_without_probe() -> None:
     app, sampler = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("enter")  # cursor on 4242, which runs the probe
         assert sampler.attached == [4242]
         table = app.query_one(ProcessTable)
@@ -148,8 +135,7 @@ async def test_enter_attaches_a_probed_trainer_and_folds_one_without_probe() -> 
 @sync
 async def test_o_shows_only_gpu_and_trainer_processes() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("o")
         assert set(_pids(app)) == {4242, 4251, 4252, 4253, 5300, 5310, 5321, 5322}
         await pilot.press("o")
@@ -159,7 +145,7 @@ async def test_o_shows_only_gpu_and_trainer_processes() -> None:
 @sync
 async def test_help_opens_and_closes() -> None:
     app, _ = _app()
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with running(app, size=(100, 30)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -169,8 +155,7 @@ async def test_help_opens_and_closes() -> None:
 @sync
 async def test_p_pauses_and_resumes_the_sampler() -> None:
     app, sampler = _app()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(100, 30)) as pilot:
         await pilot.press("p")
         assert sampler.paused and "PAUSED" in _text(app, "header")
         await pilot.press("p")
@@ -181,8 +166,7 @@ async def test_p_pauses_and_resumes_the_sampler() -> None:
 @sync
 async def test_quit_keys_end_the_app(key: str) -> None:
     app, _ = _app()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(100, 30)) as pilot:
         await pilot.press(key)
         await pilot.pause()
         assert not app.is_running
@@ -199,8 +183,7 @@ def _with_busy(pid: int) -> Frame:
 @sync
 async def test_untouched_cursor_stays_on_the_busiest_row() -> None:
     app, _ = _app()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(100, 30)) as pilot:
         table = app.query_one(ProcessTable)
         first = table.selected
         app.show_frame(_with_busy(6200))
@@ -213,8 +196,7 @@ async def test_untouched_cursor_stays_on_the_busiest_row() -> None:
 @sync
 async def test_cursor_follows_its_process_when_rows_reorder() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         table = app.query_one(ProcessTable)
         while table.selected is not None and table.selected.process.pid != 5310:
             await pilot.press("down")
@@ -227,11 +209,9 @@ async def test_cursor_follows_its_process_when_rows_reorder() -> None:
 @sync
 async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
     app, _ = _app()
-    async with app.run_test(size=(160, 48)) as pilot:
-        frame = frames("data-starved", 20, attach=True, advice=True)[-1]
-        app.show_frame(replace(frame, gpu=GpuReport(source="none", note="libnvidia-ml.so.1 "
-                                                    "not found")))
-        await pilot.pause()
+    frame = frames("data-starved", 20, attach=True, advice=True)[-1]
+    cpu_only = replace(frame, gpu=GpuReport(source="none", note="libnvidia-ml.so.1 not found"))
+    async with running(app, cpu_only, size=(160, 48)):
         header = _text(app, "header")
         assert "CPU-only mode — libnvidia-ml.so.1 not found" in header
         steps = _text(app, "steps")
@@ -247,8 +227,7 @@ async def test_cpu_only_banner_and_attached_steps_and_advice() -> None:
 @sync
 async def test_any_size_renders_and_keeps_pid_cpu_command(size: tuple[int, int]) -> None:
     app, _ = _app()
-    async with app.run_test(size=size) as pilot:
-        await _fed(app, pilot, attach=True, advice=True)
+    async with running(app, *first_frames(attach=True, advice=True), size=size) as pilot:
         for width, height in ((40, 12), (250, 70), size):
             await pilot.resize_terminal(width, height)
             await pilot.pause()

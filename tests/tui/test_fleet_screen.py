@@ -18,7 +18,7 @@ from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.views.fleet import fleet_columns, fleet_row_line, host_lines
 from gputop.tui.widgets.fleet import FleetHostScreen, FleetScreen, FleetTable
-from tests.helpers.tui import FedFleet, fleet_frame, screen_text, sync
+from tests.helpers.tui import FedFleet, fleet_frame, running, screen_text, sync
 
 URL = "http://prom:9090"
 GONE = FleetHost("gone:19400", "gone", up=False)
@@ -54,9 +54,7 @@ def _rows(app: GputopApp) -> list[str]:
 @sync
 async def test_hosts_are_listed_worst_first_and_a_down_host_shows_no_figures() -> None:
     app, _ = _app()
-    async with app.run_test(size=(160, 30)) as pilot:
-        app.show_frame(fleet_frame(REPORT))
-        await pilot.pause()
+    async with running(app, fleet_frame(REPORT), size=(160, 30)):
         assert isinstance(app.screen, FleetScreen)
         title, *rows = _rows(app)
         assert "HOST" in title and "WHY" in title
@@ -73,9 +71,7 @@ async def test_hosts_are_listed_worst_first_and_a_down_host_shows_no_figures() -
 @sync
 async def test_enter_asks_for_the_host_at_once_shows_it_and_escape_comes_back() -> None:
     app, feed = _app()
-    async with app.run_test(size=(140, 30)) as pilot:
-        app.show_frame(fleet_frame(REPORT))
-        await pilot.pause()
+    async with running(app, fleet_frame(REPORT), size=(140, 30)) as pilot:
         await pilot.press("down", "enter")
         assert isinstance(app.screen, FleetHostScreen)
         assert feed.focused == ["held:19400"]
@@ -96,9 +92,7 @@ async def test_enter_asks_for_the_host_at_once_shows_it_and_escape_comes_back() 
 @sync
 async def test_the_cursor_stays_on_its_host_when_the_order_changes() -> None:
     app, _ = _app()
-    async with app.run_test(size=(140, 30)) as pilot:
-        app.show_frame(fleet_frame(REPORT))
-        await pilot.pause()
+    async with running(app, fleet_frame(REPORT), size=(140, 30)) as pilot:
         await pilot.press("down", "down")
         table = app.screen.query_one(FleetTable)
         assert table.selected is not None and table.selected.instance == "calm:19400"
@@ -111,10 +105,8 @@ async def test_the_cursor_stays_on_its_host_when_the_order_changes() -> None:
 @sync
 async def test_an_error_from_prometheus_is_one_line_on_screen() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 24)) as pilot:
-        error = "cannot query http://prom:9090: <urlopen error [Errno 111] Connection refused>"
-        app.show_frame(fleet_frame(FleetReport(URL, error=error)))
-        await pilot.pause()
+    error = "cannot query http://prom:9090: <urlopen error [Errno 111] Connection refused>"
+    async with running(app, fleet_frame(FleetReport(URL, error=error)), size=(120, 24)):
         lines = screen_text(app)
         assert sum(error in line for line in lines) == 1
         assert "no answer from Prometheus yet" in "\n".join(lines)
@@ -123,9 +115,7 @@ async def test_an_error_from_prometheus_is_one_line_on_screen() -> None:
 @sync
 async def test_the_process_keys_are_off_in_the_fleet_view() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 24)) as pilot:
-        app.show_frame(fleet_frame(REPORT))
-        await pilot.pause()
+    async with running(app, fleet_frame(REPORT), size=(120, 24)) as pilot:
         before = screen_text(app)
         await pilot.press("slash", "c", "T", "A", "k")
         assert isinstance(app.screen, FleetScreen) and screen_text(app)[1:] == before[1:]

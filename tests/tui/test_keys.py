@@ -18,19 +18,21 @@ from gputop.tui.widgets.advice_page import AdvicePage
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.signal_prompt import SignalPrompt
 from gputop.tui.widgets.table import ProcessTable
-from tests.helpers.tui import FedSampler, RecordingSignaller, frames, notices, screen_text, sync
+from tests.helpers.tui import (
+    FedSampler,
+    RecordingSignaller,
+    first_frames,
+    notices,
+    running,
+    screen_text,
+    sync,
+)
 
 TRAINER, WORKERS = 4242, (4251, 4252, 4253)
 
 
 def _app(signaller: RecordingSignaller | None = None) -> GputopApp:
     return build_app(FedSampler(), signaller=signaller)  # type: ignore[arg-type]
-
-
-async def _fed(app: GputopApp, pilot, **kw: object) -> None:
-    for frame in frames("data-starved", 5, **kw):  # type: ignore[arg-type]
-        app.show_frame(frame)
-    await pilot.pause()
 
 
 def _table(app: GputopApp) -> ProcessTable:
@@ -65,8 +67,7 @@ async def _cursor_to(app: GputopApp, pilot, pid: int) -> None:
 async def test_k_on_a_trainer_names_it_and_its_workers_and_t_sends_sigterm_to_all() -> None:
     signaller = RecordingSignaller()
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         assert _table(app).selected is not None
         assert _table(app).selected.process.pid == TRAINER  # the busiest row
         await pilot.press("k")
@@ -88,8 +89,7 @@ async def test_k_on_a_trainer_names_it_and_its_workers_and_t_sends_sigterm_to_al
 async def test_k_then_the_signal_key_sends_that_signal(key: str, signum: int) -> None:
     signaller = RecordingSignaller()
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("f9", key)  # F9, as in htop, opens the same confirmation
         assert [sig for _, sig in signaller.sent] == [signum]
 
@@ -98,8 +98,7 @@ async def test_k_then_the_signal_key_sends_that_signal(key: str, signum: int) ->
 async def test_escape_cancels_and_a_second_k_sends_nothing() -> None:
     signaller = RecordingSignaller()
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("k", "k")
         assert isinstance(app.screen, SignalPrompt)  # k again is no answer: K kills
         await pilot.press("escape")
@@ -111,8 +110,7 @@ async def test_escape_cancels_and_a_second_k_sends_nothing() -> None:
 async def test_on_a_worker_k_offers_the_worker_and_w_the_whole_trainer() -> None:
     signaller = RecordingSignaller()
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await _cursor_to(app, pilot, 4252)
         await pilot.press("k")
         prompt = app.screen
@@ -131,8 +129,7 @@ async def test_k_on_a_process_that_is_not_ours_is_refused_and_says_so() -> None:
     reason = "PID 6200 belongs to bo, not to you: only root or bo may signal it"
     signaller = RecordingSignaller(refuse=reason)
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await _cursor_to(app, pilot, 6200)
         await pilot.press("k")
         assert not isinstance(app.screen, SignalPrompt)
@@ -144,8 +141,7 @@ async def test_k_on_a_process_that_is_not_ours_is_refused_and_says_so() -> None:
 async def test_k_refuses_a_pid_from_another_pid_namespace() -> None:
     signaller = RecordingSignaller()
     app = _app(signaller)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await _cursor_to(app, pilot, 99123)  # NVML lists it; /proc here does not
         await pilot.press("k")
         assert not isinstance(app.screen, SignalPrompt)
@@ -155,23 +151,20 @@ async def test_k_refuses_a_pid_from_another_pid_namespace() -> None:
 @sync
 async def test_readonly_has_no_k() -> None:
     app = _app(signaller=None)  # what --readonly hands over
-    async with app.run_test(size=(160, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(160, 40)) as pilot:
         await pilot.press("k")
         assert not isinstance(app.screen, SignalPrompt)
         assert notices(app)[-1] == READ_ONLY
         assert " kill " not in app.query_one("#footer", LinePane).text
     with_k = _app(RecordingSignaller())
-    async with with_k.run_test(size=(160, 40)) as pilot:
-        await _fed(with_k, pilot)
+    async with running(with_k, *first_frames(), size=(160, 40)) as pilot:
         assert " k kill " in with_k.query_one("#footer", LinePane).text
 
 
 @sync
 async def test_k_no_longer_moves_the_cursor() -> None:
     app = _app(RecordingSignaller())
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("down", "down", "k", "escape")
         assert _table(app).cursor == 2
 
@@ -181,8 +174,7 @@ async def test_k_no_longer_moves_the_cursor() -> None:
 @sync
 async def test_T_shows_every_process_under_its_parent_and_back() -> None:
     app = _app()
-    async with app.run_test(size=(160, 70)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(160, 70)) as pilot:
         await pilot.press("T")
         rows = {row.process.pid: row for row in _table(app).rows}
         assert rows[1].depth == 0 and rows[812].depth == 1 and rows[4100].depth == 2
@@ -199,8 +191,7 @@ async def test_T_shows_every_process_under_its_parent_and_back() -> None:
 @sync
 async def test_space_in_the_tree_folds_the_processes_beneath() -> None:
     app = _app()
-    async with app.run_test(size=(160, 70)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(160, 70)) as pilot:
         await pilot.press("T")
         await _cursor_to(app, pilot, 4100)
         await pilot.press("space")
@@ -214,8 +205,7 @@ async def test_space_in_the_tree_folds_the_processes_beneath() -> None:
 @sync
 async def test_clicking_a_column_title_sorts_by_it_and_again_reverses() -> None:
     app = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.click(ProcessTable, offset=(3, 0))  # PID
         assert (app.state.sort, app.state.ascending) == ("pid", True)
         assert _pids(app)[0] == 1
@@ -231,8 +221,7 @@ async def test_clicking_a_column_title_sorts_by_it_and_again_reverses() -> None:
 @sync
 async def test_the_filter_text_is_on_screen_while_typing() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         await pilot.press("slash", *"torchrun")
         rows = screen_text(app)
         assert "torchrun" in rows[-2], rows[-3:]  # the row above the key line
@@ -241,8 +230,7 @@ async def test_the_filter_text_is_on_screen_while_typing() -> None:
 @sync
 async def test_after_enter_a_badge_names_the_filter_and_the_sort() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         assert "filter" not in _title_row(app) and "sort" not in _title_row(app)
         await pilot.press("slash", *"lr 3e", "enter")
         assert "filter: lr 3e · sort: %CPU▼" in _title_row(app)
@@ -254,8 +242,7 @@ async def test_after_enter_a_badge_names_the_filter_and_the_sort() -> None:
 @sync
 async def test_t_at_80_columns_shows_the_time_column_it_sorts_by() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         assert "TIME" not in _title_row(app)  # no room for it unsorted
         await pilot.press("t")
         title = _title_row(app)
@@ -269,8 +256,7 @@ async def test_t_at_80_columns_shows_the_time_column_it_sorts_by() -> None:
 @sync
 async def test_A_shows_every_piece_of_advice_whole_at_80x24() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot, attach=True, advice=True)
+    async with running(app, *first_frames(attach=True, advice=True), size=(80, 24)) as pilot:
         advice = app.shown_advice()
         assert advice and "…" in app.query_one("#advice", LinePane).text  # cut in the pane
         await pilot.press("A")
@@ -290,8 +276,7 @@ async def test_A_shows_every_piece_of_advice_whole_at_80x24() -> None:
 @sync
 async def test_A_without_advice_says_so() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         await pilot.press("A")
         assert not isinstance(app.screen, AdvicePage)
         assert notices(app)[-1] == "no advice to show"
@@ -302,8 +287,7 @@ async def test_keys_typed_right_after_slash_reach_the_filter() -> None:
     """Over SSH "/lr" arrives in one read: the filter must have the keys before "l" is
     handled, or the letters go to the table and are lost."""
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         for key, char in (("slash", "/"), ("l", "l"), ("r", "r")):
             app.post_message(events.Key(key, char))
         await pilot.pause()
@@ -313,8 +297,7 @@ async def test_keys_typed_right_after_slash_reach_the_filter() -> None:
 @sync
 async def test_a_slash_typed_into_the_filter_is_text() -> None:
     app = _app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _fed(app, pilot)
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
         await pilot.press("slash", *"/usr/sbin")
         assert app.query_one("#filter", Input).value == "/usr/sbin"
         await pilot.press("enter", "question_mark", "slash")  # under the help: no filter

@@ -20,7 +20,7 @@ from gputop.tui.views.header import header_lines, recorded_time
 from gputop.tui.views.host import host_lines
 from gputop.tui.views.processes import TableState, columns_for, row_line, table_rows
 from gputop.tui.widgets.linepane import LinePane
-from tests.helpers.tui import FedSampler, frames, sync
+from tests.helpers.tui import FedSampler, frames, running, sync
 
 TICKS = 12
 SIZE = (140, 50)
@@ -41,10 +41,13 @@ def _recorded(tmp_path: Path) -> tuple[Path, list[Frame]]:
     return path, live
 
 
-def _replay(path: Path) -> tuple[GputopApp, Playback]:
+def _replay(tmp_path: Path) -> tuple[GputopApp, Playback, list[Frame]]:
+    """The replay's app over a fresh recording, paused (the keys move it, not the clock);
+    its player; the frames recorded."""
+    path, live = _recorded(tmp_path)
     playback = Playback(Recording(str(path)))
-    playback.set_paused(True)  # the keys move it, not the clock
-    return build_app(playback), playback  # type: ignore[arg-type]
+    playback.set_paused(True)
+    return build_app(playback), playback, live  # type: ignore[arg-type]
 
 
 def _text(app: GputopApp, pane: str) -> str:
@@ -63,9 +66,8 @@ async def _showing(app: GputopApp, pilot, tick: int, live: list[Frame]) -> None:
 
 @sync
 async def test_the_banner_says_replay_when_and_where(tmp_path: Path) -> None:
-    path, live = _recorded(tmp_path)
-    app, _ = _replay(path)
-    async with app.run_test(size=SIZE) as pilot:
+    app, _, live = _replay(tmp_path)
+    async with running(app, size=SIZE) as pilot:
         await _showing(app, pilot, 1, live)
         header = _text(app, "header")
         assert (f"REPLAY  recorded {recorded_time(live[0].time)}  tick 1/{TICKS}  speed 1x  "
@@ -77,9 +79,8 @@ async def test_the_banner_says_replay_when_and_where(tmp_path: Path) -> None:
 
 @sync
 async def test_arrows_step_and_g_jumps(tmp_path: Path) -> None:
-    path, live = _recorded(tmp_path)
-    app, playback = _replay(path)
-    async with app.run_test(size=SIZE) as pilot:
+    app, playback, live = _replay(tmp_path)
+    async with running(app, size=SIZE) as pilot:
         await _showing(app, pilot, 1, live)
         await pilot.press("right", "right", "right")
         await _showing(app, pilot, 4, live)
@@ -99,9 +100,8 @@ async def test_arrows_step_and_g_jumps(tmp_path: Path) -> None:
 
 @sync
 async def test_plus_and_minus_change_the_speed_and_p_plays(tmp_path: Path) -> None:
-    path, live = _recorded(tmp_path)
-    app, playback = _replay(path)
-    async with app.run_test(size=SIZE) as pilot:
+    app, playback, live = _replay(tmp_path)
+    async with running(app, size=SIZE) as pilot:
         await _showing(app, pilot, 1, live)
         await pilot.press("plus", "plus", "plus", "plus", "plus", "plus")
         assert playback.speed == 64.0 and "speed 64x" in _text(app, "header")
@@ -119,20 +119,16 @@ async def test_plus_and_minus_change_the_speed_and_p_plays(tmp_path: Path) -> No
 
 @sync
 async def test_a_replayed_tick_shows_the_panes_the_live_view_showed(tmp_path: Path) -> None:
-    path, live = _recorded(tmp_path)
-    app, _ = _replay(path)
+    app, _, live = _replay(tmp_path)
     shown = build_app(FedSampler())  # the live view, fed the same ticks as they came
-    async with app.run_test(size=SIZE) as pilot:
+    async with running(app, size=SIZE) as pilot:
         await _showing(app, pilot, 1, live)
         for _ in range(7):
             await pilot.press("right")
         await _showing(app, pilot, 8, live)
         replayed = {pane: _text(app, pane) for pane in ("gpus", "steps")}
         advice = [(a.id, a.severity, a.title, a.action) for a in app.shown_advice()]
-    async with shown.run_test(size=SIZE) as pilot:
-        for frame in live[:8]:
-            shown.show_frame(frame)
-        await pilot.pause()
+    async with running(shown, *live[:8], size=SIZE):
         assert "attached 4242" in replayed["steps"] and advice
         for pane, text in replayed.items():
             assert text == _text(shown, pane), pane
@@ -143,8 +139,7 @@ async def test_a_replayed_tick_shows_the_panes_the_live_view_showed(tmp_path: Pa
 @sync
 async def test_the_live_view_keeps_g_for_sorting() -> None:
     app = build_app(FedSampler())  # type: ignore[arg-type]
-    async with app.run_test(size=SIZE) as pilot:
-        app.show_frame(frames("data-starved", 1)[0])
+    async with running(app, frames("data-starved", 1)[0], size=SIZE) as pilot:
         await pilot.press("g")
         assert app.state.sort == "gpu"
         assert "first" not in _text(app, "footer") and "GPU MEM" in _text(app, "footer")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gputop.model import Frame
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.quit_prompt import QuitPrompt
-from tests.helpers.tui import FedSampler, frames, sync
+from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 TRAINER = 4242  # the recorded trainer the fixture frames attach to
 
@@ -53,18 +55,11 @@ def _exited(frame: Frame) -> Frame:
                                          for a in frame.attached), advice=())
 
 
-async def _feed(app: GputopApp, pilot, count: int = 5, **kw: object) -> None:  # type: ignore[no-untyped-def]
-    for frame in frames("data-starved", count, **kw):  # type: ignore[arg-type]
-        app.show_frame(frame)
-    await pilot.pause()
-
-
 @sync
 async def test_q_with_the_command_running_asks_and_esc_cancels() -> None:
     command = FakeCommand()
     app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("q")
         assert isinstance(app.screen, QuitPrompt)
         assert ("training is still running: Q stop it, d detach and leave it running, "
@@ -76,60 +71,40 @@ async def test_q_with_the_command_running_asks_and_esc_cancels() -> None:
         assert (command.stopped, command.detached, command.interrupts) == (False, False, 0)
 
 
+@pytest.mark.parametrize(("alive", "keys", "stopped", "detached"), [
+    pytest.param(True, ("q", "Q"), True, False, id="Q-in-the-prompt-stops-the-command"),
+    pytest.param(True, ("q", "d"), False, True, id="d-in-the-prompt-leaves-it-running"),
+    pytest.param(False, ("q",), False, False, id="q-after-the-command-ended-asks-nothing"),
+    pytest.param(False, ("ctrl+c",), False, False, id="ctrl-c-with-no-command-running"),
+])
 @sync
-async def test_shift_q_in_the_prompt_stops_the_command_and_quits() -> None:
+async def test_keys_that_quit(alive: bool, keys: tuple[str, ...], stopped: bool,
+                              detached: bool) -> None:
     command = FakeCommand()
+    command.alive = alive
     app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
-        await pilot.press("q", "Q")
+    async with running(app, *first_frames()) as pilot:
+        await pilot.press(*keys)
         await pilot.pause()
         assert not app.is_running
-    assert command.stopped and not command.detached
-
-
-@sync
-async def test_d_in_the_prompt_leaves_the_command_running_and_quits() -> None:
-    command = FakeCommand()
-    app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
-        await pilot.press("q", "d")
-        await pilot.pause()
-        assert not app.is_running
-    assert command.detached and not command.stopped and not command.interrupts
+    assert (command.stopped, command.detached, command.interrupts) == (stopped, detached, 0)
 
 
 @sync
 async def test_d_while_the_command_runs_asks_the_quit_question() -> None:
     command = FakeCommand()
     app, sampler = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot, attach=True)
+    async with running(app, *first_frames(attach=True)) as pilot:
         await pilot.press("d")
         assert isinstance(app.screen, QuitPrompt)
         assert sampler.detached == [] and not command.detached
 
 
 @sync
-async def test_q_after_the_command_ended_quits_without_asking() -> None:
-    command = FakeCommand()
-    command.alive = False
-    app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
-        await pilot.press("q")
-        await pilot.pause()
-        assert not app.is_running
-    assert not command.stopped and not command.detached
-
-
-@sync
 async def test_ctrl_c_is_forwarded_and_the_app_stays_until_the_command_ends() -> None:
     command = FakeCommand()
     app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot, attach=True)
+    async with running(app, *first_frames(attach=True)) as pilot:
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert command.interrupts == 1 and app.is_running
@@ -151,8 +126,7 @@ async def test_ctrl_c_is_forwarded_and_the_app_stays_until_the_command_ends() ->
 async def test_the_command_ending_while_the_prompt_asks_quits() -> None:
     command = FakeCommand()
     app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
+    async with running(app, *first_frames()) as pilot:
         await pilot.press("q")
         command.alive = False
         app.check_command()
@@ -163,23 +137,9 @@ async def test_the_command_ending_while_the_prompt_asks_quits() -> None:
 
 
 @sync
-async def test_ctrl_c_without_a_running_command_quits() -> None:
-    command = FakeCommand()
-    command.alive = False
-    app, _ = _app(command)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot)
-        await pilot.press("ctrl+c")
-        await pilot.pause()
-        assert not app.is_running
-    assert not command.interrupts
-
-
-@sync
 async def test_d_detaches_from_the_attached_trainer() -> None:
     app, sampler = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await _feed(app, pilot, attach=True, advice=True)
+    async with running(app, *first_frames(attach=True, advice=True)) as pilot:
         assert f"attached {TRAINER}" in _text(app, "steps")
         await pilot.press("d")
         await pilot.pause()
@@ -190,11 +150,8 @@ async def test_d_detaches_from_the_attached_trainer() -> None:
 @sync
 async def test_advice_stays_marked_final_after_the_trainer_exits_until_d() -> None:
     app, _ = _app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        live = frames("data-starved", 20, attach=True, advice=True)
-        for frame in live:
-            app.show_frame(frame)
-        await pilot.pause()
+    live = frames("data-starved", 20, attach=True, advice=True)
+    async with running(app, *live) as pilot:
         assert live[-1].advice
         first = live[-1].advice[0].title
         assert first in _text(app, "advice") and "final" not in _text(app, "advice")

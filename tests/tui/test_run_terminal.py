@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
 TRAINER = REPO / "tests" / "cli" / "interruptible.py"
+WORKERS_ADVICE = "Batches are loaded in the training process itself (num_workers=0)"
 QUESTION = "training is still running: Q stop it, d detach and leave it running, Esc cancel"
 pytestmark = [
     pytest.mark.slow,
@@ -69,6 +71,15 @@ def _trainer(log: Path, timeout_s: float = 60.0) -> tuple[int, int]:
     raise AssertionError(f"the trainer never started; log: {log.read_text()!r}")
 
 
+def _attached(name: str, log: Path, mark: Path, **run: Any) -> tuple[int, int]:
+    """`gputop run` of the test trainer in the pane, once its steps are on screen: the
+    trainer's PID and session."""
+    _run(name, log, mark, **run)
+    pid, sid = _trainer(log)
+    _wait_for(name, lambda s: f"attached {pid}" in s and "steps" in s)
+    return pid, sid
+
+
 def _steps_logged(log: Path) -> int:
     return sum(1 for line in log.read_text().splitlines() if line.startswith("step "))
 
@@ -92,10 +103,8 @@ def _printed(name: str) -> str:
 def test_q_asks_and_d_leaves_the_trainer_running(session: str, tmp_path: Path,
                                                  trainers: list[int]) -> None:
     log, mark = tmp_path / "run.log", tmp_path / "saved"
-    _run(session, log, mark)
-    pid, sid = _trainer(log)
+    pid, sid = _attached(session, log, mark)
     trainers.append(pid)
-    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
     _tmux("send-keys", "-t", session, "q")
     _wait_for(session, lambda s: QUESTION in s)
     _tmux("send-keys", "-t", session, "Escape")  # cancel: the app carries on
@@ -115,9 +124,7 @@ def test_q_asks_and_d_leaves_the_trainer_running(session: str, tmp_path: Path,
 def test_ctrl_c_reaches_the_trainer_and_gputop_exits_with_its_code(
         session: str, tmp_path: Path) -> None:
     log, mark = tmp_path / "run.log", tmp_path / "saved"
-    _run(session, log, mark, code=7)
-    pid, _ = _trainer(log)
-    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
+    pid, _ = _attached(session, log, mark, code=7)
     _tmux("send-keys", "-t", session, "C-c")
     assert _exit_code(session, timeout_s=60) == 7, _screen(session)
     assert mark.read_text().startswith("KeyboardInterrupt after ")  # its handler ran
@@ -131,25 +138,29 @@ def test_after_the_trainer_exits_the_summary_stays_and_is_printed_on_exit(
     log, mark = tmp_path / "run.log", tmp_path / "saved"
     _run(session, log, mark, steps=400)
     pid, _ = _trainer(log)
-    screen = _wait_for(session, lambda s: "exited, final summary" in s and "final advice" in s)
-    assert f"attached {pid}" in screen and "num_workers=0" in screen
+    _wait_for(session, lambda s: "exited, final summary" in s)
+    screen = _screen(session)  # the summary and its advice are frozen once it exited
+    assert f"attached {pid}" in screen
     _tmux("send-keys", "-t", session, "q")  # nothing runs any more: no question
     assert _exit_code(session) == 0, _screen(session)
     printed = _printed(session)
     assert f"exited with code 0; its output is in {log}" in printed
     assert f"ATTACHED {pid} (exited, final summary)" in printed
-    assert "verdict data-bound" in printed and "ADVICE" in printed
+    assert "verdict data-bound" in printed
     assert QUESTION not in printed
+    # The advice predicts a gain from the CPU the job can get: on a busy box the trainer
+    # waits for a core and may rightly get none. What it had at exit is what is printed.
+    advised = "final advice" in screen
+    assert (WORKERS_ADVICE in printed) is advised, screen
+    assert ("num_workers=0" in screen) is advised
 
 
 def test_a_hang_up_leaves_the_trainer_running(session: str, tmp_path: Path,
                                               trainers: list[int]) -> None:
     """An SSH drop: the terminal goes, gputop goes, the training job stays."""
     log, mark = tmp_path / "run.log", tmp_path / "saved"
-    _run(session, log, mark)
-    pid, _ = _trainer(log)
+    pid, _ = _attached(session, log, mark)
     trainers.append(pid)
-    _wait_for(session, lambda s: f"attached {pid}" in s and "steps" in s)
     shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
     (gputop,) = _children(shell)
     _tmux("kill-pane", "-t", session)  # the terminal hangs up

@@ -155,25 +155,9 @@ class PerfCounter:
         self.fd = fd
 
     @classmethod
-    def open(
-        cls,
-        type_: int,
-        config: int,
-        *,
-        config1: int = 0,
-        config2: int = 0,
-        pid: int = -1,
-        cpu: int = -1,
-        exclude_kernel: bool = False,
-        sample_freq: int = 0,
-        sample_type: int = 0,
-    ) -> PerfCounter:
-        """Open a counter (disabled until enable())."""
-        fd = perf_event_open(
-            type_, config, config1=config1, config2=config2, pid=pid, cpu=cpu,
-            exclude_kernel=exclude_kernel, sample_freq=sample_freq, sample_type=sample_type,
-        )
-        return cls(fd)
+    def open(cls, type_: int, config: int, **options: Any) -> PerfCounter:
+        """Open a counter (disabled until enable()); `options` are perf_event_open()'s."""
+        return cls(perf_event_open(type_, config, **options))
 
     def enable(self) -> None:
         """Start counting."""

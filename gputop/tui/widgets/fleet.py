@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 
-from gputop.model import FleetHost, Frame
+from gputop.model import FleetHost, FleetReport, Frame
 from gputop.tui.lines import Line
 from gputop.tui.messages import HostChosen
 from gputop.tui.views.fleet import (
@@ -79,8 +79,12 @@ class FleetTable(CursorTable):
 
 
 class FrameScreen(Screen[None]):
-    """A screen that renders the newest Frame handed to it, once it is mounted and again
-    on every resize."""
+    """A fleet screen: a title over what the newest fleet report says and a key line below,
+    rendered once the screen is mounted and again on every resize. `NAME` prefixes the ids
+    of its panes (NAME-title, NAME-footer); `KEYS` are the keys its footer names."""
+
+    NAME = ""
+    KEYS: list[Binding] = []
 
     def __init__(self) -> None:
         super().__init__()
@@ -98,12 +102,26 @@ class FrameScreen(Screen[None]):
         self.call_after_refresh(self.render_frame)
 
     def render_frame(self) -> None:
-        """Paint the frame held."""
+        """Paint the frame held (no report: still asking)."""
+        width = self.size.width
+        report = self.frame.fleet if self.frame is not None else None
+        interval = self.frame.interval_s if self.frame is not None else 0.0
+        self.query_one(f"#{self.NAME}-title", LinePane).set_lines(
+            fleet_title_lines(report, width, interval, paused=self.paused))
+        self.render_report(report, width)
+        self.query_one(f"#{self.NAME}-footer", LinePane).set_lines(
+            [footer_line(self.KEYS, width)])
+
+    def render_report(self, report: FleetReport | None, width: int) -> None:
+        """Paint what lies between the title and the keys."""
         raise NotImplementedError
 
 
 class FleetScreen(FrameScreen):
     """The fleet table under a title line that names the source and its error, if any."""
+
+    NAME = "fleet"
+    KEYS = FOOTER
 
     def compose(self) -> ComposeResult:
         """Title, hosts, keys."""
@@ -116,25 +134,20 @@ class FleetScreen(FrameScreen):
         self.query_one(FleetTable).focus()
         self.render_frame()
 
-    def render_frame(self) -> None:
-        """Render the frame last handed over (None: still asking)."""
-        frame, paused = self.frame, self.paused
-        width = self.size.width
-        report = frame.fleet if frame is not None else None
-        interval = frame.interval_s if frame is not None else 0.0
-        self.query_one("#fleet-title", LinePane).set_lines(
-            fleet_title_lines(report, width, interval, paused=paused))
+    def render_report(self, report: FleetReport | None, width: int) -> None:
+        """Every host, worst first, or why there are none."""
         note = ("asking Prometheus…" if report is None else
                 "no answer from Prometheus yet" if report.error is not None else
                 "no gputop serve target in the last hour")
         self.query_one(FleetTable).show(report.hosts if report else (), note)
-        self.query_one("#fleet-footer", LinePane).set_lines([footer_line(FOOTER, width)])
 
 
 class FleetHostScreen(FrameScreen):
     """One host in detail; refreshed with each frame while it is shown."""
 
     BINDINGS = [Binding("escape", "dismiss", "fleet", show=False)]
+    NAME = "host"
+    KEYS = HOST_FOOTER
 
     def __init__(self, instance: str) -> None:
         super().__init__()
@@ -152,20 +165,13 @@ class FleetHostScreen(FrameScreen):
         self.query_one("#host-box", VerticalScroll).focus()
         self.render_frame()
 
-    def render_frame(self) -> None:
-        """Render this host from the fleet report of the frame last handed over."""
-        frame, paused = self.frame, self.paused
-        width = self.size.width
-        report = frame.fleet if frame is not None else None
-        interval = frame.interval_s if frame is not None else 0.0
-        host = next((h for h in report.hosts if h.instance == self.instance),
-                    None) if report is not None else None
-        detail = report.detail if report is not None else None
-        self.query_one("#host-title", LinePane).set_lines(
-            fleet_title_lines(report, width, interval, paused=paused))
+    def render_report(self, report: FleetReport | None, width: int) -> None:
+        """This host's GPUs, trainers and advice, unless Prometheus stopped answering."""
         if report is None or report.error is None:
+            host = next((h for h in report.hosts if h.instance == self.instance),
+                        None) if report is not None else None
+            detail = report.detail if report is not None else None
             lines = host_lines(self.instance, host, detail, width - 1)
         else:
             lines = [(("waiting for Prometheus to answer again", "dim"),)]
         self.query_one("#host-detail", LinePane).set_lines(lines)
-        self.query_one("#host-footer", LinePane).set_lines([footer_line(HOST_FOOTER, width)])

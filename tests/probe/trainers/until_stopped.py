@@ -1,22 +1,11 @@
 """Trains a tiny model on a DataLoader until the file argv[1] exists (60 s at most)."""
 
-import os
 import sys
-import time
 
 import torch
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-stop = sys.argv[1]
-model = nn.Linear(8, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
+from tests.helpers.tiny_training import train_until
+
 loader = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
-deadline = time.monotonic() + 60
-while not os.path.exists(stop) and time.monotonic() < deadline:
-    for x, y in loader:
-        loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        time.sleep(0.005)
+train_until(sys.argv[1], loader, limit_s=60, pause_s=0.005)
