@@ -160,8 +160,7 @@ async def test_a_jumped_to_or_held_tick_has_the_sparklines_recorded_before_it(
         tmp_path: Path) -> None:
     """The GPU sparklines at a tick are the recorded ticks up to it, however the replay got
     there: jumped (G, g), stepped back, or played to the newest tick and held (shown twice)."""
-    path, live = _recorded(tmp_path)
-    app, playback = _replay(path)
+    app, playback, live = _replay(tmp_path)
     seen: dict[str, str] = {}
     async with app.run_test(size=SIZE) as pilot:
         await _showing(app, pilot, 1, live)
