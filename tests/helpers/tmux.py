@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
+
+from gputop.probe.ring import ENV_DIR
 
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 _OTHER_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][0-9A-Za-z])")
@@ -24,10 +27,12 @@ def tmux(*args: str) -> str:
 
 @contextmanager
 def session(cwd: Path, width: int = 120, height: int = 40) -> Iterator[str]:
-    """A detached tmux session of `width` x `height` whose pane stays after its program exits."""
+    """A detached tmux session of `width` x `height` whose pane stays after its program exits,
+    with this run's ring directory (a tmux server started elsewhere has its own environment)."""
     name = f"gputop-t-{uuid.uuid4().hex[:8]}"
+    rings = os.environ.get(ENV_DIR)
     tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd),
-         "sh")
+         *(("-e", f"{ENV_DIR}={rings}") if rings else ()), "sh")
     tmux("set-option", "-t", name, "remain-on-exit", "on")
     try:
         yield name

@@ -8,16 +8,15 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import tmux
 from tests.tui.test_terminal import _children, _exit_code, _gone, _screen, _spawn, _tmux, _wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,13 +34,8 @@ pytestmark = [
 @pytest.fixture
 def session() -> Iterator[str]:
     """A detached 120x40 tmux session whose pane stays after the program exits."""
-    name = f"gputop-run-{uuid.uuid4().hex[:8]}"
-    _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", "-c", str(REPO), "sh")
-    _tmux("set-option", "-t", name, "remain-on-exit", "on")
-    try:
+    with tmux.session(REPO) as name:
         yield name
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
 @pytest.fixture
