@@ -7,11 +7,12 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rich.segment import Segment
 from textual.app import App, ComposeResult
 from textual.strip import Strip
 
 from gputop.tui import build_app
-from gputop.tui.widgets.linepane import STRIP_SLACK, LinePane
+from gputop.tui.widgets.linepane import STRIP_SLACK, LinePane, PaneStrip
 from tests.helpers.tui import FedSampler, frames, sync
 
 LINES = 3
@@ -66,6 +67,17 @@ def cyclic_garbage() -> Iterator[list[object]]:
         gc.set_debug(flags)
         if enabled:
             gc.enable()
+
+
+def test_a_cut_pane_strip_divides_whole_without_a_cycle() -> None:
+    with cyclic_garbage() as garbage:
+        strip = PaneStrip([Segment("0123456789")], 10).cut(2, 6)
+        assert isinstance(strip, PaneStrip)
+        assert strip.text == "2345"
+        assert strip.divide([4]) == [strip]
+        assert [part.text for part in strip.divide([1, 4])] == ["2", "345"]
+        del strip
+    assert sum(isinstance(o, Strip) for o in garbage) == 0
 
 
 @sync
