@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -94,8 +95,8 @@ def tmux(*args: str) -> str:
 
 def start(name: str, command: list[str], size: tuple[int, int], env: dict[str, str]) -> int:
     """Run `command` in a new tmux session; return the tool's own PID (not the shell's)."""
-    exports = " ".join(f"{k}={v}" for k, v in env.items())
-    line = f"exec env {exports} {' '.join(command)}"
+    exports = shlex.join(f"{k}={v}" for k, v in env.items())
+    line = f"exec env {exports} {shlex.join(command)}"
     tmux("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]),
          "-c", str(REPO), line)
     return int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())

@@ -264,8 +264,9 @@ class GputopApp(App[int]):
         self._install_signal_handlers()
         if self.command is not None:
             self.set_interval(COMMAND_CHECK_S, self.check_command)
-        # Dropped strips reach each other through Textual's caches: only a full collection
-        # frees them, and left to chance their garbage lifts the resident size for hours.
+        # Textual's own strips (the filter Input's, an open page's) keep themselves in their
+        # divide cache and layouts leave small cycles: only a full collection frees them, and
+        # left to chance their garbage lifts the resident size (the panes' strips have no cycle).
         self.set_interval(FULL_GC_EVERY_S, self.collect_garbage)
         if self.fleet:
             self.push_screen(FleetScreen())

@@ -8,7 +8,7 @@ panes' colours come from the theme, never from ANSI names, so it would change no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import zip_longest
 
 from rich.segment import Segment
@@ -21,6 +21,30 @@ from textual.widget import Widget
 from gputop.tui.lines import STYLE_WORDS, Line
 
 STRIP_SLACK = 16  # strips kept beyond twice the lines shown, for lines that come back
+
+
+class PaneStrip(Strip):
+    """A Strip that a full-width cut hands back whole without caching `[self]` in itself.
+
+    Textual's Strip.divide stores that one-item list in the strip's own cache, a cycle only
+    the cyclic collector frees: every strip a pane dropped (~17 a refresh in the live app)
+    lingered with its segments and caches until the next full collection, and the heap's
+    swing between collections (~4 MiB) kept lifting the resident size.
+    """
+
+    __slots__ = ()
+
+    def divide(self, cuts: Iterable[int]) -> Sequence[Strip]:
+        """`[self]` when the only cut is the strip's end, otherwise Textual's cached cut."""
+        cuts = list(cuts)
+        if [cut for cut in cuts if cut <= self.cell_length] == [self.cell_length]:
+            return [self]
+        return super().divide(cuts)
+
+    def cut(self, start: int, end: int) -> PaneStrip:
+        """The cells from `start` to `end`, a PaneStrip too (Strip.crop makes plain ones)."""
+        cropped = self.crop(start, end)
+        return PaneStrip(cropped, cropped.cell_length)
 
 
 class LinePane(Widget):
@@ -38,9 +62,9 @@ class LinePane(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._lines: list[Line] = []
-        self._strips: dict[tuple[Line, int], Strip] = {}
+        self._strips: dict[tuple[Line, int], PaneStrip] = {}
         self._span_styles: dict[str, Style] = {}
-        self._blank: Strip | None = None
+        self._blank: PaneStrip | None = None
         if self.AUTO_HEIGHT:
             self.styles.height = 0
             self.display = False
@@ -90,10 +114,10 @@ class LinePane(Widget):
         width = self.size.width
         strips = [self._strip(y, width) for y in range(crop.y, crop.bottom)]
         if crop.x or crop.width != width:
-            strips = [strip.crop(crop.x, crop.right) for strip in strips]
-        return strips
+            strips = [strip.cut(crop.x, crop.right) for strip in strips]
+        return list(strips)
 
-    def _strip(self, y: int, width: int) -> Strip:
+    def _strip(self, y: int, width: int) -> PaneStrip:
         if y >= len(self._lines):
             if self._blank is None:
                 self._blank = self._build((), width)
@@ -108,7 +132,7 @@ class LinePane(Widget):
         self._strips[key] = strip
         return strip
 
-    def _build(self, line: Line, width: int) -> Strip:
+    def _build(self, line: Line, width: int) -> PaneStrip:
         segments = []
         used = 0
         for text, word in line:
@@ -119,13 +143,12 @@ class LinePane(Widget):
             used += len(text)
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
-        strip = Strip(segments, width)
         filters = [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
         if filters:
             background = self.background_colors[1]
             for line_filter in filters:
-                strip = strip.apply_filter(line_filter, background)
-        return strip
+                segments = line_filter.apply(segments, background)
+        return PaneStrip(segments, width)
 
     def _style(self, word: str) -> Style:
         style = self._span_styles.get(word)
