@@ -130,7 +130,7 @@ class ProcProcessSource:
         self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
         self._ticks = 0
-        self._full_next = True
+        self._recheck: set[int] = set()  # read stat next tick: their parent vanished
         self.listings = 0
 
     def sample(self, gpu: GpuReport) -> ProcessScan:
@@ -171,14 +171,17 @@ class ProcProcessSource:
             pids = list(old)
         dt = None if last is None else now - last
         read = self._reader.read
-        gate = self._gate and not self._full_next and dt is not None
+        gate = self._gate and dt is not None
+        recheck = self._recheck
         self._ticks += 1
         ticks = self._ticks
         tracked: dict[int, _Tracked] = {}
+        replaced: set[int] = set()
         changed = False
         for pid in pids:
             t = old.get(pid)
-            if gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS:
+            if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
+                    and pid not in recheck):
                 ran = self._ran(t)
                 if ran is None:
                     continue
@@ -198,19 +201,23 @@ class ProcProcessSource:
                 if st is None:
                     continue
                 if t is None or t.start != st.starttime:
+                    if t is not None:
+                        replaced.add(pid)
                     t = self._new(pid, st, data, now, last)
                     changed = True
                 else:
                     changed |= self._update(t, st, data, now, dt)
             t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
             tracked[pid] = t
-        self._full_next = False
+        gone = replaced
         if tracked.keys() != old.keys():
             changed = True
-            # A process that vanished may have left children re-parented while asleep.
-            self._full_next = bool(old.keys() - tracked.keys())
+            gone |= old.keys() - tracked.keys()
             self._reader.keep_only(tracked)
             self._sched.keep_only(tracked)
+        # A process that vanished may have left children re-parented while asleep: only
+        # theirs is a ppid that can change without running.
+        self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
         self._tracked = tracked
         return tracked, changed
 
@@ -219,7 +226,8 @@ class ProcProcessSource:
 
         schedstat is a third of the cost of stat; read before stat, so a run in between is
         seen on the next tick. Without running a process changes no field we show, except
-        RSS under reclaim (refreshed every REFRESH_TICKS) and ppid (after a vanish: full tick).
+        RSS under reclaim (refreshed every REFRESH_TICKS) and ppid (re-parented when its parent
+        vanished: its stat is read on the next tick).
         """
         sched = self._sched.read(t.pid)
         if sched is None:

@@ -15,15 +15,7 @@ from gputop.derive import Derivation
 from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sources import procfs
 from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
-
-TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
-        "18446744073709551615")
-
-
-def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0, st: int = 0,
-              thr: int = 1, start: int = 100, rss: int = 10) -> str:
-    return f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
-        ut=ut, st=st, thr=thr, start=start, rss=rss)
+from tests.helpers.fakeproc import FakeProc, stat_line
 
 
 @pytest.mark.parametrize(
@@ -103,31 +95,6 @@ def test_gpu_usage_sums_devices():
     report = GpuReport("simulated", (dev(0, GpuProcess(7, 100), GpuProcess(8, None)),
                                      dev(1, GpuProcess(7, 50))))
     assert gpu_usage(report) == {7: (150, (0, 1)), 8: (None, (0,))}
-
-
-class FakeProc:
-    """A /proc tree in a folder: stat and cmdline files per pid, and ns_last_pid."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        (root / "sys/kernel").mkdir(parents=True)
-        self.last_pid = 0
-
-    def add(self, pid: int, comm: str, cmdline: str = "", **stat: int | str) -> None:
-        d = self.root / str(pid)
-        d.mkdir(exist_ok=True)
-        (d / "stat").write_text(stat_line(pid, comm, **stat))  # type: ignore[arg-type]
-        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0" * bool(cmdline))
-        self.last_pid = max(self.last_pid, pid)
-        self.bump()
-
-    def bump(self) -> None:
-        (self.root / "sys/kernel/ns_last_pid").write_text(f"{self.last_pid}\n")
-
-    def remove(self, pid: int) -> None:
-        for f in (self.root / str(pid)).iterdir():
-            f.unlink()
-        (self.root / str(pid)).rmdir()
 
 
 GPU_NONE = GpuReport("none")
