@@ -11,11 +11,16 @@ files cost one look each, not one per tick.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from gputop.probe import ring as layout
 from gputop.probe.reader import RingError, RingReader, RingRefused, StaleRing
 from gputop.sources.procfs import read_bytes
+
+# A directory changed this recently may change again within the same timestamp (the kernel
+# stamps with a coarse clock): it is listed again until its last change is older than this.
+SETTLED_NS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class RingDirectory:
         self._trusted: dict[tuple[int, int], int] = {}  # (inode, pid) -> the ticks it matched
         self._refused: dict[tuple[int, int], str] = {}  # (inode, pid) -> why, for good
         self.leftovers: list[RingName] = []  # our rings whose process is gone, as last listed
+        self._listed: tuple[tuple[str, int, int, int], list[RingName]] | None = None
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
@@ -94,7 +100,7 @@ class RingDirectory:
         trusted: dict[tuple[int, int], int] = {}
         refused: dict[tuple[int, int], str] = {}
         leftovers: list[RingName] = []
-        for name in ring_names(self.path()):
+        for name in self._names():
             key = (name.inode, name.pid)
             reason = self._refused.get(key)
             if reason is not None:
@@ -125,6 +131,25 @@ class RingDirectory:
             rings.setdefault(name.pid, name)
         self.rings, self.refusals, self.leftovers = rings, refusals, leftovers
         self._trusted, self._refused = trusted, refused
+
+    def _names(self) -> list[RingName]:
+        """The directory's ring names, listed again only when its mtime moved (or moved so
+        lately that a later change could carry the same stamp): /dev/shm holds hundreds of
+        other files (semaphores, NCCL and torch segments), and listing them every tick
+        cost more than the rest of attaching."""
+        path = self.path()
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._listed = None
+            return []
+        stamp = (path, st.st_dev, st.st_ino, st.st_mtime_ns)
+        if self._listed is not None and self._listed[0] == stamp:
+            return self._listed[1]
+        names = ring_names(path)
+        settled = time.time_ns() - st.st_mtime_ns > SETTLED_NS
+        self._listed = (stamp, names) if settled else None
+        return names
 
     def remove_leftovers(self) -> None:
         """Unlink the leftovers of the last scan that are still the files it judged (the

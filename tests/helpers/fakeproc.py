@@ -1,15 +1,18 @@
-"""A /proc tree in a folder, and the files of it a reader reads, counted by the kernel."""
+"""A /proc tree in a folder, and which files of watched folders get read, counted by the kernel."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import struct
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Generic, TypeVar
 
 TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
         "18446744073709551615")
 _IN_ACCESS = 0x1
+K = TypeVar("K")
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 
 
@@ -45,27 +48,27 @@ class FakeProc:
         (self.root / str(pid)).rmdir()
 
 
-class ReadWatch:
-    """Which files of the watched pid folders were read since the last `take()` (inotify's
-    IN_ACCESS: every read(2)/pread(2) of a regular file, counted by the kernel, so the
-    reader under test needs no hook)."""
+class ReadWatch(Generic[K]):
+    """Which files of the watched folders were read since the last `take()` (inotify's
+    IN_ACCESS: each read(2)/pread(2) of a file and each listing of a folder, counted by the
+    kernel, so the reader under test needs no hook)."""
 
-    def __init__(self, root: Path, pids: list[int]) -> None:
+    def __init__(self, folders: Mapping[K, Path]) -> None:
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self._fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")
-        self._pid_of: dict[int, int] = {}
-        for pid in pids:
-            wd = self._libc.inotify_add_watch(self._fd, str(root / str(pid)).encode(),
-                                              _IN_ACCESS)
+        self._label_of: dict[int, K] = {}
+        for label, folder in folders.items():
+            wd = self._libc.inotify_add_watch(self._fd, str(folder).encode(), _IN_ACCESS)
             if wd < 0:
-                raise OSError(ctypes.get_errno(), f"inotify_add_watch {root / str(pid)}")
-            self._pid_of[wd] = pid
+                raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
+            self._label_of[wd] = label
 
-    def take(self) -> set[tuple[int, str]]:
-        """(pid, file name) of each file read since the last call."""
-        seen: set[tuple[int, str]] = set()
+    def take(self) -> set[tuple[K, str]]:
+        """(folder's label, file name) of each file read since the last call; the name is ""
+        where the folder itself was listed."""
+        seen: set[tuple[K, str]] = set()
         while True:
             try:
                 data = os.read(self._fd, 1 << 16)
@@ -75,8 +78,8 @@ class ReadWatch:
             while offset < len(data):
                 wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
                 name = data[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
-                if mask & _IN_ACCESS and wd in self._pid_of:
-                    seen.add((self._pid_of[wd], name.decode()))
+                if mask & _IN_ACCESS and wd in self._label_of:
+                    seen.add((self._label_of[wd], name.decode()))
                 offset += _EVENT.size + length
 
     def close(self) -> None:

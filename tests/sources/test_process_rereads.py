@@ -38,7 +38,7 @@ def _put(proc: FakeProc, pid: int, ppid: int = 1, thr: int = 1) -> None:
 def test_quiet_processes_are_not_reread_while_others_vanish(tmp_path: Path) -> None:
     proc, parents = _tree(tmp_path)
     source = ProcProcessSource(str(tmp_path), max_fds=0)  # kept fds of a folder outlive rmdir
-    watch = ReadWatch(tmp_path, [*QUIET, ORPHAN, THREADED])
+    watch = ReadWatch({pid: tmp_path / str(pid) for pid in [*QUIET, ORPHAN, THREADED]})
     try:
         for _ in range(REFRESH_TICKS + 2):  # until every process's schedstat was read once
             source.sample(GPU_NONE)
