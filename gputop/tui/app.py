@@ -27,7 +27,7 @@ from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines
 from gputop.tui.views.header import error_lines, header_lines
 from gputop.tui.views.host import host_lines
-from gputop.tui.views.processes import TableState, fold_pid, table_rows
+from gputop.tui.views.processes import Rows, TableState, fold_pid, table_rows
 from gputop.tui.views.signals import READ_ONLY, SIGNALS, describe, foreign, signal_targets
 from gputop.tui.views.steps import HEAD_LINES, step_lines
 from gputop.tui.widgets.advice_page import AdvicePage
@@ -252,7 +252,7 @@ class GputopApp(App[int]):
         self._pane("header").set_lines(header_lines(frame, width, paused=paused))
         self._pane("footer").set_lines([footer_line(self._footer_bindings(), width)])
         if frame is None:
-            self.query_one(ProcessTable).show([], self.state, "waiting for the first sample…")
+            self.query_one(ProcessTable).show(Rows(), self.state, "waiting for the first sample…")
             return
         budget = self._budget(frame, height)
         self._pane("gpus").set_lines(error_lines(frame, width, "gpu") + gpu_lines(

@@ -301,3 +301,27 @@ async def test_the_startup_heap_is_frozen_after_the_first_frames() -> None:
             app.show_frame(frame)
         await pilot.pause()
         assert gc.get_freeze_count() > len(gc.get_objects())
+
+
+@sync
+async def test_rows_never_drawn_are_not_made() -> None:
+    """Thousands of processes, a screenful drawn: the table holds a Row object for the rows
+    on screen at most (not one per process, each tick), with a trainer group among them."""
+    import gc
+
+    from gputop.tui.views.processes import Row
+    from tests.helpers import builders
+
+    rows, group = builders.trainer_with_workers(50_000, 4, worker_cpu=10.0)
+    others = [builders.process(pid, cpu=float(pid % 7)) for pid in range(100, 3100)]
+    app, _ = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_frame(builders.frame(processes=[*others, *rows], trainers=(group,)))
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert len(table.rows) == 3005
+        made = sum(isinstance(o, Row) for o in gc.get_objects())
+        assert made <= 24
+        await pilot.press("end")  # the last row, reached through the same lazy rows
+        assert table.selected is not None
+        assert table.selected.process.pid == table.rows[-1].process.pid
