@@ -38,9 +38,10 @@ def ring_names(directory: str) -> list[RingName]:
     that claim another uid are dropped here, without a syscall each."""
     me = os.getuid()
     found = []
+    prefix = layout.NAME_PREFIX
     try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
+        with os.scandir(directory) as entries:  # /dev/shm holds hundreds of other files
+            for entry in [e for e in entries if e.name.startswith(prefix)]:
                 parsed = layout.parse_name(entry.name)
                 if parsed is not None and (me == 0 or parsed[0] == me):
                     found.append(RingName(entry.path, parsed[0], parsed[1], entry.inode()))
