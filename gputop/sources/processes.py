@@ -131,6 +131,8 @@ class ProcProcessSource:
         self._users: dict[int, str] = {}
         self._ticks = 0
         self._recheck: set[int] = set()  # read stat next tick: their parent vanished
+        self._order: list[int] = []  # tracked pids, sorted, as of the last change
+        self._on_gpu: set[int] = set()  # pids NVML listed last tick
         self.listings = 0
 
     def sample(self, gpu: GpuReport) -> ProcessScan:
@@ -138,11 +140,16 @@ class ProcProcessSource:
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         last, self._last_time = self._last_time, now
         gpu_use = gpu_usage(gpu)
-        tracked, changed = self._scan(now, last, gpu_use)
-        if changed and self._torch_versions:
-            self._torch_versions = {k: v for k, v in self._torch_versions.items()
-                                    if k[0] in tracked}
-        rows = [self._row(tracked[pid]) for pid in sorted(tracked)]
+        tracked, touched, changed = self._scan(now, last)
+        touched += self._join_gpus(tracked, gpu_use)
+        if changed:
+            self._order = sorted(tracked)
+            if self._torch_versions:
+                self._torch_versions = {k: v for k, v in self._torch_versions.items()
+                                        if k[0] in tracked}
+        for t in touched:
+            self._row(t)
+        rows = [s for pid in self._order if (s := tracked[pid].sample) is not None]
         rows.extend(
             _foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
             if pid not in tracked
@@ -159,8 +166,11 @@ class ProcProcessSource:
         self._finalizer()
 
     def _scan(
-        self, now: float, last: float | None, gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
-    ) -> tuple[dict[int, _Tracked], bool]:
+        self, now: float, last: float | None
+    ) -> tuple[dict[int, _Tracked], list[_Tracked], bool]:
+        """Every live process, those whose row may have changed, and whether the set of
+        processes (or a parent, a name) changed. A quiet process costs one pread and no
+        object: this loop runs for every process every tick."""
         old = self._tracked
         last_pid = self._watch.read()
         if last_pid is None or last_pid != self._listed_at or not old:
@@ -168,26 +178,29 @@ class ProcProcessSource:
             self._listed_at = last_pid
             self.listings += 1
         else:
-            pids = list(old)
+            pids = old  # not changed below: a new dict is built
         dt = None if last is None else now - last
         read = self._reader.read
+        ran = self._ran
         gate = self._gate and dt is not None
         recheck = self._recheck
         self._ticks += 1
         ticks = self._ticks
         tracked: dict[int, _Tracked] = {}
+        touched: list[_Tracked] = []
         replaced: set[int] = set()
         changed = False
         for pid in pids:
             t = old.get(pid)
             if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
                     and pid not in recheck):
-                ran = self._ran(t)
-                if ran is None:
+                moved = ran(t)
+                if moved is None:
                     continue
-                if not ran:
-                    t.cpu_percent = 0.0
-                    t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
+                if not moved:
+                    if t.cpu_percent != 0.0:
+                        t.cpu_percent = 0.0
+                        touched.append(t)
                     tracked[pid] = t
                     continue
             data = read(pid)
@@ -196,6 +209,7 @@ class ProcProcessSource:
             if t is not None and data == t.raw:
                 if dt is not None and t.cpu_percent != 0.0:
                     t.cpu_percent = 0.0
+                    touched.append(t)
             else:
                 st = procfs.parse_stat(data)
                 if st is None:
@@ -207,7 +221,7 @@ class ProcProcessSource:
                     changed = True
                 else:
                     changed |= self._update(t, st, data, now, dt)
-            t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
+                touched.append(t)
             tracked[pid] = t
         gone = replaced
         if tracked.keys() != old.keys():
@@ -219,7 +233,24 @@ class ProcProcessSource:
         # theirs is a ppid that can change without running.
         self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
         self._tracked = tracked
-        return tracked, changed
+        return tracked, touched, changed
+
+    def _join_gpus(
+        self, tracked: dict[int, _Tracked], gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
+    ) -> list[_Tracked]:
+        """Set GPU memory and devices on the processes NVML lists now or listed last tick;
+        those whose values moved."""
+        moved = []
+        for pid in self._on_gpu | gpu_use.keys():
+            t = tracked.get(pid)
+            if t is None:
+                continue
+            memory, indices = gpu_use.get(pid, _NO_GPU)
+            if t.gpu_memory_bytes != memory or t.gpu_indices != indices:
+                t.gpu_memory_bytes, t.gpu_indices = memory, indices
+                moved.append(t)
+        self._on_gpu = set(gpu_use)
+        return moved
 
     def _ran(self, t: _Tracked) -> bool | None:
         """Whether a single-threaded process ran since its schedstat was last read (None: gone).
