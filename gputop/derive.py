@@ -32,7 +32,8 @@ class Derivation:
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
         """Rows with roles, trainer links and probe marks; one group per trainer."""
         rows = scan.rows
-        gpu_pids = frozenset(r.pid for r in rows if r.gpu_indices or r.gpu_memory_bytes is not None)
+        gpu_pids = frozenset([r.pid for r in rows
+                              if r.gpu_indices or r.gpu_memory_bytes is not None])
         inputs = (probe_pids, gpu_pids)  # what grouping reads besides the scan
         if scan.changed or inputs != self._inputs:
             legacy = _legacy_workers(rows, source)
@@ -41,11 +42,8 @@ class Derivation:
         groups = self._grouping
         special = groups.roles.keys() | probe_pids
         marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
-        out = []
-        for row in rows:
-            if row.pid in special:
-                row = self._mark(row, groups, probe_pids, marked)
-            out.append(row)
+        out = [self._mark(row, groups, probe_pids, marked) if row.pid in special else row
+               for row in rows]  # runs over every process each tick: a comprehension
         self._marked = marked
         trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
         if not trainers:
