@@ -25,6 +25,8 @@ YOUNG_S = 1.0  # re-read cmdline while this young: a fork may not have exec'd ye
 MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
+MAX_PROBED = 256  # more new PIDs than this since the last look: list /proc instead
+RELIST_TICKS = 16  # /proc is listed at least this often while PIDs are being allocated
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
 _UNKNOWN_WAITS = ProcessWaits(None, None, None)
 MAPS_LIMIT = 16 << 20
@@ -124,7 +126,8 @@ class ProcProcessSource:
             self, _close_all, self._reader, self._sched, self._watch
         )
         self._tracked: dict[int, _Tracked] = {}
-        self._listed_at: int | None = None
+        self._listed_at: int | None = None  # the last PID allocated when we last looked
+        self._relisted_tick = 0
         self._last_time: float | None = None
         self._pins: dict[int, _PinState] = {}
         self._torch_versions: dict[tuple[int, int], str | None] = {}
@@ -172,13 +175,7 @@ class ProcProcessSource:
         processes (or a parent, a name) changed. A quiet process costs one pread and no
         object: this loop runs for every process every tick."""
         old = self._tracked
-        last_pid = self._watch.read()
-        if last_pid is None or last_pid != self._listed_at or not old:
-            pids: Iterable[int] = procfs.list_pids(self.proc_root)
-            self._listed_at = last_pid
-            self.listings += 1
-        else:
-            pids = old  # not changed below: a new dict is built
+        pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
         read = self._reader.read
         ran = self._ran
@@ -205,6 +202,9 @@ class ProcProcessSource:
                     continue
             data = read(pid)
             if data is None:
+                continue
+            if t is None and pid in probed and procfs.is_thread(data):
+                self._reader.forget(pid)  # a thread's TID: its process is tracked already
                 continue
             if t is not None and data == t.raw:
                 if dt is not None and t.cpu_percent != 0.0:
@@ -234,6 +234,27 @@ class ProcProcessSource:
         self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
         self._tracked = tracked
         return tracked, touched, changed
+
+    def _pids_to_read(self, old: dict[int, _Tracked]) -> tuple[Iterable[int], range]:
+        """The PIDs to read this tick, and the range of PIDs born since the last look that
+        were added to them unlisted (a TID among them is a thread's, not a process's).
+
+        Only PIDs past the last one seen can be new, so /proc (whose listing costs more
+        than reading a thousand schedstat files) is listed only on a wrap-around, after
+        many allocations, and every RELIST_TICKS while PIDs are being allocated.
+        """
+        last_pid = self._watch.read()
+        since, self._listed_at = self._listed_at, last_pid
+        if last_pid is not None and old and last_pid == since:
+            return old, range(0)  # no PID allocated: read only those known (a new dict is built)
+        if (last_pid is not None and old and since is not None
+                and since < last_pid <= since + MAX_PROBED
+                and self._ticks - self._relisted_tick < RELIST_TICKS):
+            born = range(since + 1, last_pid + 1)
+            return [*old, *(pid for pid in born if pid not in old)], born
+        self._relisted_tick = self._ticks
+        self.listings += 1
+        return procfs.list_pids(self.proc_root), range(0)
 
     def _join_gpus(
         self, tracked: dict[int, _Tracked], gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]

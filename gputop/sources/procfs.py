@@ -80,6 +80,16 @@ def parse_blkio_ticks(data: bytes) -> int | None:
     return int(fields[BLKIO_FIELD])
 
 
+EXIT_SIGNAL_FIELD = 35  # exit_signal, field 38 of /proc/PID/stat, counted after ')'
+
+
+def is_thread(data: bytes) -> bool:
+    """Whether /proc/N/stat text is a thread's, not a process's: /proc/TID of a thread is
+    readable though /proc does not list it, and a thread's exit_signal is -1."""
+    fields = data.rpartition(b")")[2].split()
+    return len(fields) > EXIT_SIGNAL_FIELD and fields[EXIT_SIGNAL_FIELD] == b"-1"
+
+
 class SchedStat(NamedTuple):
     """/proc/PID/schedstat of one thread: time on a CPU and time runnable but waiting for one."""
 

@@ -16,11 +16,19 @@ K = TypeVar("K")
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 
 
+EXIT_SIGNAL_AT = 35  # exit_signal's index after ')'; TAIL ends at index 22
+
+
 def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0, st: int = 0,
-              thr: int = 1, start: int = 100, rss: int = 10) -> str:
-    """A /proc/PID/stat line with the fields gputop reads."""
-    return f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
+              thr: int = 1, start: int = 100, rss: int = 10,
+              exit_signal: int | None = None) -> str:
+    """A /proc/PID/stat line with the fields gputop reads (to exit_signal when given: -1
+    for a thread)."""
+    line = f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
         ut=ut, st=st, thr=thr, start=start, rss=rss)
+    if exit_signal is not None:
+        line += " 0" * (EXIT_SIGNAL_AT - 23) + f" {exit_signal}"
+    return line
 
 
 class FakeProc:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from gputop.model import GpuReport
 from gputop.sources.processes import REFRESH_TICKS, ProcProcessSource
-from tests.helpers.fakeproc import FakeProc, ReadWatch
+from tests.helpers.fakeproc import FakeProc, ReadWatch, stat_line
 
 GPU_NONE = GpuReport("none")
 QUIET = range(100, 116)  # single-threaded, asleep throughout
 ORPHAN = 300  # child of the first process to vanish, re-parented while asleep
 THREADED = 400  # schedstat shows only its main thread: its stat is read every tick
+BIRTH_TICKS = 10  # ticks with births, fewer than the source's periodic relisting (16)
 
 
 def _tree(tmp_path: Path) -> tuple[FakeProc, range]:
@@ -82,4 +83,35 @@ def test_children_of_a_reused_pid_are_read_again(tmp_path: Path) -> None:
         assert rows[parents[0]].start_ticks == 999
         assert rows[child].ppid == 1
     finally:
+        source.close()
+
+
+def test_births_are_found_without_listing_proc_and_threads_are_not_processes(
+    tmp_path: Path,
+) -> None:
+    """A PID allocated since the last look is past the last one seen: those few are read,
+    /proc is not listed (the kernel's listing costs more than reading a thousand files),
+    and a thread's TID among them is not taken for a process."""
+    proc, _parents = _tree(tmp_path)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    watch = ReadWatch({"proc": tmp_path})
+    try:
+        source.sample(GPU_NONE)
+        assert ("proc", "") in watch.take()  # the first look lists /proc
+        born = []
+        for tick in range(BIRTH_TICKS):
+            child, thread = proc.last_pid + 1, proc.last_pid + 2
+            _put(proc, child)
+            (tmp_path / str(thread)).mkdir()  # readable as /proc/TID, not listed by /proc
+            (tmp_path / str(thread) / "stat").write_text(
+                stat_line(thread, "worker", ppid=child, exit_signal=-1))
+            proc.last_pid = thread
+            proc.bump()
+            born.append(child)
+            pids = {row.pid for row in source.sample(GPU_NONE).rows}
+            assert ("proc", "") not in watch.take(), tick
+            assert born[-1] in pids and thread not in pids, tick
+        assert set(born) <= pids
+    finally:
+        watch.close()
         source.close()

@@ -161,7 +161,7 @@ def test_listing_skipped_until_a_pid_is_allocated(tmp_path: Path):
     assert [r.pid for r in _sample(source)[0]] == [30, 31]
     proc.remove(30)  # vanishing needs no listing: its read fails
     assert [r.pid for r in _sample(source)[0]] == [31]
-    assert source.listings == 2
+    assert source.listings == 1  # nor does a birth: only PIDs past the last one can be new
 
 
 def test_foreign_gpu_pid_kept_and_unreadable_files_skipped(tmp_path: Path):
@@ -292,4 +292,28 @@ def test_real_single_threaded_busy_process_is_seen_running():
         for p in (busy, idle):
             p.kill()
             p.wait()
+        source.close()
+
+
+@pytest.mark.slow
+def test_real_new_thread_is_not_a_process_and_a_new_child_is():
+    import threading
+
+    source = ProcProcessSource()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    child = None
+    try:
+        _sample(source)
+        thread.start()  # its TID is past the last PID seen, as is the child's
+        child = subprocess.Popen(["sleep", "60"])
+        rows = {r.pid for r in _sample(source)[0]}
+        assert child.pid in rows
+        assert thread.native_id not in rows
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        if child is not None:
+            child.kill()
+            child.wait(timeout=10)
         source.close()
