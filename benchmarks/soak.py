@@ -14,8 +14,9 @@ is taken off the RSS. Printed as two curves, then the growth after the first min
 - RSS: MiB per 1000 refreshes from the first minute to the end, less what a higher peak
   of the process list explains (RSS keeps a high-water mark; the heap's cost per process
   times the rise of the peak), target < 0.1;
-- fds: the process source keeps /proc/N/stat and schedstat open for each live process,
-  so those follow the machine; the other fds ("own") must not grow at all.
+- fds: the process source keeps /proc/N/stat and schedstat open for each live process (and
+  io for trainers and their workers), so those follow the machine; the other fds ("own")
+  must not grow at all.
 
 `--untraced` runs gputop without tracemalloc (no heap curve; the RSS as users see it).
 The traced run's collections also free cyclic garbage sooner (Textual's strips refer to
@@ -58,7 +59,7 @@ BAR_MAX = 30
 MIB = 1 << 20
 STATS = struct.Struct("=5q")  # refreshes, heap, tracemalloc's own, processes, peak processes
 SIZE = (120, 40)
-PROC_FILE = re.compile(r"/proc/\d+/(stat|schedstat)")
+PROC_FILE = re.compile(r"/proc/\d+/(stat|schedstat|io)")
 
 
 @dataclass(frozen=True)

@@ -118,12 +118,15 @@ class ProcProcessSource:
         self.proc_root = proc_root
         self._reader = procfs.StatReader(proc_root, max_fds)
         self._sched = procfs.StatReader(proc_root, max_fds, "schedstat")
+        # waits(): by TID (/proc/TID/schedstat is that thread's), and /proc/PID/io
+        self._thread_sched = procfs.StatReader(proc_root, max_fds, "schedstat")
+        self._io = procfs.StatReader(proc_root, max_fds, "io")
         self._gate = procfs.schedstat_counts(proc_root)
         self._delayacct = procfs.delay_accounting_on(proc_root)
         self._waits: dict[int, _WaitMark] = {}
         self._watch = procfs.LastPidWatch(proc_root)
         self._finalizer = weakref.finalize(
-            self, _close_all, self._reader, self._sched, self._watch
+            self, _close_all, self._reader, self._sched, self._thread_sched, self._io, self._watch
         )
         self._tracked: dict[int, _Tracked] = {}
         self._listed_at: int | None = None  # the last PID allocated when we last looked
@@ -161,8 +164,9 @@ class ProcProcessSource:
 
     @property
     def open_fds(self) -> int:
-        """How many /proc/PID/stat and schedstat fds are held between ticks now."""
-        return self._reader.open_fds + self._sched.open_fds
+        """How many /proc/PID/stat, schedstat and io fds are held between ticks now."""
+        return (self._reader.open_fds + self._sched.open_fds + self._thread_sched.open_fds
+                + self._io.open_fds)
 
     def close(self) -> None:
         """Close every /proc fd held between ticks."""
@@ -379,7 +383,8 @@ class ProcProcessSource:
         over the time since the previous call that included the process (None the first time).
 
         The sampler asks for trainers and their workers only, so the cost stays flat in the
-        number of processes: a schedstat read per thread and an io read per process.
+        number of processes: a schedstat pread per thread and an io pread per process,
+        through fds kept open between calls.
         """
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         old = self._waits
@@ -390,7 +395,7 @@ class ProcProcessSource:
             if t is None or pid in marks:
                 continue
             blkio = procfs.parse_blkio_ticks(t.raw) if self._delayacct else None
-            io = procfs.read_bytes(f"{self.proc_root}/{pid}/io", 4096)
+            io = self._io.read(pid)
             mark = _WaitMark(t.start, now, self._thread_waits(t), blkio,
                              None if io is None else procfs.parse_io_read_bytes(io))
             marks[pid] = mark
@@ -400,6 +405,9 @@ class ProcProcessSource:
             else:
                 out[pid] = _wait_rates(before, mark)
         self._waits = marks
+        self._io.keep_only(marks)
+        self._thread_sched.keep_only(
+            {tid for mark in marks.values() for tid in mark.thread_waits or ()})
         return out
 
     def _thread_waits(self, t: _Tracked) -> dict[int, int] | None:
@@ -416,8 +424,7 @@ class ProcProcessSource:
             return None
         waits = {}
         for tid in tids:
-            data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/task/{tid}/schedstat", 256)
-            sched = procfs.parse_schedstat(data or b"")
+            sched = procfs.parse_schedstat(self._thread_sched.read(tid) or b"")
             if sched is not None:  # a thread that ended meanwhile is simply not counted
                 waits[tid] = sched.wait_ns
         return waits or None
