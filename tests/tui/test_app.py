@@ -325,3 +325,21 @@ async def test_rows_never_drawn_are_not_made() -> None:
         await pilot.press("end")  # the last row, reached through the same lazy rows
         assert table.selected is not None
         assert table.selected.process.pid == table.rows[-1].process.pid
+
+
+@sync
+async def test_a_pane_asks_one_refresh_for_all_its_changed_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every visible row changes each tick (%CPU): one refresh call for them all, since each
+    call clears the widget's caches and checks for idle again."""
+    app, _ = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _fed(app, pilot)
+        table = app.query_one(ProcessTable)
+        calls: list[int] = []
+        real = table.refresh
+        monkeypatch.setattr(table, "refresh", lambda *regions, **kw: (
+            calls.append(len(regions)), real(*regions, **kw))[1])
+        table.set_lines([((f"row {i} of tick 2", "plain"),) for i in range(20)])
+        assert calls == [20]
