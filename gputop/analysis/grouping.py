@@ -96,6 +96,20 @@ def uses_gpu(row: ProcRow) -> bool:
     return bool(row.gpu_indices) or row.gpu_memory_bytes is not None
 
 
+def matters(row: ProcRow) -> bool:
+    """Whether a process can take a part in a grouping itself (a Python process, one named
+    by torch, one on a GPU): one that is none of these, coming or going, changes nothing
+    unless its parent is one."""
+    return row.name in (WORKER_COMM, LAUNCHER_COMM) or uses_gpu(row) or is_python(row)
+
+
+def involved(rows: Iterable[ProcRow], grouping: Grouping) -> frozenset[int]:
+    """The PIDs a grouping of `rows` rests on: those that matter and those it names."""
+    pids = {row.pid for row in rows if matters(row)}
+    pids.update(grouping.roles, grouping.trainer_of.values(), grouping.launcher_of.values())
+    return frozenset(pids)
+
+
 def classify(
     rows: Iterable[ProcRow],
     probe_pids: frozenset[int] = frozenset(),

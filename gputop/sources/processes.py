@@ -146,7 +146,8 @@ class ProcProcessSource:
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         last, self._last_time = self._last_time, now
         gpu_use = gpu_usage(gpu)
-        tracked, touched, changed = self._scan(now, last)
+        tracked, touched, moved, gone = self._scan(now, last)
+        changed = bool(moved or gone)
         touched += self._join_gpus(tracked, gpu_use)
         if changed:
             self._order = sorted(tracked)
@@ -160,7 +161,8 @@ class ProcProcessSource:
             _foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
             if pid not in tracked
         )
-        return ProcessScan(tuple(rows), changed)
+        moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
+        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone))
 
     @property
     def open_fds(self) -> int:
@@ -174,10 +176,10 @@ class ProcProcessSource:
 
     def _scan(
         self, now: float, last: float | None
-    ) -> tuple[dict[int, _Tracked], list[_Tracked], bool]:
-        """Every live process, those whose row may have changed, and whether the set of
-        processes (or a parent, a name) changed. A quiet process costs one pread and no
-        object: this loop runs for every process every tick."""
+    ) -> tuple[dict[int, _Tracked], list[_Tracked], list[_Tracked], set[int]]:
+        """Every live process, those whose row may have changed, those that appeared or
+        changed parent or name, and the PIDs that vanished (or went to a new process). A
+        quiet process costs one pread and no object: this loop runs for every process."""
         old = self._tracked
         pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
@@ -189,16 +191,16 @@ class ProcProcessSource:
         ticks = self._ticks
         tracked: dict[int, _Tracked] = {}
         touched: list[_Tracked] = []
+        moved: list[_Tracked] = []
         replaced: set[int] = set()
-        changed = False
         for pid in pids:
             t = old.get(pid)
             if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
                     and pid not in recheck):
-                moved = ran(t)
-                if moved is None:
+                was_run = ran(t)
+                if was_run is None:
                     continue
-                if not moved:
+                if not was_run:
                     if t.cpu_percent != 0.0:
                         t.cpu_percent = 0.0
                         touched.append(t)
@@ -222,14 +224,13 @@ class ProcProcessSource:
                     if t is not None:
                         replaced.add(pid)
                     t = self._new(pid, st, data, now, last)
-                    changed = True
-                else:
-                    changed |= self._update(t, st, data, now, dt)
+                    moved.append(t)
+                elif self._update(t, st, data, now, dt):
+                    moved.append(t)
                 touched.append(t)
             tracked[pid] = t
         gone = replaced
         if tracked.keys() != old.keys():
-            changed = True
             gone |= old.keys() - tracked.keys()
             self._reader.keep_only(tracked)
             self._sched.keep_only(tracked)
@@ -237,7 +238,7 @@ class ProcProcessSource:
         # theirs is a ppid that can change without running.
         self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
         self._tracked = tracked
-        return tracked, touched, changed
+        return tracked, touched, moved, gone
 
     def _pids_to_read(self, old: dict[int, _Tracked]) -> tuple[Iterable[int], range]:
         """The PIDs to read this tick, and the range of PIDs born since the last look that
