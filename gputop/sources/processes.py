@@ -184,7 +184,7 @@ class ProcProcessSource:
         pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
         read = self._reader.read
-        ran = self._ran
+        sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
         gate = self._gate and dt is not None
         recheck = self._recheck
         self._ticks += 1
@@ -195,17 +195,27 @@ class ProcProcessSource:
         replaced: set[int] = set()
         for pid in pids:
             t = old.get(pid)
+            # The gate: a single-threaded process whose schedstat (a third of stat's cost)
+            # did not move did not run, and without running it changes no field we show but
+            # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
+            # on the tick after its parent vanished). schedstat is read before stat, so a run
+            # in between shows on the next tick. Inlined: this runs for every process.
             if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
                     and pid not in recheck):
-                was_run = ran(t)
-                if was_run is None:
+                fd = sched_fds.get(pid)
+                try:
+                    sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                except OSError:  # gone, or its pid reused: the reader tells which
+                    sched = sched_read(pid)
+                if sched is None:
                     continue
-                if not was_run:
+                if sched == t.sched:
                     if t.cpu_percent != 0.0:
                         t.cpu_percent = 0.0
                         touched.append(t)
                     tracked[pid] = t
                     continue
+                t.sched = sched
             data = read(pid)
             if data is None:
                 continue
@@ -277,22 +287,6 @@ class ProcProcessSource:
                 moved.append(t)
         self._on_gpu = set(gpu_use)
         return moved
-
-    def _ran(self, t: _Tracked) -> bool | None:
-        """Whether a single-threaded process ran since its schedstat was last read (None: gone).
-
-        schedstat is a third of the cost of stat; read before stat, so a run in between is
-        seen on the next tick. Without running a process changes no field we show, except
-        RSS under reclaim (refreshed every REFRESH_TICKS) and ppid (re-parented when its parent
-        vanished: its stat is read on the next tick).
-        """
-        sched = self._sched.read(t.pid)
-        if sched is None:
-            return None
-        if sched == t.sched:
-            return False
-        t.sched = sched
-        return True
 
     def _new(
         self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None

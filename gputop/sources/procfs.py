@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import NamedTuple
 
 CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -363,6 +363,12 @@ class StatReader:
     def open_fds(self) -> int:
         """How many stat fds are held now."""
         return len(self._fds)
+
+    @property
+    def fds(self) -> Mapping[int, int]:
+        """The fds held now, by pid: a caller's loop over thousands of processes preads them
+        itself, and calls `read` for the rest (or when a pread fails)."""
+        return self._fds
 
     def close(self) -> None:
         """Close every fd."""
