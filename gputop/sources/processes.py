@@ -1,8 +1,10 @@
 """Process source: every process from direct /proc reads, GPU memory joined, workers grouped.
 
-The per-tick path is one pread of /proc/PID/stat per process through fds kept open
-between ticks; /proc is listed again only when the kernel allocated a new PID.
-cmdline and username are read once per process (again after an exec).
+The per-tick path is one pread per process through fds kept open between ticks: of
+/proc/PID/schedstat for a single-threaded process that did not run, else of its stat. A
+PID born since the last tick is past the last one seen and is read directly; /proc is
+listed on a PID wrap-around, after many births, and every 16 ticks while PIDs are
+allocated. cmdline and username are read once per process (again after an exec).
 """
 
 from __future__ import annotations
