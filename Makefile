@@ -8,7 +8,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-stamp
 TESTING := $(VENV)/.test-stamp
 
-.PHONY: demo test test-fast test-snapshot-update lint bench screenshots gpu-check hw-check clean
+.PHONY: demo test test-fast test-snapshot-update lint bench bench-quick screenshots gpu-check hw-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ test-fast: $(TESTING)
 
 bench: $(TESTING)
 	$(PY) benchmarks/run_all.py
+
+bench-quick: $(TESTING)
+	$(PY) benchmarks/run_all.py --quick
 
 test-snapshot-update: $(TESTING)
 	$(PY) -m pytest tests/tui/test_snapshots.py --snapshot-update

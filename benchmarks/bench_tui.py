@@ -1,28 +1,50 @@
-"""TUI cost beside htop and btop: same machine, same moment, ~600 more processes, 1 s refresh.
+"""TUI cost beside btop and htop: one run, ~600 and ~3000 processes, 80x24 and 200x50, 1 s refresh.
 
-Each tool runs in its own tmux session of the same size, all at once, so load from
-elsewhere hits them alike. utime+stime and VmHWM come from /proc for each tool's
-process over the same window: CPU ms per refresh, peak RSS, gputop's ratio to each.
-"gputop-ui" is the same app fed frames recorded beforehand (the drawing share alone).
-Also gputop's startup: launch -> UI drawn, and launch -> first frame with process rows.
+Every tool runs at once, each in its own tmux session of the same size, so load from
+elsewhere hits them alike (the machine is shared), and the window is cut into rounds: each
+round's CPU (the run time of each of the tool's threads, /proc/PID/task/*/schedstat, in
+ns: utime+stime's 10 ms ticks are too coarse for a few ms a second) gives each tool's
+ratio to btop for that round, and the report gives the medians of the rounds. Tools:
+
+- gputop: the live TUI on this machine's sources (no GPU here);
+- gputop+8gpu: `--demo mixed --gpus 8`, eight simulated GPUs and the demo trainer attached
+  (its probe's ring read every tick, its workers' waits);
+- gputop-ui: the same app fed frames recorded beforehand (what drawing alone costs);
+- btop (1000 ms update) and htop (`-d 10`).
+
+Peak RSS (VmHWM) of each at the end of each window. Then, at ~600 processes and 80x24:
+`gputop --interval 0.1`, its CPU, and how many ticks pass between a key and the screen
+answering it (counted by the app's own Sampler.sample calls, never wall-clock); and the
+first useful frame (process rows sorted by CPU on the screen), median of 9 warm starts,
+taken in turns with htop's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SIZES = ((80, 24), (200, 50))
+PROCESSES = (600, 3000)
+ROUNDS, WINDOW_S, WARMUP_S = 4, 5.0, 8.0  # gputop-ui records 4 s of frames, then starts
+FIRST_RUNS = 9
+KEY_PRESSES = 10
+ROW = re.compile(r"^\s*\d+\s")  # a process row: the PID first
 
 
 def gputop_command() -> list[str]:
@@ -89,8 +111,26 @@ def spawn_sleepers(count: int) -> list[subprocess.Popen[bytes]]:
                              stdout=subprocess.DEVNULL) for _ in range(count)]
 
 
+def process_count() -> int:
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+def reach(target: int, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    """Start or end our sleepers until the machine holds about `target` processes."""
+    have = process_count()
+    if have < target:
+        sleepers += spawn_sleepers(target - have)
+        return
+    surplus = min(len(sleepers), have - target)
+    for proc in sleepers[len(sleepers) - surplus:]:
+        proc.kill()
+        proc.wait(timeout=30)
+    del sleepers[len(sleepers) - surplus:]
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True,
+                          timeout=30).stdout
 
 
 def start(name: str, command: list[str], size: tuple[int, int], env: dict[str, str]) -> int:
@@ -102,9 +142,24 @@ def start(name: str, command: list[str], size: tuple[int, int], env: dict[str, s
     return int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
 
 
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+def stop(name: str, pid: int) -> None:
+    """SIGTERM the tool (gputop stops its demo trainer on the way out), then the session."""
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, timeout=30)
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of `pid` now, in ns (a thread that ends meanwhile is left out:
+    the tools measured keep theirs)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with suppress(OSError):
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+    return total
 
 
 def status_kib(pid: int, key: str) -> int:
@@ -119,70 +174,210 @@ def peak_rss_kib(pid: int) -> int:
     return status_kib(pid, "VmHWM")
 
 
-def btop_config() -> str:
+@contextmanager
+def btop_home() -> Iterator[str]:
     """A config dir whose btop.conf sets a 1000 ms update, like the others."""
     home = tempfile.mkdtemp(prefix="bench-btop-")
     (Path(home) / "btop").mkdir()
     conf = "update_ms = 1000\nshown_boxes = \"cpu mem net proc\"\n"
     (Path(home) / "btop" / "btop.conf").write_text(conf)
-    return home
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
-def measure(size: tuple[int, int], seconds: float, warmup: float) -> dict[str, tuple[float, int]]:
-    """CPU ms per 1 s refresh and peak RSS (KiB) of each tool over the same window."""
+def tools() -> dict[str, list[str]]:
+    """Each tool's command line (btop and htop where installed)."""
     python = gputop_command()[0]
-    tools: dict[str, list[str]] = {"gputop": gputop_command(),
-                                   "gputop-ui": [python, str(Path(__file__).resolve()),
-                                                 "--serve-replay"]}
-    if shutil.which("htop"):
-        tools["htop"] = ["htop", "-d", "10"]
+    found = {"gputop": gputop_command(),
+             "gputop+8gpu": [*gputop_command(), "--demo", "mixed", "--gpus", "8"],
+             "gputop-ui": [python, str(Path(__file__).resolve()), "--serve-replay"]}
     if shutil.which("btop"):
-        tools["btop"] = ["btop", "--utf-force"]
-    conf = btop_config()
-    env = {"TERM": "xterm-256color", "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": conf}
-    sessions = {tool: f"bench-{tool}-{uuid.uuid4().hex[:6]}" for tool in tools}
-    try:
-        pids = {tool: start(sessions[tool], cmd, size, env) for tool, cmd in tools.items()}
-        time.sleep(warmup + 4)  # the replay variant records 4 s of frames first
-        before = {tool: cpu_ticks(pid) for tool, pid in pids.items()}
-        t0 = time.monotonic()
-        time.sleep(seconds)
-        elapsed = time.monotonic() - t0
-        after = {tool: cpu_ticks(pid) for tool, pid in pids.items()}
-        rss = {tool: peak_rss_kib(pid) for tool, pid in pids.items()}
-        return {tool: ((after[tool] - before[tool]) / CLK_TCK * 1000 / elapsed, rss[tool])
-                for tool in tools}
-    finally:
-        for session in sessions.values():
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-        shutil.rmtree(conf, ignore_errors=True)
+        found["btop"] = ["btop", "--utf-force"]
+    if shutil.which("htop"):
+        found["htop"] = ["htop", "-d", "10"]
+    return found
 
 
-def first_frame_s(size: tuple[int, int] = (120, 40)) -> tuple[float, float]:
-    """Seconds from launch until the UI is up, and until process rows are on the screen."""
+def tool_env(home: str) -> dict[str, str]:
+    return {"TERM": "xterm-256color", "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": home}
+
+
+@dataclass(frozen=True)
+class Window:
+    """Each tool's CPU ms per second in each round, and its peak RSS at the end."""
+
+    cpu: dict[str, list[float]]
+    rss_kib: dict[str, int]
+    processes: tuple[int, int]  # the fewest and the most on the machine, over the rounds
+
+    def median(self, tool: str) -> float:
+        return statistics.median(self.cpu[tool])
+
+    def ratio(self, tool: str, to: str) -> float:
+        """The median over rounds of `tool`'s CPU over `to`'s in the same round."""
+        pairs = [a / b for a, b in zip(self.cpu[tool], self.cpu[to], strict=True) if b > 0]
+        return statistics.median(pairs) if pairs else float("nan")
+
+
+def measure(commands: dict[str, list[str]], size: tuple[int, int], rounds: int,
+            window_s: float, warmup_s: float) -> Window:
+    """Start every tool at once, warm up, then `rounds` windows of `window_s`."""
+    cpu: dict[str, list[float]] = {tool: [] for tool in commands}
+    counts = []
+    with btop_home() as home:
+        sessions = {tool: f"bench-{tool.replace('+', '-')}-{uuid.uuid4().hex[:6]}"
+                    for tool in commands}
+        pids: dict[str, int] = {}
+        try:
+            for tool, command in commands.items():
+                pids[tool] = start(sessions[tool], command, size, tool_env(home))
+            time.sleep(warmup_s)
+            for _ in range(rounds):
+                counts.append(process_count())
+                before = {tool: cpu_ns(pid) for tool, pid in pids.items()}
+                t0 = time.monotonic()
+                time.sleep(window_s)
+                elapsed = time.monotonic() - t0
+                for tool, pid in pids.items():
+                    cpu[tool].append((cpu_ns(pid) - before[tool]) / 1e6 / elapsed)
+            counts.append(process_count())
+            rss = {tool: peak_rss_kib(pid) for tool, pid in pids.items()}
+        finally:
+            for tool, name in sessions.items():
+                stop(name, pids.get(tool, 0))
+    return Window(cpu, rss, (min(counts), max(counts)))
+
+
+def print_window(size: tuple[int, int], window: Window) -> None:
+    """One table: CPU, ratios to btop and htop, peak RSS."""
+    rounds = len(next(iter(window.cpu.values())))
+    fewest, most = window.processes
+    print(f"\n{fewest}-{most} processes, {size[0]}x{size[1]}, 1 s refresh, median of {rounds} "
+          f"rounds (ratios: median of the per-round ratios)")
+    print(f"  {'tool':12s} {'CPU ms/s':>8} {'x btop':>7} {'x htop':>7} {'peak RSS':>9}")
+    for tool in window.cpu:
+        to_btop = window.ratio(tool, "btop") if "btop" in window.cpu else float("nan")
+        to_htop = window.ratio(tool, "htop") if "htop" in window.cpu else float("nan")
+        print(f"  {tool:12s} {window.median(tool):8.1f} {to_btop:7.2f} {to_htop:7.2f} "
+              f"{window.rss_kib[tool] / 1024:6.1f} MiB", flush=True)
+
+
+# ---- --interval 0.1: CPU and keys answered within a tick -------------------------------------
+
+def counted_command(stats: Path, *gputop_args: str) -> list[str]:
+    """gputop run through soak.py's serve mode, which writes its Sampler.sample count."""
+    return [gputop_command()[0], str(Path(__file__).resolve().parent / "soak.py"),
+            "--serve-untraced", str(stats), *gputop_args]
+
+
+def samples_done(stats: Path) -> int:
+    """How many ticks the served gputop has sampled (soak.STATS' first field)."""
+    from soak import STATS
+
+    data = stats.read_bytes()
+    return STATS.unpack(data)[0] if len(data) == STATS.size else 0
+
+
+def wait_screen(name: str, ok: Callable[[str], bool], timeout_s: float = 30.0) -> str:
+    """Poll the pane as fast as tmux answers until `ok` accepts it."""
+    deadline = time.monotonic() + timeout_s
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", name)
+        if ok(screen):
+            return screen
+    raise RuntimeError(f"the screen never changed as expected:\n{screen}")
+
+
+def shows(text: str) -> Callable[[str], bool]:
+    """A screen test: `text` is on it."""
+    return lambda screen: text in screen
+
+
+def ticks_to_answer(name: str, stats: Path, presses: int) -> list[int]:
+    """Press sort keys in turn (PID, then %CPU); for each, the ticks sampled between the
+    key and the screen showing the new sort."""
+    answered = []
+    for i in range(presses):
+        key, mark = ("n", "PID▲") if i % 2 == 0 else ("c", "%CPU▼")
+        before = samples_done(stats)
+        tmux("send-keys", "-t", name, key)
+        wait_screen(name, shows(mark))
+        answered.append(samples_done(stats) - before)
+    return answered
+
+
+def fast_refresh(size: tuple[int, int], window_s: float, rounds: int,
+                 presses: int) -> tuple[list[float], list[int], int]:
+    """gputop --interval 0.1: CPU ms/s per round, ticks to answer each key, peak RSS."""
+    with tempfile.TemporaryDirectory(prefix="bench-fast-") as tmp, btop_home() as home:
+        stats = Path(tmp) / "stats"
+        stats.write_bytes(b"")
+        name = f"bench-fast-{uuid.uuid4().hex[:6]}"
+        pid = start(name, counted_command(stats, "--interval", "0.1"), size, tool_env(home))
+        try:
+            wait_screen(name, lambda screen: "%CPU▼" in screen)
+            time.sleep(2)
+            cpu = []
+            for _ in range(rounds):
+                before, t0 = cpu_ns(pid), time.monotonic()
+                time.sleep(window_s)
+                cpu.append((cpu_ns(pid) - before) / 1e6 / (time.monotonic() - t0))
+            answered = ticks_to_answer(name, stats, presses)
+            return cpu, answered, peak_rss_kib(pid)
+        finally:
+            stop(name, pid)
+
+
+# ---- first useful frame ----------------------------------------------------------------------
+
+def rows_shown(screen: str, header: str) -> bool:
+    """A process table header (the CPU column `header`) with a process row beneath it."""
+    lines = screen.splitlines()
+    for i, line in enumerate(lines):
+        if header in line and ("COMMAND" in line or "Command" in line):
+            return any(ROW.match(below) for below in lines[i + 1:])
+    return False
+
+
+def first_rows_s(command: list[str], header: str, size: tuple[int, int] = (120, 40)) -> float:
+    """Seconds from launch until process rows, sorted by CPU, are on the screen."""
     name = f"bench-first-{uuid.uuid4().hex[:6]}"
-    t0 = time.monotonic()
-    start(name, gputop_command(), size, {"TERM": "xterm-256color", "PYTHONPATH": str(REPO)})
-    ui = float("nan")
-    try:
-        while time.monotonic() - t0 < 30:
-            screen = tmux("capture-pane", "-p", "-t", name)
-            if ui != ui and "gputop" in screen:
-                ui = time.monotonic() - t0
-            if "%CPU" in screen and "COMMAND" in screen and "waiting" not in screen:
-                return (ui if ui == ui else time.monotonic() - t0), time.monotonic() - t0
-            time.sleep(0.005)
-        return ui, float("nan")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    with btop_home() as home:
+        t0 = time.monotonic()
+        pid = start(name, command, size, tool_env(home))
+        try:
+            wait_screen(name, lambda screen: rows_shown(screen, header))
+            return time.monotonic() - t0
+        finally:
+            stop(name, pid)
+
+
+def first_frames(runs: int) -> dict[str, list[float]]:
+    """gputop's and htop's first useful frame, warm (one start each first), in turns."""
+    commands = {"gputop": (gputop_command(), "%CPU")}
+    if shutil.which("htop"):
+        commands["htop"] = (["htop", "-d", "10"], "CPU%")
+    for command, header in commands.values():
+        first_rows_s(command, header)  # warm: imports and binaries in the page cache
+    times: dict[str, list[float]] = {tool: [] for tool in commands}
+    for _ in range(runs):
+        for tool, (command, header) in commands.items():
+            times[tool].append(first_rows_s(command, header))
+    return times
 
 
 def main() -> int:
-    """Print each tool's cost at both sizes and gputop's ratios."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--warmup", type=float, default=4.0)
-    parser.add_argument("--processes", type=int, default=600)
+    """Print each tool's cost at each size and count, ratios, RSS, --interval 0.1, first frame."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="2 rounds of 3 s, 3 first-frame starts (a rough look)")
+    parser.add_argument("--processes", default=",".join(map(str, PROCESSES)),
+                        help="process counts to reach, comma-separated")
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--window", type=float, help="seconds per round")
     parser.add_argument("--serve-replay", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_replay:
@@ -190,29 +385,44 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("bench_tui: tmux is required", file=sys.stderr)
         return 2
-    sleepers = spawn_sleepers(args.processes)
+    rounds = args.rounds or (2 if args.quick else ROUNDS)
+    window_s = args.window or (3.0 if args.quick else WINDOW_S)
+    warmup_s = WARMUP_S
+    counts = [int(n) for n in args.processes.split(",")]
+    commands = tools()
+    print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}")
+    sleepers: list[subprocess.Popen[bytes]] = []
     try:
-        print(f"{len(os.listdir('/proc'))} /proc entries, {args.seconds:.0f} s windows, "
-              f"1 s refresh, {os.cpu_count()} cores")
-        runs = [first_frame_s() for _ in range(3)]
-        ui = sorted(r[0] for r in runs)[1]
-        rows = sorted(r[1] for r in runs)[1]
-        print(f"gputop startup (median of 3, via tmux): UI drawn {ui:.2f} s, "
-              f"first frame with process rows {rows:.2f} s")
-        for size in SIZES:
-            result = measure(size, args.seconds, args.warmup)
-            print(f"\n{size[0]}x{size[1]}:")
-            for tool, (ms, rss) in result.items():
-                print(f"  {tool:9s} {ms:6.1f} ms CPU per refresh   peak RSS {rss / 1024:6.1f} MiB")
-            for ours in ("gputop", "gputop-ui"):
-                for tool in ("htop", "btop"):
-                    if tool in result and result[tool][0] > 0:
-                        print(f"  {ours} / {tool}: {result[ours][0] / result[tool][0]:.2f}")
+        summary: list[str] = []
+        for count in counts:
+            for size in SIZES:
+                reach(count, sleepers)
+                window = measure(commands, size, rounds, window_s, warmup_s)
+                print_window(size, window)
+                if "btop" in window.cpu:
+                    summary.append(f"{count}/{size[0]}x{size[1]}: gputop "
+                                   f"x{window.ratio('gputop', 'btop'):.2f}, +8gpu "
+                                   f"x{window.ratio('gputop+8gpu', 'btop'):.2f}")
+        if summary:
+            print("\nvs btop (target <= 0.5): " + "; ".join(summary))
+        reach(counts[0], sleepers)
+        cpu, answered, rss = fast_refresh(SIZES[0], window_s, rounds,
+                                          4 if args.quick else KEY_PRESSES)
+        print(f"\n--interval 0.1 at {process_count()} processes, {SIZES[0][0]}x{SIZES[0][1]}: "
+              f"{statistics.median(cpu):.1f} ms CPU per second (median of {len(cpu)} rounds), "
+              f"peak RSS {rss / 1024:.1f} MiB; ticks from a key to its answer on screen: "
+              f"{answered} (max {max(answered)}: "
+              f"{'within one tick' if max(answered) <= 1 else 'NOT within one tick'})")
+        times = first_frames(3 if args.quick else FIRST_RUNS)
+        print(f"\nfirst useful frame (process rows sorted by CPU on screen, via tmux), warm, "
+              f"median of {len(times['gputop'])} in turns: " + ", ".join(
+                  f"{tool} {statistics.median(t):.2f} s (range {min(t):.2f}-{max(t):.2f})"
+                  for tool, t in times.items()))
     finally:
         for proc in sleepers:
             proc.kill()
         for proc in sleepers:
-            proc.wait()
+            proc.wait(timeout=30)
     return 0
 
 

@@ -15,8 +15,9 @@ the panes' strip caches and Textual's and rich's caches filling to their caps, h
 
 - RSS: MiB per 1000 refreshes from the first reading after the warm-up to the last, target
   < 0.1, of gputop as users run it (no tracemalloc);
-- fds: the process source keeps /proc/N/stat and schedstat open for each live process,
-  so those follow the process list; the other fds ("own") must not grow at all.
+- fds: the process source keeps /proc/N/stat and schedstat open for each live process
+  (and io for trainers and their workers), so those follow the process list; the other
+  fds ("own") must not grow at all.
 
 `--traced` runs gputop under tracemalloc and adds Python's traced heap, read right after a
 full collection every 5 s, fit on refreshes and the process count (each listed process
@@ -65,7 +66,7 @@ BAR_MAX = 30
 MIB = 1 << 20
 STATS = struct.Struct("=4q")  # refreshes, heap (-1: untraced), processes, peak processes
 SIZE = (120, 40)
-PROC_FILE = re.compile(r"/proc/\d+/(stat|schedstat)")
+PROC_FILE = re.compile(r"/proc/\d+/(stat|schedstat|io)")
 
 
 @dataclass(frozen=True)

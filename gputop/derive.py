@@ -24,6 +24,7 @@ class Derivation:
     def __init__(self) -> None:
         self._grouping = grouping.Grouping()
         self._inputs: tuple[frozenset[int], frozenset[int]] | None = None
+        self._involved: frozenset[int] = frozenset()  # PIDs the grouping rests on
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
         self._verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}  # id -> (raw, classified)
 
@@ -32,20 +33,19 @@ class Derivation:
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
         """Rows with roles, trainer links and probe marks; one group per trainer."""
         rows = scan.rows
-        gpu_pids = frozenset(r.pid for r in rows if r.gpu_indices or r.gpu_memory_bytes is not None)
+        gpu_pids = frozenset([r.pid for r in rows
+                              if r.gpu_indices or r.gpu_memory_bytes is not None])
         inputs = (probe_pids, gpu_pids)  # what grouping reads besides the scan
-        if scan.changed or inputs != self._inputs:
+        if inputs != self._inputs or (scan.changed and self._regroup(scan)):
             legacy = _legacy_workers(rows, source)
             self._grouping = grouping.classify(rows, probe_pids, legacy)
             self._inputs = inputs
+            self._involved = grouping.involved(rows, self._grouping)
         groups = self._grouping
         special = groups.roles.keys() | probe_pids
         marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
-        out = []
-        for row in rows:
-            if row.pid in special:
-                row = self._mark(row, groups, probe_pids, marked)
-            out.append(row)
+        out = [self._mark(row, groups, probe_pids, marked) if row.pid in special else row
+               for row in rows]  # runs over every process each tick: a comprehension
         self._marked = marked
         trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
         if not trainers:
@@ -54,6 +54,16 @@ class Derivation:
         pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
         members = {row.pid: row for row in out if row.pid in groups.roles}
         return tuple(out), grouping.trainer_groups(groups, members, pins)
+
+    def _regroup(self, scan: ProcessScan) -> bool:
+        """Whether what changed may change the grouping: a process that matters, or one
+        whose parent matters (a would-be worker), appeared, moved or went."""
+        if scan.moved is None:
+            return True
+        involved = self._involved
+        return bool(scan.gone & involved) or any(
+            row.pid in involved or row.ppid in involved or grouping.matters(row)
+            for row in scan.moved)
 
     def _mark(
         self, row: ProcessSample, groups: grouping.Grouping, probe_pids: frozenset[int],

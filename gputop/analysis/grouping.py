@@ -87,12 +87,27 @@ def is_python(row: ProcRow) -> bool:
     """A Python interpreter, by comm or argv[0]."""
     if row.name.startswith(("python", "pt_main_thread")):
         return True
-    return bool(row.cmdline) and os.path.basename(row.cmdline[0]).startswith("python")
+    return (bool(row.cmdline) and "python" in row.cmdline[0]  # most rows stop here
+            and os.path.basename(row.cmdline[0]).startswith("python"))
 
 
 def uses_gpu(row: ProcRow) -> bool:
     """Whether NVML lists this process on any device."""
     return bool(row.gpu_indices) or row.gpu_memory_bytes is not None
+
+
+def matters(row: ProcRow) -> bool:
+    """Whether a process can take a part in a grouping itself (a Python process, one named
+    by torch, one on a GPU): one that is none of these, coming or going, changes nothing
+    unless its parent is one."""
+    return row.name in (WORKER_COMM, LAUNCHER_COMM) or uses_gpu(row) or is_python(row)
+
+
+def involved(rows: Iterable[ProcRow], grouping: Grouping) -> frozenset[int]:
+    """The PIDs a grouping of `rows` rests on: those that matter and those it names."""
+    pids = {row.pid for row in rows if matters(row)}
+    pids.update(grouping.roles, grouping.trainer_of.values(), grouping.launcher_of.values())
+    return frozenset(pids)
 
 
 def classify(
@@ -205,20 +220,26 @@ def legacy_candidates(rows: Iterable[ProcRow]) -> dict[int, int]:
         _first_non_worker_ancestor(r, by_pid) for r in by_pid.values() if r.name == WORKER_COMM
     }
     found: dict[int, int] = {}
+    python_parent: dict[int, bool] = {}  # each parent judged once, however many children
+    forkserver: dict[int, bool] = {}
     for row in by_pid.values():
         parent = by_pid.get(row.ppid) if row.ppid else None
-        if parent is None or parent.pid == 1 or not is_python(parent):
-            continue  # most processes stop here: their parent is no Python
-        if row.name in (WORKER_COMM, LAUNCHER_COMM) or is_helper(row, by_pid) or uses_gpu(row):
+        if parent is None or parent.pid == 1:
             continue
+        if (is_py := python_parent.get(parent.pid)) is None:
+            is_py = python_parent[parent.pid] = is_python(parent)
+        if not is_py:
+            continue  # most processes stop here: their parent is no Python
         trainer: ProcRow | None = None
-        if is_forkserver(parent):
+        if (is_fs := forkserver.get(parent.pid)) is None:
+            is_fs = forkserver[parent.pid] = is_forkserver(parent)
+        if is_fs:
             trainer = by_pid.get(parent.ppid) if parent.ppid else None
-        elif is_spawn_child(row) or (
-            row.name == parent.name and row.cmdline == parent.cmdline
-        ):
+        elif (row.name == parent.name and row.cmdline == parent.cmdline) or is_spawn_child(row):
             trainer = parent
         if trainer is None or trainer.pid == 1 or not is_python(trainer):
+            continue  # and most children of a Python process here
+        if row.name in (WORKER_COMM, LAUNCHER_COMM) or is_helper(row, by_pid) or uses_gpu(row):
             continue
         if trainer.pid not in named:
             found[row.pid] = trainer.pid

@@ -96,6 +96,9 @@ def record_check(index: int, payload: bytes) -> int:
     return crc32(payload, index & 0xFFFFFFFF)
 
 
+NAME_PREFIX = "gputop-"  # every ring's file name starts so
+
+
 def ring_dir() -> str:
     """Where rings live: $GPUTOP_RING_DIR or /dev/shm."""
     return os.environ.get(ENV_DIR) or DEFAULT_DIR
@@ -104,7 +107,7 @@ def ring_dir() -> str:
 def ring_path(pid: int, uid: int | None = None, directory: str | None = None) -> str:
     """The ring file of `pid`, named so a reader finds it by pid and uid."""
     uid = os.getuid() if uid is None else uid
-    return os.path.join(directory or ring_dir(), f"gputop-{uid}-{pid}.ring")
+    return os.path.join(directory or ring_dir(), f"{NAME_PREFIX}{uid}-{pid}.ring")
 
 
 def second_name(path: str) -> str:
@@ -117,7 +120,7 @@ def second_name(path: str) -> str:
 def parse_name(name: str) -> tuple[int, int] | None:
     """(uid, pid) from a ring file name (gputop-UID-PID.ring or gputop-UID-PID-HEX.ring),
     or None when the name is not a ring's."""
-    if not (name.startswith("gputop-") and name.endswith(".ring")):
+    if not (name.startswith(NAME_PREFIX) and name.endswith(".ring")):
         return None
     parts = name[7:-5].split("-")
     if len(parts) == 3 and 0 < len(parts[2]) <= SUFFIX_MAX and _is_hex(parts[2]):

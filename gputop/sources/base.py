@@ -33,6 +33,10 @@ class ProcessScan(NamedTuple):
 
     rows: tuple[ProcessSample, ...]
     changed: bool  # a process appeared, vanished, or changed its parent or name
+    # Which: the rows that appeared or changed parent or name, and the PIDs that vanished
+    # (None: not told, so a change may be anywhere)
+    moved: tuple[ProcessSample, ...] | None = None
+    gone: frozenset[int] = frozenset()
 
 
 class ProcessWaits(NamedTuple):

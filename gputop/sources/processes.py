@@ -1,8 +1,10 @@
 """Process source: every process from direct /proc reads, GPU memory joined, workers grouped.
 
-The per-tick path is one pread of /proc/PID/stat per process through fds kept open
-between ticks; /proc is listed again only when the kernel allocated a new PID.
-cmdline and username are read once per process (again after an exec).
+The per-tick path is one pread per process through fds kept open between ticks: of
+/proc/PID/schedstat for a single-threaded process that did not run, else of its stat. A
+PID born since the last tick is past the last one seen and is read directly; /proc is
+listed on a PID wrap-around, after many births, and every 16 ticks while PIDs are
+allocated. cmdline and username are read once per process (again after an exec).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ YOUNG_S = 1.0  # re-read cmdline while this young: a fork may not have exec'd ye
 MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
+MAX_PROBED = 256  # more new PIDs than this since the last look: list /proc instead
+RELIST_TICKS = 16  # /proc is listed at least this often while PIDs are being allocated
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
 _UNKNOWN_WAITS = ProcessWaits(None, None, None)
 MAPS_LIMIT = 16 << 20
@@ -116,21 +120,27 @@ class ProcProcessSource:
         self.proc_root = proc_root
         self._reader = procfs.StatReader(proc_root, max_fds)
         self._sched = procfs.StatReader(proc_root, max_fds, "schedstat")
+        # waits(): by TID (/proc/TID/schedstat is that thread's), and /proc/PID/io
+        self._thread_sched = procfs.StatReader(proc_root, max_fds, "schedstat")
+        self._io = procfs.StatReader(proc_root, max_fds, "io")
         self._gate = procfs.schedstat_counts(proc_root)
         self._delayacct = procfs.delay_accounting_on(proc_root)
         self._waits: dict[int, _WaitMark] = {}
         self._watch = procfs.LastPidWatch(proc_root)
         self._finalizer = weakref.finalize(
-            self, _close_all, self._reader, self._sched, self._watch
+            self, _close_all, self._reader, self._sched, self._thread_sched, self._io, self._watch
         )
         self._tracked: dict[int, _Tracked] = {}
-        self._listed_at: int | None = None
+        self._listed_at: int | None = None  # the last PID allocated when we last looked
+        self._relisted_tick = 0
         self._last_time: float | None = None
         self._pins: dict[int, _PinState] = {}
         self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
         self._ticks = 0
-        self._full_next = True
+        self._recheck: set[int] = set()  # read stat next tick: their parent vanished
+        self._order: list[int] = []  # tracked pids, sorted, as of the last change
+        self._on_gpu: set[int] = set()  # pids NVML listed last tick
         self.listings = 0
 
     def sample(self, gpu: GpuReport) -> ProcessScan:
@@ -138,96 +148,147 @@ class ProcProcessSource:
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         last, self._last_time = self._last_time, now
         gpu_use = gpu_usage(gpu)
-        tracked, changed = self._scan(now, last, gpu_use)
-        if changed and self._torch_versions:
-            self._torch_versions = {k: v for k, v in self._torch_versions.items()
-                                    if k[0] in tracked}
-        rows = [self._row(tracked[pid]) for pid in sorted(tracked)]
+        tracked, touched, moved, gone = self._scan(now, last)
+        changed = bool(moved or gone)
+        touched += self._join_gpus(tracked, gpu_use)
+        if changed:
+            self._order = sorted(tracked)
+            if self._torch_versions:
+                self._torch_versions = {k: v for k, v in self._torch_versions.items()
+                                        if k[0] in tracked}
+        for t in touched:
+            self._row(t)
+        rows = [s for pid in self._order if (s := tracked[pid].sample) is not None]
         rows.extend(
             _foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
             if pid not in tracked
         )
-        return ProcessScan(tuple(rows), changed)
+        moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
+        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone))
 
     @property
     def open_fds(self) -> int:
-        """How many /proc/PID/stat and schedstat fds are held between ticks now."""
-        return self._reader.open_fds + self._sched.open_fds
+        """How many /proc/PID/stat, schedstat and io fds are held between ticks now."""
+        return (self._reader.open_fds + self._sched.open_fds + self._thread_sched.open_fds
+                + self._io.open_fds)
 
     def close(self) -> None:
         """Close every /proc fd held between ticks."""
         self._finalizer()
 
     def _scan(
-        self, now: float, last: float | None, gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
-    ) -> tuple[dict[int, _Tracked], bool]:
+        self, now: float, last: float | None
+    ) -> tuple[dict[int, _Tracked], list[_Tracked], list[_Tracked], set[int]]:
+        """Every live process, those whose row may have changed, those that appeared or
+        changed parent or name, and the PIDs that vanished (or went to a new process). A
+        quiet process costs one pread and no object: this loop runs for every process."""
         old = self._tracked
-        last_pid = self._watch.read()
-        if last_pid is None or last_pid != self._listed_at or not old:
-            pids: Iterable[int] = procfs.list_pids(self.proc_root)
-            self._listed_at = last_pid
-            self.listings += 1
-        else:
-            pids = list(old)
+        pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
         read = self._reader.read
-        gate = self._gate and not self._full_next and dt is not None
+        sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
+        gate = self._gate and dt is not None
+        recheck = self._recheck
         self._ticks += 1
         ticks = self._ticks
         tracked: dict[int, _Tracked] = {}
-        changed = False
+        touched: list[_Tracked] = []
+        moved: list[_Tracked] = []
+        replaced: set[int] = set()
         for pid in pids:
             t = old.get(pid)
-            if gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS:
-                ran = self._ran(t)
-                if ran is None:
+            # The gate: a single-threaded process whose schedstat (a third of stat's cost)
+            # did not move did not run, and without running it changes no field we show but
+            # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
+            # on the tick after its parent vanished). schedstat is read before stat, so a run
+            # in between shows on the next tick. Inlined: this runs for every process.
+            if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
+                    and pid not in recheck):
+                fd = sched_fds.get(pid)
+                try:
+                    sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                except OSError:  # gone, or its pid reused: the reader tells which
+                    sched = sched_read(pid)
+                if sched is None:
                     continue
-                if not ran:
-                    t.cpu_percent = 0.0
-                    t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
+                if sched == t.sched:
+                    if t.cpu_percent != 0.0:
+                        t.cpu_percent = 0.0
+                        touched.append(t)
                     tracked[pid] = t
                     continue
+                t.sched = sched
             data = read(pid)
             if data is None:
+                continue
+            if t is None and pid in probed and procfs.is_thread(data):
+                self._reader.forget(pid)  # a thread's TID: its process is tracked already
                 continue
             if t is not None and data == t.raw:
                 if dt is not None and t.cpu_percent != 0.0:
                     t.cpu_percent = 0.0
+                    touched.append(t)
             else:
                 st = procfs.parse_stat(data)
                 if st is None:
                     continue
                 if t is None or t.start != st.starttime:
+                    if t is not None:
+                        replaced.add(pid)
                     t = self._new(pid, st, data, now, last)
-                    changed = True
-                else:
-                    changed |= self._update(t, st, data, now, dt)
-            t.gpu_memory_bytes, t.gpu_indices = gpu_use.get(pid, _NO_GPU)
+                    moved.append(t)
+                elif self._update(t, st, data, now, dt):
+                    moved.append(t)
+                touched.append(t)
             tracked[pid] = t
-        self._full_next = False
+        gone = replaced
         if tracked.keys() != old.keys():
-            changed = True
-            # A process that vanished may have left children re-parented while asleep.
-            self._full_next = bool(old.keys() - tracked.keys())
+            gone |= old.keys() - tracked.keys()
             self._reader.keep_only(tracked)
             self._sched.keep_only(tracked)
+        # A process that vanished may have left children re-parented while asleep: only
+        # theirs is a ppid that can change without running.
+        self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
         self._tracked = tracked
-        return tracked, changed
+        return tracked, touched, moved, gone
 
-    def _ran(self, t: _Tracked) -> bool | None:
-        """Whether a single-threaded process ran since its schedstat was last read (None: gone).
+    def _pids_to_read(self, old: dict[int, _Tracked]) -> tuple[Iterable[int], range]:
+        """The PIDs to read this tick, and the range of PIDs born since the last look that
+        were added to them unlisted (a TID among them is a thread's, not a process's).
 
-        schedstat is a third of the cost of stat; read before stat, so a run in between is
-        seen on the next tick. Without running a process changes no field we show, except
-        RSS under reclaim (refreshed every REFRESH_TICKS) and ppid (after a vanish: full tick).
+        Only PIDs past the last one seen can be new, so /proc (whose listing costs more
+        than reading a thousand schedstat files) is listed only on a wrap-around, after
+        many allocations, and every RELIST_TICKS while PIDs are being allocated.
         """
-        sched = self._sched.read(t.pid)
-        if sched is None:
-            return None
-        if sched == t.sched:
-            return False
-        t.sched = sched
-        return True
+        last_pid = self._watch.read()
+        since, self._listed_at = self._listed_at, last_pid
+        if last_pid is not None and old and last_pid == since:
+            return old, range(0)  # no PID allocated: read only those known (a new dict is built)
+        if (last_pid is not None and old and since is not None
+                and since < last_pid <= since + MAX_PROBED
+                and self._ticks - self._relisted_tick < RELIST_TICKS):
+            born = range(since + 1, last_pid + 1)
+            return [*old, *(pid for pid in born if pid not in old)], born
+        self._relisted_tick = self._ticks
+        self.listings += 1
+        return procfs.list_pids(self.proc_root), range(0)
+
+    def _join_gpus(
+        self, tracked: dict[int, _Tracked], gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
+    ) -> list[_Tracked]:
+        """Set GPU memory and devices on the processes NVML lists now or listed last tick;
+        those whose values moved."""
+        moved = []
+        for pid in self._on_gpu | gpu_use.keys():
+            t = tracked.get(pid)
+            if t is None:
+                continue
+            memory, indices = gpu_use.get(pid, _NO_GPU)
+            if t.gpu_memory_bytes != memory or t.gpu_indices != indices:
+                t.gpu_memory_bytes, t.gpu_indices = memory, indices
+                moved.append(t)
+        self._on_gpu = set(gpu_use)
+        return moved
 
     def _new(
         self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None
@@ -319,7 +380,8 @@ class ProcProcessSource:
         over the time since the previous call that included the process (None the first time).
 
         The sampler asks for trainers and their workers only, so the cost stays flat in the
-        number of processes: a schedstat read per thread and an io read per process.
+        number of processes: a schedstat pread per thread and an io pread per process,
+        through fds kept open between calls.
         """
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
         old = self._waits
@@ -330,7 +392,7 @@ class ProcProcessSource:
             if t is None or pid in marks:
                 continue
             blkio = procfs.parse_blkio_ticks(t.raw) if self._delayacct else None
-            io = procfs.read_bytes(f"{self.proc_root}/{pid}/io", 4096)
+            io = self._io.read(pid)
             mark = _WaitMark(t.start, now, self._thread_waits(t), blkio,
                              None if io is None else procfs.parse_io_read_bytes(io))
             marks[pid] = mark
@@ -340,6 +402,9 @@ class ProcProcessSource:
             else:
                 out[pid] = _wait_rates(before, mark)
         self._waits = marks
+        self._io.keep_only(marks)
+        self._thread_sched.keep_only(
+            {tid for mark in marks.values() for tid in mark.thread_waits or ()})
         return out
 
     def _thread_waits(self, t: _Tracked) -> dict[int, int] | None:
@@ -356,8 +421,7 @@ class ProcProcessSource:
             return None
         waits = {}
         for tid in tids:
-            data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/task/{tid}/schedstat", 256)
-            sched = procfs.parse_schedstat(data or b"")
+            sched = procfs.parse_schedstat(self._thread_sched.read(tid) or b"")
             if sched is not None:  # a thread that ended meanwhile is simply not counted
                 waits[tid] = sched.wait_ns
         return waits or None

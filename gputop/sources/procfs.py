@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import NamedTuple
 
 CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -78,6 +78,16 @@ def parse_blkio_ticks(data: bytes) -> int | None:
     if len(fields) <= BLKIO_FIELD or not fields[BLKIO_FIELD].isdigit():
         return None
     return int(fields[BLKIO_FIELD])
+
+
+EXIT_SIGNAL_FIELD = 35  # exit_signal, field 38 of /proc/PID/stat, counted after ')'
+
+
+def is_thread(data: bytes) -> bool:
+    """Whether /proc/N/stat text is a thread's, not a process's: /proc/TID of a thread is
+    readable though /proc does not list it, and a thread's exit_signal is -1."""
+    fields = data.rpartition(b")")[2].split()
+    return len(fields) > EXIT_SIGNAL_FIELD and fields[EXIT_SIGNAL_FIELD] == b"-1"
 
 
 class SchedStat(NamedTuple):
@@ -353,6 +363,12 @@ class StatReader:
     def open_fds(self) -> int:
         """How many stat fds are held now."""
         return len(self._fds)
+
+    @property
+    def fds(self) -> Mapping[int, int]:
+        """The fds held now, by pid: a caller's loop over thousands of processes preads them
+        itself, and calls `read` for the rest (or when a pread fails)."""
+        return self._fds
 
     def close(self) -> None:
         """Close every fd."""

@@ -26,6 +26,10 @@ from gputop.probe import ring as layout
 from gputop.probe.reader import RingError, RingReader, RingRefused, RingUnfinished
 from gputop.sources.procfs import read_bytes
 
+# A directory changed this recently may change again within the same timestamp (the kernel
+# stamps with a coarse clock): it is listed again until its last change is older than this.
+SETTLED_NS = 1_000_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class RingName:
@@ -42,9 +46,10 @@ def ring_names(directory: str) -> list[RingName]:
     that claim another uid are dropped here, without a syscall each."""
     me = os.getuid()
     found = []
+    prefix = layout.NAME_PREFIX
     try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
+        with os.scandir(directory) as entries:  # /dev/shm holds hundreds of other files
+            for entry in [e for e in entries if e.name.startswith(prefix)]:
                 parsed = layout.parse_name(entry.name)
                 if parsed is not None and (me == 0 or parsed[0] == me):
                     found.append(RingName(entry.path, parsed[0], parsed[1], entry.inode()))
@@ -189,6 +194,7 @@ class RingDirectory:
         self.leftovers: list[RingName] = []  # our rings whose process is gone, as last listed
         self._last = _Listing()
         self._others: dict[Namespace, dict[int, int]] | None = None  # this scan's, once needed
+        self._listed: tuple[tuple[str, int, int, int], list[RingName]] | None = None
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
@@ -201,7 +207,7 @@ class RingDirectory:
         listing = _Listing()
         self._others = None
         now = time.time_ns()
-        for name in ring_names(self.path()):
+        for name in self._names():
             key = (name.inode, name.pid)
             refused = self._last.refused.get(key)
             if refused is not None and refused.holds(now):
@@ -267,6 +273,25 @@ class RingDirectory:
         if self._others is None:
             self._others = namespace_pids(skip=self.namespace)
         return self._others.get(namespace, {}).get(inner)
+
+    def _names(self) -> list[RingName]:
+        """The directory's ring names, listed again only when its mtime moved (or moved so
+        lately that a later change could carry the same stamp): /dev/shm holds hundreds of
+        other files (semaphores, NCCL and torch segments), and listing them every tick
+        cost more than the rest of attaching."""
+        path = self.path()
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._listed = None
+            return []
+        stamp = (path, st.st_dev, st.st_ino, st.st_mtime_ns)
+        if self._listed is not None and self._listed[0] == stamp:
+            return self._listed[1]
+        names = ring_names(path)
+        settled = time.time_ns() - st.st_mtime_ns > SETTLED_NS
+        self._listed = (stamp, names) if settled else None
+        return names
 
     def remove_leftovers(self) -> None:
         """Unlink the leftovers of the last scan that are still the files it judged (the

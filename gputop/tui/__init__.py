@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["build_app", "run_tui"]
 
 SPLASH_WAIT_S = 0.5  # at most this long for the splash's first paint before importing Textual
+ROWS_WAIT_S = 0.5  # and at most this long for its rows (the first %CPU), after the sources
 ANSI_THEME = "gputop-ansi"  # the terminal's own palette: for NO_COLOR and 8/16 colours
 
 
@@ -52,6 +53,7 @@ def build_app(
                           on_prime=lambda frame: splash.show(frame, rates=False))
             splash.wait_painted(SPLASH_WAIT_S)
             sampler.add_deferred_sources()  # while the first real frame is measured
+            splash.wait_rows_painted(ROWS_WAIT_S)
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
     from gputop.tui.look import PLAIN

@@ -114,6 +114,7 @@ class Splash:
         self._lock = threading.Lock()
         self._painting = True
         self._painted = threading.Event()
+        self._rows_painted = threading.Event()
         self._taken = False
         self._closed = False
         self._signals: dict[int, Any] = {}
@@ -156,10 +157,17 @@ class Splash:
             except OSError:
                 self._painting = False
         self._painted.set()
+        if rates:
+            self._rows_painted.set()
 
     def wait_painted(self, timeout_s: float) -> None:
         """Wait until the first paint is out, so importing Textual does not hold it up (GIL)."""
         self._painted.wait(timeout_s)
+
+    def wait_rows_painted(self, timeout_s: float) -> None:
+        """Wait until processes sorted by %CPU are out: the sample behind them, measured
+        while Textual imports, took several times as long (both want the GIL)."""
+        self._rows_painted.wait(timeout_s)
 
     def stop(self) -> None:
         """Paint no more: Textual is about to draw."""

@@ -15,15 +15,7 @@ from gputop.derive import Derivation
 from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sources import procfs
 from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
-
-TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
-        "18446744073709551615")
-
-
-def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0, st: int = 0,
-              thr: int = 1, start: int = 100, rss: int = 10) -> str:
-    return f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
-        ut=ut, st=st, thr=thr, start=start, rss=rss)
+from tests.helpers.fakeproc import FakeProc, stat_line
 
 
 @pytest.mark.parametrize(
@@ -105,31 +97,6 @@ def test_gpu_usage_sums_devices():
     assert gpu_usage(report) == {7: (150, (0, 1)), 8: (None, (0,))}
 
 
-class FakeProc:
-    """A /proc tree in a folder: stat and cmdline files per pid, and ns_last_pid."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        (root / "sys/kernel").mkdir(parents=True)
-        self.last_pid = 0
-
-    def add(self, pid: int, comm: str, cmdline: str = "", **stat: int | str) -> None:
-        d = self.root / str(pid)
-        d.mkdir(exist_ok=True)
-        (d / "stat").write_text(stat_line(pid, comm, **stat))  # type: ignore[arg-type]
-        (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0" * bool(cmdline))
-        self.last_pid = max(self.last_pid, pid)
-        self.bump()
-
-    def bump(self) -> None:
-        (self.root / "sys/kernel/ns_last_pid").write_text(f"{self.last_pid}\n")
-
-    def remove(self, pid: int) -> None:
-        for f in (self.root / str(pid)).iterdir():
-            f.unlink()
-        (self.root / str(pid)).rmdir()
-
-
 GPU_NONE = GpuReport("none")
 _DERIVATIONS: weakref.WeakKeyDictionary[ProcProcessSource, Derivation] = (
     weakref.WeakKeyDictionary())
@@ -194,7 +161,7 @@ def test_listing_skipped_until_a_pid_is_allocated(tmp_path: Path):
     assert [r.pid for r in _sample(source)[0]] == [30, 31]
     proc.remove(30)  # vanishing needs no listing: its read fails
     assert [r.pid for r in _sample(source)[0]] == [31]
-    assert source.listings == 2
+    assert source.listings == 1  # nor does a birth: only PIDs past the last one can be new
 
 
 def test_foreign_gpu_pid_kept_and_unreadable_files_skipped(tmp_path: Path):
@@ -325,4 +292,28 @@ def test_real_single_threaded_busy_process_is_seen_running():
         for p in (busy, idle):
             p.kill()
             p.wait()
+        source.close()
+
+
+@pytest.mark.slow
+def test_real_new_thread_is_not_a_process_and_a_new_child_is():
+    import threading
+
+    source = ProcProcessSource()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    child = None
+    try:
+        _sample(source)
+        thread.start()  # its TID is past the last PID seen, as is the child's
+        child = subprocess.Popen(["sleep", "60"])
+        rows = {r.pid for r in _sample(source)[0]}
+        assert child.pid in rows
+        assert thread.native_id not in rows
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        if child is not None:
+            child.kill()
+            child.wait(timeout=10)
         source.close()

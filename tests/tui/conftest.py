@@ -1,8 +1,10 @@
-"""Fixtures for every TUI test: no cursor blink, so screens and snapshots repeat exactly."""
+"""Fixtures for every TUI test: no cursor blink, so screens and snapshots repeat exactly; the
+app's one gc.freeze undone after each test, so no test's objects outlive it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 
 import pytest
 from textual.events import Mount
@@ -19,3 +21,10 @@ def no_cursor_blink(monkeypatch: pytest.MonkeyPatch) -> None:
         mount(self, event)
 
     monkeypatch.setattr(Input, "_on_mount", steady_mount)
+
+
+@pytest.fixture(autouse=True)
+def unfreeze_heap() -> Iterator[None]:
+    """The app freezes the heap a few frames in (its startup objects); give them back."""
+    yield
+    gc.unfreeze()

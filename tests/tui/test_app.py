@@ -263,3 +263,61 @@ async def test_the_periodic_full_collection_runs_and_the_app_keeps_going(
             assert full and app.is_running
     finally:
         gc.callbacks.remove(count)
+
+
+@sync
+async def test_the_startup_heap_is_frozen_after_the_first_frames() -> None:
+    """The periodic full collection walks only what was made after startup (gc.freeze once,
+    a few frames in), not the ~50k objects of Textual and the imports."""
+    import gc
+
+    app, _ = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_frame(frames("compute-bound", 1)[0])
+        await pilot.pause()
+        assert gc.get_freeze_count() == 0  # not while startup may still be importing
+        for frame in frames("compute-bound", 5):
+            app.show_frame(frame)
+        await pilot.pause()
+        assert gc.get_freeze_count() > len(gc.get_objects())
+
+
+@sync
+async def test_rows_never_drawn_are_not_made() -> None:
+    """Thousands of processes, a screenful drawn: the table holds a Row object for the rows
+    on screen at most (not one per process, each tick), with a trainer group among them."""
+    import gc
+
+    from gputop.tui.views.processes import Row
+    from tests.helpers import builders
+
+    rows, group = builders.trainer_with_workers(50_000, 4, worker_cpu=10.0)
+    others = [builders.process(pid, cpu=float(pid % 7)) for pid in range(100, 3100)]
+    app, _ = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_frame(builders.frame(processes=[*others, *rows], trainers=(group,)))
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert len(table.rows) == 3005
+        made = sum(isinstance(o, Row) for o in gc.get_objects())
+        assert made <= 24
+        await pilot.press("end")  # the last row, reached through the same lazy rows
+        assert table.selected is not None
+        assert table.selected.process.pid == table.rows[-1].process.pid
+
+
+@sync
+async def test_a_pane_asks_one_refresh_for_all_its_changed_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every visible row changes each tick (%CPU): one refresh call for them all, since each
+    call clears the widget's caches and checks for idle again."""
+    app, _ = _app()
+    async with running(app, *first_frames(), size=(80, 24)):
+        table = app.query_one(ProcessTable)
+        calls: list[int] = []
+        real = table.refresh
+        monkeypatch.setattr(table, "refresh", lambda *regions, **kw: (
+            calls.append(len(regions)), real(*regions, **kw))[1])
+        table.set_lines([((f"row {i} of tick 2", "plain"),) for i in range(20)])
+        assert calls == [20]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import termios
 from dataclasses import replace
+from pathlib import Path
 
 from gputop.tui.splash import ENTER, LEAVE, LOADING, Splash, render
 from tests.helpers.tui import frames
@@ -142,3 +143,65 @@ def test_deferring_loads_neither_membw_nor_advice() -> None:
             "'gputop.sources.attach') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+ROWS_FIRST = r"""
+import os, pty, sys, threading, time
+from gputop.tui import build_app
+from gputop.tui.splash import Splash
+from tests.helpers.tui import frames
+
+order = []
+
+
+class SeesTextual:
+    def find_spec(self, name, path=None, target=None):
+        if name == "textual" and "textual" not in order:
+            order.append("textual")
+        return None
+
+
+class Sampler:
+    paused = False
+
+    def __init__(self):
+        self.deferred = threading.Event()
+
+    def start(self, on_frame, *, on_prime=None):
+        shown = frames("idle", count=2)
+        on_prime(shown[0])
+
+        def first_rates():  # as the real sampler: a gap after the deferred sources joined
+            self.deferred.wait(30)
+            time.sleep(0.2)
+            order.append("rows")
+            on_frame(shown[1])
+
+        threading.Thread(target=first_rates, daemon=True).start()
+
+    def add_deferred_sources(self):
+        self.deferred.set()
+
+    def stop(self): pass
+    def set_paused(self, paused): pass
+    def attach(self, pid): pass
+    def detach(self, pid): pass
+
+
+sys.meta_path.insert(0, SeesTextual())
+master, slave = pty.openpty()
+with os.fdopen(os.dup(slave), "w") as stream:
+    splash = Splash.open(stream)
+    build_app(Sampler(), splash=splash)
+    splash.close()
+print(" ".join(order))
+"""
+
+
+def test_textual_is_imported_after_the_first_rows_are_painted() -> None:
+    """The sample behind the first %CPU rows is not measured while Textual imports (they
+    share the GIL, and that sample took several times as long): the app waits for those
+    rows, at most ROWS_WAIT_S, before it imports Textual."""
+    out = subprocess.run([sys.executable, "-c", ROWS_FIRST], capture_output=True, text=True,
+                         check=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["rows", "textual"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from gputop import fmt
 from gputop.model import Frame, ProcessSample, TrainerGroup
@@ -51,21 +52,57 @@ class Row:
         return self.process.key
 
 
-def table_rows(frame: Frame, state: TableState) -> list[Row]:
+class Rows(Sequence[Row]):
+    """Table rows made on demand: a plain process row stays its ProcessSample until it is
+    drawn or looked at, since thousands are listed, a screenful is drawn, and a Row costs
+    about a microsecond to make."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Sequence[ProcessSample | Row] = ()) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Rows: ...
+
+    def __getitem__(self, index: int | slice) -> Row | Rows:
+        if isinstance(index, slice):
+            return Rows(self._items[index])
+        item = self._items[index]
+        return item if isinstance(item, Row) else Row(item)
+
+    def find(self, key: tuple[int, int]) -> int | None:
+        """The index of process `key`'s row (pid + start ticks), None when it is not listed."""
+        for index, item in enumerate(self._items):
+            proc = item.process if isinstance(item, Row) else item
+            if proc.pid == key[0] and proc.start_ticks == key[1]:
+                return index
+        return None
+
+
+def table_rows(frame: Frame, state: TableState) -> Rows:
     """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
     (or, in tree mode, every process under its parent)."""
     by_pid = {proc.pid: proc for proc in frame.processes}
     groups = {group.pid: group for group in frame.trainers if group.pid in by_pid}
     if state.tree:
-        return tree_rows(frame.processes, groups, state)
+        return Rows(tree_rows(frame.processes, groups, state))
     grouped = {pid for group in groups.values() for pid in group.worker_pids}
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
 
-    rows: list[Row] = []
     tops = [proc for proc in frame.processes if proc.pid not in grouped or
             by_pid.get(proc.trainer_pid or -1) is None]
     tops.sort(key=value, reverse=not state.ascending)
+    if not (groups or needle or state.only_gpu or state.collapsed):
+        return Rows(tops)  # every row plain: nothing to make now
+    rows: list[ProcessSample | Row] = []
     for proc in tops:
         group = groups.get(proc.pid)
         workers = [by_pid[pid] for pid in group.worker_pids if pid in by_pid] if group else []
@@ -74,12 +111,12 @@ def table_rows(frame: Frame, state: TableState) -> list[Row]:
         if needle and not (_matches(proc, needle) or any(_matches(w, needle) for w in workers)):
             continue
         collapsed = proc.pid in state.collapsed
-        rows.append(Row(proc, 0, group, collapsed))
+        rows.append(Row(proc, 0, group, collapsed) if group or collapsed else proc)
         if collapsed or not workers:
             continue
         workers.sort(key=value, reverse=not state.ascending)
         rows += [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
-    return rows
+    return Rows(rows)
 
 
 def tree_rows(

@@ -93,9 +93,11 @@ class LinePane(Widget):
             self.refresh()
             return
         width = self.size.width
-        for y, (before, after) in enumerate(zip_longest(old, self._lines)):
-            if before != after:
-                self.refresh(Region(0, y, width, 1))
+        changed = [Region(0, y, width, 1)
+                   for y, (before, after) in enumerate(zip_longest(old, self._lines))
+                   if before != after]
+        if changed:  # one refresh for them all: each call clears caches and checks idle
+            self.refresh(*changed)
 
     def notify_style_update(self) -> None:
         """Theme or CSS changed: forget every cached style and strip."""

@@ -9,6 +9,7 @@ from gputop.tui.messages import HeaderClicked, RowActivated
 from gputop.tui.views.processes import (
     Column,
     Row,
+    Rows,
     TableState,
     columns_for,
     header_line,
@@ -102,7 +103,7 @@ class ProcessTable(CursorTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.rows: list[Row] = []
+        self.rows = Rows()
         self.state = TableState()
         self._cursor_key: tuple[int, int] | None = None
         self._empty_note = "waiting for the first sample…"
@@ -112,15 +113,14 @@ class ProcessTable(CursorTable):
         """The row under the cursor."""
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def show(self, rows: list[Row], state: TableState, empty_note: str = "") -> None:
+    def show(self, rows: Rows, state: TableState, empty_note: str = "") -> None:
         """New rows: keep the cursor on the same process when it is still listed."""
         self.rows, self.state = rows, state
         self._empty_note = empty_note or "no processes match"
         if self._following and self._cursor_key is not None:
-            for index, row in enumerate(rows):
-                if row.key == self._cursor_key:
-                    self.cursor = index
-                    break
+            found = rows.find(self._cursor_key)
+            if found is not None:
+                self.cursor = found
         self._paint()
 
     def row_count(self) -> int:

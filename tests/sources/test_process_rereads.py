@@ -1,0 +1,117 @@
+"""The process source reads nothing again for a process that did not run: counted by the
+kernel (inotify) on a /proc tree in a folder, so a regression shows without timing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from gputop.model import GpuReport
+from gputop.sources.processes import REFRESH_TICKS, ProcProcessSource
+from tests.helpers.fakeproc import FakeProc, ReadWatch, stat_line
+
+GPU_NONE = GpuReport("none")
+QUIET = range(100, 116)  # single-threaded, asleep throughout
+ORPHAN = 300  # child of the first process to vanish, re-parented while asleep
+THREADED = 400  # schedstat shows only its main thread: its stat is read every tick
+BIRTH_TICKS = 10  # ticks with births, fewer than the source's periodic relisting (16)
+
+
+def _tree(tmp_path: Path) -> tuple[FakeProc, range]:
+    """Quiet processes, one parent to vanish per tick over a refresh period, an orphan-to-be
+    and a multi-threaded process; schedstat counting on (the gate)."""
+    proc = FakeProc(tmp_path)
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self/schedstat").write_text("5000 0 1\n")
+    parents = range(200, 200 + REFRESH_TICKS)
+    for pid in [*QUIET, *parents]:
+        _put(proc, pid)
+    _put(proc, ORPHAN, ppid=parents[0])
+    _put(proc, THREADED, thr=4)
+    return proc, parents
+
+
+def _put(proc: FakeProc, pid: int, ppid: int = 1, thr: int = 1) -> None:
+    proc.add(pid, "sleep", "sleep 9", ppid=ppid, thr=thr)
+    (proc.root / str(pid) / "schedstat").write_text("10 0 1\n")
+
+
+def test_quiet_processes_are_not_reread_while_others_vanish(tmp_path: Path) -> None:
+    proc, parents = _tree(tmp_path)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)  # kept fds of a folder outlive rmdir
+    watch = ReadWatch({pid: tmp_path / str(pid) for pid in [*QUIET, ORPHAN, THREADED]})
+    try:
+        for _ in range(REFRESH_TICKS + 2):  # until every process's schedstat was read once
+            source.sample(GPU_NONE)
+        watch.take()
+        ticks = []
+        for parent in parents:  # a process vanishes every tick, as on a busy machine
+            proc.remove(parent)
+            if parent == parents[0]:
+                _put(proc, ORPHAN, ppid=1)  # the kernel re-parents it; it does not run
+            rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
+            ticks.append(watch.take())
+        stat_reads = Counter(pid for tick in ticks for pid, name in tick if name == "stat")
+        assert {pid: stat_reads[pid] for pid in QUIET} == dict.fromkeys(QUIET, 1)  # the refresh
+        assert not {name for tick in ticks for pid, name in tick if pid in QUIET} - {
+            "stat", "schedstat"}  # no cmdline, status or io again
+        assert stat_reads[THREADED] == REFRESH_TICKS
+        assert (ORPHAN, "stat") in ticks[1]  # the tick after its parent vanished
+        assert rows[ORPHAN].ppid == 1
+    finally:
+        watch.close()
+        source.close()
+
+
+def test_children_of_a_reused_pid_are_read_again(tmp_path: Path) -> None:
+    proc, parents = _tree(tmp_path)
+    warm = REFRESH_TICKS + 2
+    # a child whose periodic refresh falls on neither tick below, so only the re-read shows it
+    child = next(pid for pid in range(500, 520)
+                 if all((pid + tick) % REFRESH_TICKS for tick in (warm + 1, warm + 2)))
+    _put(proc, child, ppid=parents[0])
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    try:
+        for _ in range(warm):
+            source.sample(GPU_NONE)
+        proc.remove(parents[0])
+        proc.add(parents[0], "sh", "sh", start=999)  # its pid went to a new process at once
+        (tmp_path / str(parents[0]) / "schedstat").write_text("77 0 1\n")
+        _put(proc, child, ppid=1)  # re-parented while asleep
+        source.sample(GPU_NONE)
+        rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
+        assert rows[parents[0]].start_ticks == 999
+        assert rows[child].ppid == 1
+    finally:
+        source.close()
+
+
+def test_births_are_found_without_listing_proc_and_threads_are_not_processes(
+    tmp_path: Path,
+) -> None:
+    """A PID allocated since the last look is past the last one seen: those few are read,
+    /proc is not listed (the kernel's listing costs more than reading a thousand files),
+    and a thread's TID among them is not taken for a process."""
+    proc, _parents = _tree(tmp_path)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    watch = ReadWatch({"proc": tmp_path})
+    try:
+        source.sample(GPU_NONE)
+        assert ("proc", "") in watch.take()  # the first look lists /proc
+        born = []
+        for tick in range(BIRTH_TICKS):
+            child, thread = proc.last_pid + 1, proc.last_pid + 2
+            _put(proc, child)
+            (tmp_path / str(thread)).mkdir()  # readable as /proc/TID, not listed by /proc
+            (tmp_path / str(thread) / "stat").write_text(
+                stat_line(thread, "worker", ppid=child, exit_signal=-1))
+            proc.last_pid = thread
+            proc.bump()
+            born.append(child)
+            pids = {row.pid for row in source.sample(GPU_NONE).rows}
+            assert ("proc", "") not in watch.take(), tick
+            assert born[-1] in pids and thread not in pids, tick
+        assert set(born) <= pids
+    finally:
+        watch.close()
+        source.close()
