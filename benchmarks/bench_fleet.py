@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sampler import kill_all, spawn_sleepers
-from bench_tui import CLK_TCK, cpu_ticks
+from bench_tui import cpu_ns
 
 from gputop.export.fleet import render as render_text
 from gputop.sources.fleet import FleetSource
@@ -115,7 +115,7 @@ def _scrape(url: str) -> bytes:
 
 def cpu_s(pid: int) -> float:
     """utime + stime of `pid` in seconds."""
-    return cpu_ticks(pid) / CLK_TCK
+    return cpu_ns(pid) / 1e9
 
 
 def per_scrape(pid: int, url: str, idle_cpu_per_s: float) -> tuple[float, int]:

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual.pilot import Pilot
+if TYPE_CHECKING:  # Textual only where an app runs: some tests watch when it is imported
+    from textual.pilot import Pilot
 
 from gputop.advice import Advisor
 from gputop.analysis.steps import classified, summarize
