@@ -7,7 +7,11 @@ bandwidth as `auto` finds it, advice on). Then the live view's app (headless, 20
 the same frames. Prints, per tick, the CPU the recorder spends writing it beside the CPU
 the sampler spent taking it and the TUI's whole tick (sampling + drawing), both measured in
 this run, as ratios (the budget: a small fraction); the bytes per tick without steps and
-per step (SQLite's dbstat, pages included); and what an hour and a day at 1 Hz come to.
+per step (SQLite's dbstat: bytes of cells and headers in pages); and what an hour and a day
+at 1 Hz come to. Rows written when something happens rather than every tick (a new process
+identity or command line, advice, a GPU's changed info) come at a rate per second, not per
+tick: they are counted per second and added to a 1 Hz tick. Frame ids start where a day's
+recording has them (3-byte integers after 9 hours at 1 Hz).
 """
 
 from __future__ import annotations
@@ -41,11 +45,16 @@ HOUR_S = 3600
 DAY_S = 86400
 TUI_SIZE = (200, 50)
 STEP_TABLES = ("steps", "gaps", "gaps_by_trainer")
+EVENT_TABLES = ("process_info", "texts", "texts_by_hash", "gpu_info", "advice", "advice_by_id",
+                "trainers")
+DAY_FRAME_ID = DAY_S // 2  # the frame ids of a day's recording take 3 bytes from 32768 on
 
 
 def table_bytes(path: str) -> dict[str, int]:
-    """Bytes each table and index fills in its pages, headers and free space inside full
-    pages included, the unused tail of its last page not (SQLite's dbstat)."""
+    """Bytes each table and index fills in its pages: cells and headers, not the room left
+    free inside pages (SQLite's dbstat). A b-tree filled by appends keeps some: ~12% of a
+    WITHOUT ROWID table's pages, ~1% of a rowid table's; a run this short would count the
+    half-empty pages of small tables' first splits instead."""
     with sqlite3.connect(path) as db:
         return dict(db.execute("SELECT name, sum(pgsize) - sum(unused) FROM dbstat "
                                "GROUP BY name").fetchall())
@@ -101,6 +110,7 @@ def record(gpus: int, path: str) -> dict[str, float]:
                             owner_pids=[trainer.pid])
     follow = ProbedTrainers(sampler)
     writer = RecordWriter(open_record(path))
+    writer.frame_id = DAY_FRAME_ID
     write_ms, write_cpu_ms, sample_ms, sample_cpu_ms, processes = [], [], [], [], []
     shown: list[Frame] = []
     empty: dict[str, int] = {}
@@ -111,6 +121,7 @@ def record(gpus: int, path: str) -> dict[str, float]:
                 writer.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 empty = table_bytes(path)
                 steps_before = writer.steps_written
+                began = time.monotonic()
             sampler.wait(INTERVAL_S)
             sampling = time.thread_time()
             frame = sampler.sample()
@@ -125,36 +136,42 @@ def record(gpus: int, path: str) -> dict[str, float]:
                 sample_cpu_ms.append(sampled * 1e3)
                 processes.append(len(frame.processes))
                 shown.append(frame)
+        seconds = time.monotonic() - began
     finally:
         sampler.close()
         trainer.stop()
     writer.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     writer.db.close()
     grown = {name: size - empty.get(name, 0) for name, size in table_bytes(path).items()}
-    if os.environ.get("BENCH_RECORD_TABLES"):
-        print({name: round(size / TICKS) for name, size in sorted(grown.items()) if size})
     step_bytes = sum(grown.get(name, 0) for name in STEP_TABLES)
-    tick_bytes = sum(grown.values()) - step_bytes
+    event_bytes = sum(grown.get(name, 0) for name in EVENT_TABLES)
+    tick_bytes = sum(grown.values()) - step_bytes - event_bytes
+    if os.environ.get("BENCH_RECORD_TABLES"):
+        print("B/tick", {name: round(size / TICKS) for name, size in sorted(grown.items())
+                         if size and name not in EVENT_TABLES + STEP_TABLES},
+              "B/s", {name: round(size / seconds) for name, size in sorted(grown.items())
+                      if size and name in EVENT_TABLES})
     with sqlite3.connect(path) as db:
         kept = db.execute("SELECT count(*) FROM processes WHERE frame > ?",
-                          (WARMUP_TICKS,)).fetchone()[0] / TICKS
+                          (DAY_FRAME_ID + WARMUP_TICKS,)).fetchone()[0] / TICKS
     steps = writer.steps_written - steps_before
     return {"gpus": gpus, "processes": statistics.median(processes), "kept": kept,
             "write_ms": statistics.median(write_ms), "sample_ms": statistics.median(sample_ms),
             "write_cpu_ms": statistics.median(write_cpu_ms),
             "sample_cpu_ms": statistics.median(sample_cpu_ms), "draw_cpu_ms": draw_cpu_ms(shown),
-            "tick_bytes": tick_bytes / TICKS, "step_bytes": step_bytes / max(1, steps),
-            "steps": steps, "steps_per_s": steps / (TICKS * INTERVAL_S)}
+            "tick_bytes": tick_bytes / TICKS, "event_bytes_per_s": event_bytes / seconds,
+            "step_bytes": step_bytes / max(1, steps),
+            "steps": steps, "steps_per_s": steps / seconds}
 
 
 def main() -> int:
     print(f"cpus={os.cpu_count()}  ticks={TICKS} every {INTERVAL_S} s  (shared machine: "
           "compare the ratio, not the absolute ms)")
     print(f"{'gpus':>4} {'procs':>5} {'kept':>5} {'write':>6} {'sample':>6} {'draw':>6} "
-          f"{'w/smp':>6} {'w/tui':>6} {'write':>6} {'B/tick':>7} {'MB/h':>6} {'MB/day':>7} "
-          f"{'B/step':>6} {'step/s':>6} {'MB/h':>6}")
+          f"{'w/smp':>6} {'w/tui':>6} {'write':>6} {'B/tick':>7} {'+B/s':>5} {'MB/h':>6} "
+          f"{'MB/day':>7} {'B/step':>6} {'step/s':>6} {'MB/h':>6}")
     print(f"{'':>16} {'cpu ms':>6} {'cpu ms':>6} {'cpu ms':>6} {'':>13} {'wall':>6} {'':>7} "
-          f"{'ticks':>6} {'ticks':>7} {'':>6} {'':>6} {'steps':>6}")
+          f"{'':>5} {'1 Hz':>6} {'1 Hz':>7} {'':>6} {'':>6} {'steps':>6}")
     sleepers: list[int] = []
     try:
         have = len(psutil.pids())
@@ -166,12 +183,14 @@ def main() -> int:
                 f = record(gpus, os.path.join(tmp, f"bench-{gpus}.sqlite"))
                 tui = f["sample_cpu_ms"] + f["draw_cpu_ms"]
                 step_mb_h = f["step_bytes"] * f["steps_per_s"] * HOUR_S / 1e6
+                second_bytes = f["tick_bytes"] + f["event_bytes_per_s"]  # a tick a second
                 print(f"{f['gpus']:>4} {f['processes']:>5.0f} {f['kept']:>5.1f} "
                       f"{f['write_cpu_ms']:>6.2f} {f['sample_cpu_ms']:>6.2f} "
                       f"{f['draw_cpu_ms']:>6.2f} {f['write_cpu_ms'] / f['sample_cpu_ms']:>6.3f} "
                       f"{f['write_cpu_ms'] / tui:>6.3f} {f['write_ms']:>6.2f} "
-                      f"{f['tick_bytes']:>7.0f} {f['tick_bytes'] * HOUR_S / 1e6:>6.2f} "
-                      f"{f['tick_bytes'] * DAY_S / 1e6:>7.1f} {f['step_bytes']:>6.0f} "
+                      f"{f['tick_bytes']:>7.0f} {f['event_bytes_per_s']:>5.0f} "
+                      f"{second_bytes * HOUR_S / 1e6:>6.2f} {second_bytes * DAY_S / 1e6:>7.1f} "
+                      f"{f['step_bytes']:>6.0f} "
                       f"{f['steps_per_s']:>6.1f} {step_mb_h:>6.2f}", flush=True)
     finally:
         kill_all(sleepers)
@@ -179,7 +198,9 @@ def main() -> int:
           "sample cpu: the sampler's CPU to take it; draw cpu: the live view's app showing it "
           f"({TUI_SIZE[0]}x{TUI_SIZE[1]}, headless); w/smp: write / sample; w/tui: write / "
           "(sample + draw), the TUI's whole tick; write wall: the transaction's wall time. "
-          "B/tick: bytes of pages per tick without steps; MB/h, MB/day: that at 1 Hz; "
+          "B/tick: bytes of pages per tick without steps; +B/s: rows written as things "
+          "happen (process identities, texts, advice), per second; MB/h, MB/day: a tick a "
+          "second with those; "
           "B/step: bytes per stored step; steps come on top at step/s (the demo trainer's "
           "here): MB/h steps.")
     return 0

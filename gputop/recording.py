@@ -6,16 +6,83 @@ to four bytes, a REAL always in eight: a day at 1 Hz has to stay small); `_kib` 
 columns hold bytes in those units (NVML counts PCIe traffic in KiB/s, memory in MiB; /proc
 counts RSS in pages). NULL is "not
 measured", as in the model. Strings that repeat from tick to tick (a GPU's name, a trainer's
-settings, a source's note) are JSON in `texts`, stored once and referenced by id.
+settings, a process's command line, a source's note) are JSON in `texts`, stored once and
+referenced by id.
+The GPUs' numbers of a tick are one BLOB (GPU_FIELDS, fixed width, big-endian, all bits set
+for NULL): a row per device repeated a key and a header byte per column, most of a tick's
+bytes with 8 GPUs; the `gpus` view decodes it back to a row per device for SQL.
 README.md ("Recording") documents every table for people who query the file themselves.
 """
 
 from __future__ import annotations
 
+import hashlib
+import struct
+from collections.abc import Iterable, Sequence
+
 SCHEMA = "gputop.record/1"
-USER_VERSION = 1
+USER_VERSION = 2  # the layout within the schema: 1 stored GPUs as a row per device
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
+
+# A device's numbers within a tick's `gpu_ticks.devices`, in order: (column, bytes). The
+# `gpus` view's columns, the struct format and the README's table are this one list.
+GPU_FIELDS = (
+    ("gpu", 1), ("util_percent", 1), ("memory_util_percent", 1), ("memory_used_mib", 4),
+    ("temperature_c", 1), ("power_w_x10", 2), ("sm_clock_mhz", 2), ("memory_clock_mhz", 2),
+    ("pcie_rx_kib_per_s", 4), ("pcie_tx_kib_per_s", 4), ("sm_occupancy_percent_x10", 2),
+    ("tensor_active_percent_x10", 2),
+)
+GPU_RECORD = struct.Struct(">" + "".join({1: "B", 2: "H", 4: "I"}[n] for _, n in GPU_FIELDS))
+GPU_VALUES = tuple(name for name, _ in GPU_FIELDS[1:])  # what follows the device index
+GPU_NULLS = tuple((1 << 8 * n) - 1 for _, n in GPU_FIELDS)  # all bits set: not measured
+GPUS_VIEWED = 64  # devices per tick the `gpus` view decodes
+HEX = "0123456789ABCDEF"
+
+
+def pack_gpus(devices: Iterable[Sequence[int | None]]) -> bytes:
+    """Each device's GPU_FIELDS values as one record, in order; None as all bits set, a
+    value out of its field's range clamped into it."""
+    return b"".join(GPU_RECORD.pack(*(null if v is None else min(max(v, 0), null - 1)
+                                      for v, null in zip(values, GPU_NULLS, strict=True)))
+                    for values in devices)
+
+
+def unpack_gpus(blob: bytes) -> list[tuple[int, tuple[int | None, ...]]]:
+    """`pack_gpus` read back: each device's index and its other values (GPU_VALUES)."""
+    return [(index, tuple(None if v == null else v
+                          for v, null in zip(values, GPU_NULLS[1:], strict=True)))
+            for index, *values in GPU_RECORD.iter_unpack(blob)]
+
+
+def text_hash(text: str) -> int:
+    """The 32-bit key `texts` finds a text by (its index holds this, not a copy of the text)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big",
+                          signed=True)
+
+
+def _decoded(offset: int, size: int) -> str:
+    """SQL reading the unsigned big-endian field at `offset` of device `d.i`'s record
+    (SQLite has no function from bytes to an integer: its hex digits, one at a time)."""
+    digits = f"hex(substr(t.devices, d.i * {GPU_RECORD.size} + {offset + 1}, {size}))"
+    value = " + ".join(f"(instr('{HEX}', substr({digits}, {k + 1}, 1)) - 1) * "
+                       f"{16 ** (2 * size - 1 - k)}" for k in range(2 * size))
+    return f"CASE {digits} WHEN '{'F' * 2 * size}' THEN NULL ELSE {value} END"
+
+
+def _gpus_view() -> str:
+    """The view giving a row per tick and device, as a table of them would."""
+    values, offset = [], 0
+    for _, size in GPU_FIELDS:
+        values.append(_decoded(offset, size))
+        offset += size
+    columns = [f"{value} AS {name}" for value, (name, _) in zip(values, GPU_FIELDS, strict=True)]
+    info = (f"(SELECT i.info_id FROM gpu_info i WHERE i.gpu = {values[0]} AND i.frame <= "
+            "t.frame ORDER BY i.frame DESC LIMIT 1) AS info_id")
+    return (f"CREATE VIEW IF NOT EXISTS gpus AS WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL "
+            f"SELECT i + 1 FROM d WHERE i + 1 < {GPUS_VIEWED}) SELECT t.frame AS frame, "
+            f"{columns[0]}, {info}, {', '.join(columns[1:])} FROM gpu_ticks t CROSS JOIN d "
+            f"WHERE d.i * {GPU_RECORD.size} < length(t.devices);\n")
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -24,7 +91,8 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 CREATE TABLE IF NOT EXISTS texts (
     id INTEGER PRIMARY KEY,
-    text TEXT NOT NULL UNIQUE
+    hash INTEGER NOT NULL,
+    text TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS frames (
     id INTEGER PRIMARY KEY,
@@ -44,22 +112,15 @@ CREATE TABLE IF NOT EXISTS frames (
     processes_total INTEGER,
     errors_id INTEGER
 );
-CREATE TABLE IF NOT EXISTS gpus (
-    frame INTEGER NOT NULL,
+CREATE TABLE IF NOT EXISTS gpu_ticks (
+    frame INTEGER PRIMARY KEY,
+    devices BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS gpu_info (
     gpu INTEGER NOT NULL,
-    info_id INTEGER,
-    util_percent INTEGER,
-    memory_util_percent INTEGER,
-    memory_used_mib INTEGER,
-    temperature_c INTEGER,
-    power_w_x10 INTEGER,
-    sm_clock_mhz INTEGER,
-    memory_clock_mhz INTEGER,
-    pcie_rx_kib_per_s INTEGER,
-    pcie_tx_kib_per_s INTEGER,
-    sm_occupancy_percent_x10 INTEGER,
-    tensor_active_percent_x10 INTEGER,
-    PRIMARY KEY (frame, gpu)
+    frame INTEGER NOT NULL,
+    info_id INTEGER NOT NULL,
+    PRIMARY KEY (gpu, frame)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS gpu_processes (
     frame INTEGER NOT NULL,
@@ -77,7 +138,7 @@ CREATE TABLE IF NOT EXISTS process_info (
     ppid INTEGER,
     name TEXT NOT NULL,
     username TEXT,
-    cmdline TEXT NOT NULL,
+    cmdline_id INTEGER NOT NULL,
     role TEXT,
     trainer_pid INTEGER,
     has_probe INTEGER NOT NULL,
@@ -91,8 +152,6 @@ CREATE TABLE IF NOT EXISTS processes (
     cpu_percent_x10 INTEGER,
     rss_kib INTEGER,
     cpu_time_s_x100 INTEGER,
-    gpu_memory_mib INTEGER,
-    gpu_indices TEXT,
     PRIMARY KEY (frame, process)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS trainer_groups (
@@ -186,10 +245,11 @@ CREATE TABLE IF NOT EXISTS advice (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS advice_by_id ON advice (id, frame);
 CREATE INDEX IF NOT EXISTS gaps_by_trainer ON gaps (trainer, frame);
-"""
+CREATE INDEX IF NOT EXISTS texts_by_hash ON texts (hash);
+""" + _gpus_view()
 
 # Tables with a `frame` column, trimmed together when old data is dropped (steps by range).
-PER_FRAME_TABLES = ("gpus", "gpu_processes", "processes", "trainer_groups",
+PER_FRAME_TABLES = ("gpu_ticks", "gpu_info", "gpu_processes", "processes", "trainer_groups",
                     "memory_bandwidth", "memory_consumers", "trainer_ticks", "gaps")
 
 

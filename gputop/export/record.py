@@ -37,9 +37,11 @@ from gputop.recording import (
     TABLES,
     USER_VERSION,
     in_units,
+    pack_gpus,
     scaled,
     scaled_whole,
     step_flags,
+    text_hash,
 )
 from gputop.sources.attach import WINDOW
 
@@ -88,6 +90,10 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
         if row is None or row[0] != SCHEMA:
             found = row[0] if row else "none"
             raise RecordError(f"{path} is a recording of schema {found}, not {SCHEMA}")
+        layout = db.execute("PRAGMA user_version").fetchone()[0]
+        if layout != USER_VERSION:
+            raise RecordError(f"{path} is a {SCHEMA} recording of an earlier gputop (layout "
+                              f"{layout}, not {USER_VERSION}); record to a new file")
         return
     db.executescript(f"BEGIN; {TABLES}; PRAGMA application_id={APPLICATION_ID}; "
                      f"PRAGMA user_version={USER_VERSION};")  # left open: meta joins it
@@ -165,6 +171,7 @@ class RecordWriter:
         self.top = top
         self._texts = _Pending(TEXT_CACHE)
         self._process_ids = _Pending(TEXT_CACHE)
+        self._gpu_info = _Pending()  # device index -> the info id `gpu_info` last stored
         self._trainers = _Pending()  # pid -> _TrainerLog (replaced, never mutated)
         self._advice: dict[str, tuple[Advice, float]] = {}  # shown, as stored at that time
         last = db.execute("SELECT max(id) FROM frames").fetchone()[0]
@@ -185,16 +192,19 @@ class RecordWriter:
         except BaseException:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
-            for cache in (self._texts, self._process_ids, self._trainers):
+            for cache in self._caches():
                 cache.discard()
             raise
-        for cache in (self._texts, self._process_ids, self._trainers):
+        for cache in self._caches():
             cache.commit()
         self._advice = self._advice_next
         self.frame_id = fid
         self.frames_written += 1
         self.steps_written += steps
         return fid
+
+    def _caches(self) -> tuple[_Pending, ...]:
+        return (self._texts, self._process_ids, self._trainers, self._gpu_info)
 
     def _rows(self, frame: Frame, fid: int) -> int:
         host = frame.host
@@ -210,13 +220,12 @@ class RecordWriter:
             host.memory_available_bytes, host.swap_used_bytes,
             *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
             len(frame.processes), self._errors(frame)))
-        self.db.executemany("INSERT INTO gpus VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                            [self._gpu_row(fid, g) for g in gpu.gpus])
+        self._gpus(fid, gpu.gpus)
         self.db.executemany("INSERT INTO gpu_processes VALUES (?,?,?,?,?,?)", [
             (fid, g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),
              scaled(p.sm_util_percent, 10))
             for g in gpu.gpus for i, p in enumerate(g.processes)])
-        self.db.executemany("INSERT OR IGNORE INTO processes VALUES (?,?,?,?,?,?,?,?,?)",
+        self.db.executemany("INSERT OR IGNORE INTO processes VALUES (?,?,?,?,?,?,?)",
                             [self._process_row(fid, p) for p in processes_that_matter(
                                 frame, self.top)])
         self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
@@ -237,9 +246,12 @@ class RecordWriter:
         text = _json(value)
         found: int | None = self._texts.get(text)
         if found is None:
-            found = self.db.execute(
-                "INSERT INTO texts (text) VALUES (?) ON CONFLICT (text) DO UPDATE "
-                "SET text = excluded.text RETURNING id", (text,)).fetchone()[0]
+            key = text_hash(text)
+            row = self.db.execute("SELECT id FROM texts WHERE hash = ? AND text = ?",
+                                  (key, text)).fetchone()
+            found = row[0] if row else self.db.execute(
+                "INSERT INTO texts (hash, text) VALUES (?, ?) RETURNING id",
+                (key, text)).fetchone()[0]
             self._texts.put(text, found)
         return found
 
@@ -249,34 +261,44 @@ class RecordWriter:
         return self._text([[e.source, e.message, e.failures, round(e.retry_in_s),
                             e.last_good, e.stopped] for e in frame.errors])
 
-    def _gpu_row(self, fid: int, g: GpuSample) -> tuple[object, ...]:
-        info = {"name": g.name, "uuid": g.uuid, "memory_total_bytes": g.memory_total_bytes,
-                "power_limit_w": g.power_limit_w, "lost": g.lost,
-                "processes_known": g.processes_known}
-        return (fid, g.index, self._text(info), scaled(g.util_percent, 1),
-                scaled(g.memory_util_percent, 1), in_units(g.memory_used_bytes, MIB),
-                scaled(g.temperature_c, 1), scaled_whole(g.power_w, 10), g.sm_clock_mhz,
-                g.memory_clock_mhz, in_units(g.pcie_rx_bytes_per_s, KIB),
-                in_units(g.pcie_tx_bytes_per_s, KIB),
-                scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10))
+    def _gpus(self, fid: int, gpus: Iterable[GpuSample]) -> None:
+        """The tick's GPU numbers as one `gpu_ticks` row; a device's name, limits and state
+        a `gpu_info` row when they change."""
+        values = []
+        for g in gpus:
+            info_id = self._text({"name": g.name, "uuid": g.uuid,
+                                  "memory_total_bytes": g.memory_total_bytes,
+                                  "power_limit_w": g.power_limit_w, "lost": g.lost,
+                                  "processes_known": g.processes_known})
+            if self._gpu_info.get(g.index) != info_id:
+                self.db.execute("INSERT INTO gpu_info VALUES (?, ?, ?)", (g.index, fid, info_id))
+                self._gpu_info.put(g.index, info_id)
+            values.append((
+                g.index, scaled(g.util_percent, 1), scaled(g.memory_util_percent, 1),
+                in_units(g.memory_used_bytes, MIB), scaled(g.temperature_c, 1),
+                scaled_whole(g.power_w, 10), g.sm_clock_mhz, g.memory_clock_mhz,
+                in_units(g.pcie_rx_bytes_per_s, KIB), in_units(g.pcie_tx_bytes_per_s, KIB),
+                scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10)))
+        if values:
+            self.db.execute("INSERT INTO gpu_ticks VALUES (?, ?)", (fid, pack_gpus(values)))
 
     def _process_row(self, fid: int, p: ProcessSample) -> tuple[object, ...]:
         """The tick's numbers; who the process is (and its role) is a `process_info` row, a
-        new one whenever any of that changes."""
+        new one whenever any of that changes, its command line a text stored once. Its GPU
+        memory and devices are the tick's `gpu_processes` rows."""
         key = (p.pid, p.start_ticks, p.ppid, p.name, p.username, p.cmdline, p.role,
                p.trainer_pid, p.has_probe, p.in_proc)
         pid: int | None = self._process_ids.get(key)
         if pid is None:
             pid = self.db.execute(
-                "INSERT INTO process_info (pid, start_ticks, ppid, name, username, cmdline, role, "
-                "trainer_pid, has_probe, in_proc) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (p.pid, p.start_ticks, p.ppid, p.name, p.username, _json(list(p.cmdline)),
+                "INSERT INTO process_info (pid, start_ticks, ppid, name, username, cmdline_id, "
+                "role, trainer_pid, has_probe, in_proc) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                (p.pid, p.start_ticks, p.ppid, p.name, p.username, self._text(list(p.cmdline)),
                  None if p.role == "other" else p.role, p.trainer_pid, p.has_probe,
                  p.in_proc)).fetchone()[0]
             self._process_ids.put(key, pid)
         return (fid, pid, p.state, p.num_threads, scaled(p.cpu_percent, 10),
-                in_units(p.rss_bytes, KIB), scaled(p.cpu_time_s, 100),
-                in_units(p.gpu_memory_bytes, MIB), ",".join(map(str, p.gpu_indices)) or None)
+                in_units(p.rss_bytes, KIB), scaled(p.cpu_time_s, 100))
 
     def _membw(self, fid: int, m: MemoryBandwidthSample) -> None:
         check = m.layout_check

@@ -156,8 +156,8 @@ def _cutoff_by_size(db: sqlite3.Connection, max_bytes: int | None) -> int:
 
 
 def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
-    """Delete every tick before frame `cutoff` in one transaction; the advice shown at the
-    cutoff is carried onto it, so a replay there still shows it."""
+    """Delete every tick before frame `cutoff` in one transaction; the advice shown and each
+    GPU's info at the cutoff are carried onto it, so a replay there still shows them."""
     db.execute("BEGIN")
     try:
         gone = db.execute("SELECT count(*) FROM frames WHERE id < ?", (cutoff,)).fetchone()[0]
@@ -166,6 +166,10 @@ def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
             "a.action FROM advice a WHERE a.shown = 1 AND a.frame = (SELECT max(frame) FROM "
             "advice b WHERE b.id = a.id AND b.frame < ?)", (cutoff, cutoff))
         db.execute("DELETE FROM advice WHERE frame < ?", (cutoff,))
+        db.execute(
+            "INSERT OR IGNORE INTO gpu_info SELECT a.gpu, ?, a.info_id FROM gpu_info a WHERE "
+            "a.frame = (SELECT max(frame) FROM gpu_info b WHERE b.gpu = a.gpu AND b.frame < ?)",
+            (cutoff, cutoff))
         for trainer, last_step in db.execute(
                 "SELECT trainer, max(last_step) FROM trainer_ticks WHERE frame < ? "
                 "GROUP BY trainer", (cutoff,)).fetchall():

@@ -34,7 +34,20 @@ from gputop.model import (
     TrainerGroup,
     Trend,
 )
-from gputop.recording import APPLICATION_ID, KIB, MIB, SCHEMA, from_units, unscaled
+from gputop.recording import (
+    APPLICATION_ID,
+    GPU_VALUES,
+    KIB,
+    MIB,
+    SCHEMA,
+    USER_VERSION,
+    from_units,
+    unpack_gpus,
+    unscaled,
+)
+from gputop.sources.processes import gpu_usage
+
+UTIL = GPU_VALUES.index("util_percent")
 
 
 class ReplayError(Exception):
@@ -68,6 +81,10 @@ class Recording:
         if row is None or row[0] != SCHEMA:
             raise ReplayError(f"{self.path} is a recording of schema "
                               f"{row[0] if row else 'none'}; this gputop reads {SCHEMA}")
+        layout = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if layout != USER_VERSION:
+            raise ReplayError(f"{self.path} is a {SCHEMA} recording of an earlier gputop "
+                              f"(layout {layout}); this gputop reads layout {USER_VERSION}")
 
     def refresh(self) -> None:
         """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
@@ -97,11 +114,21 @@ class Recording:
         first, last = self.ids[max(0, index - count + 1)], self.ids[index]
         util: dict[int, list[float | None]] = {}
         with self._reading:
-            for gpu, value, info_id in self.db.execute(
-                    "SELECT gpu, util_percent, info_id FROM gpus WHERE frame BETWEEN ? AND ? "
-                    "ORDER BY frame, gpu", (first, last)).fetchall():
-                lost = (self._text(info_id) or {}).get("lost")
-                util.setdefault(gpu, []).append(None if lost else _float(value))
+            changes = iter(self.db.execute(
+                "SELECT frame, gpu, info_id FROM gpu_info WHERE frame <= ? ORDER BY frame",
+                (last,)).fetchall())
+            change = next(changes, None)
+            info: dict[int, int] = {}  # device -> its info id in effect
+            for fid, devices in self.db.execute(
+                    "SELECT frame, devices FROM gpu_ticks WHERE frame BETWEEN ? AND ? "
+                    "ORDER BY frame", (first, last)).fetchall():
+                while change is not None and change[0] <= fid:
+                    info[change[1]] = change[2]
+                    change = next(changes, None)
+                for gpu, values in unpack_gpus(devices):
+                    value = values[UTIL]
+                    lost = (self._text(info.get(gpu)) or {}).get("lost")
+                    util.setdefault(gpu, []).append(None if lost else _float(value))
             pressure = [unscaled(value, 1000) for (value,) in self.db.execute(
                 "SELECT m.pressure_x1000 FROM frames f LEFT JOIN memory_bandwidth m "
                 "ON m.frame = f.id WHERE f.id BETWEEN ? AND ? ORDER BY f.id", (first, last))]
@@ -114,6 +141,7 @@ class Recording:
         (_, at, interval_ms, cost_us, host_id, gpu_id, cpu_x10, per_cpu, available, swap_used,
          load1, load5, load15, uptime_s, _total, errors_id) = row
         host = self._text(host_id) or {}
+        gpus = self._gpus(fid, self._text(gpu_id) or {})
         return Frame(
             time=at, interval_s=interval_ms / 1000, sample_cost_s=(cost_us or 0) / 1e6,
             host=HostSample(
@@ -127,8 +155,7 @@ class Recording:
                 load_average=(unscaled(load1, 100) or 0.0, unscaled(load5, 100) or 0.0,
                               unscaled(load15, 100) or 0.0),
                 uptime_s=float(uptime_s or 0)),
-            gpu=self._gpus(fid, self._text(gpu_id) or {}),
-            processes=self._processes(fid), trainers=self._trainer_groups(fid),
+            gpu=gpus, processes=self._processes(fid, gpus), trainers=self._trainer_groups(fid),
             memory_bandwidth=self._membw(fid), attached=self._attached(fid),
             advice=self._advice(fid), errors=self._errors(errors_id))
 
@@ -148,13 +175,10 @@ class Recording:
             owners.setdefault(gpu, []).append(
                 GpuProcess(pid, from_units(mib, MIB), unscaled(sm_x10, 10)))
         gpus = []
-        for (index, info_id, util, mem_util, used_mib, temp, power_x10, sm_clock, mem_clock,
-             rx_kib, tx_kib, occupancy_x10, tensor_x10) in self.db.execute(
-                "SELECT gpu, info_id, util_percent, memory_util_percent, memory_used_mib, "
-                "temperature_c, power_w_x10, sm_clock_mhz, memory_clock_mhz, pcie_rx_kib_per_s, "
-                "pcie_tx_kib_per_s, sm_occupancy_percent_x10, tensor_active_percent_x10 "
-                "FROM gpus WHERE frame = ? ORDER BY gpu", (fid,)):
-            info = self._text(info_id) or {}
+        row = self.db.execute("SELECT devices FROM gpu_ticks WHERE frame = ?", (fid,)).fetchone()
+        for index, (util, mem_util, used_mib, temp, power_x10, sm_clock, mem_clock, rx_kib,
+                    tx_kib, occupancy_x10, tensor_x10) in unpack_gpus(row[0] if row else b""):
+            info = self._text(self._gpu_info_id(index, fid)) or {}
             gpus.append(GpuSample(
                 index=index, name=info.get("name", "?"), uuid=info.get("uuid", "?"),
                 util_percent=_float(util), memory_util_percent=_float(mem_util),
@@ -172,22 +196,31 @@ class Recording:
                          note=report.get("note"), driver_version=report.get("driver_version"),
                          scenario=report.get("scenario"))
 
-    def _processes(self, fid: int) -> tuple[ProcessSample, ...]:
+    def _gpu_info_id(self, gpu: int, fid: int) -> int | None:
+        """The `gpu_info` text id in effect for device `gpu` at frame `fid`."""
+        row = self.db.execute("SELECT info_id FROM gpu_info WHERE gpu = ? AND frame <= ? "
+                              "ORDER BY frame DESC LIMIT 1", (gpu, fid)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _processes(self, fid: int, gpus: GpuReport) -> tuple[ProcessSample, ...]:
+        """The processes kept, their GPU memory and devices from the tick's GPU processes (as
+        the process source derived them live)."""
+        on_gpu = gpu_usage(gpus)
         rows = self.db.execute(
-            "SELECT i.pid, i.ppid, i.name, i.cmdline, i.username, p.state, p.num_threads, "
-            "p.cpu_percent_x10, p.rss_kib, p.cpu_time_s_x100, i.start_ticks, p.gpu_memory_mib, "
-            "p.gpu_indices, i.role, i.trainer_pid, i.has_probe, i.in_proc FROM processes p "
-            "JOIN process_info i ON i.id = p.process WHERE p.frame = ?", (fid,))
+            "SELECT i.pid, i.ppid, i.name, i.cmdline_id, i.username, p.state, p.num_threads, "
+            "p.cpu_percent_x10, p.rss_kib, p.cpu_time_s_x100, i.start_ticks, i.role, "
+            "i.trainer_pid, i.has_probe, i.in_proc FROM processes p "
+            "JOIN process_info i ON i.id = p.process WHERE p.frame = ?", (fid,)).fetchall()
         return tuple(ProcessSample(
-            pid=pid, ppid=ppid, name=name, cmdline=tuple(json.loads(cmdline)), username=user,
-            state=state or "?", num_threads=threads, cpu_percent=unscaled(cpu_x10, 10),
-            rss_bytes=from_units(rss_kib, KIB), cpu_time_s=unscaled(time_x100, 100),
-            start_ticks=ticks, gpu_memory_bytes=from_units(gpu_mib, MIB),
-            gpu_indices=tuple(int(i) for i in indices.split(",")) if indices else (),
-            role=role or "other", trainer_pid=trainer, has_probe=bool(probe),
-            in_proc=bool(in_proc))
-            for (pid, ppid, name, cmdline, user, state, threads, cpu_x10, rss_kib, time_x100,
-                 ticks, gpu_mib, indices, role, trainer, probe, in_proc) in rows)
+            pid=pid, ppid=ppid, name=name, cmdline=tuple(self._text(cmdline_id) or ()),
+            username=user, state=state or "?", num_threads=threads,
+            cpu_percent=unscaled(cpu_x10, 10), rss_bytes=from_units(rss_kib, KIB),
+            cpu_time_s=unscaled(time_x100, 100), start_ticks=ticks,
+            gpu_memory_bytes=on_gpu.get(pid, (None, ()))[0],
+            gpu_indices=on_gpu.get(pid, (None, ()))[1], role=role or "other",
+            trainer_pid=trainer, has_probe=bool(probe), in_proc=bool(in_proc))
+            for (pid, ppid, name, cmdline_id, user, state, threads, cpu_x10, rss_kib, time_x100,
+                 ticks, role, trainer, probe, in_proc) in rows)
 
     def _trainer_groups(self, fid: int) -> tuple[TrainerGroup, ...]:
         return tuple(

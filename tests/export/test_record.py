@@ -19,6 +19,7 @@ from gputop.export.record import (
 )
 from gputop.model import Advice, AttachState, MemoryBandwidthSample, StepRecord, TrainerConfig
 from gputop.recording import SCHEMA
+from gputop.sources.replay import Recording, ReplayError
 from tests.helpers.builders import GIB, frame, gpu, process, trainer_with_workers
 
 MS = 1_000_000
@@ -178,6 +179,93 @@ def test_measurements_in_an_action_are_numbers_a_new_recommendation_is_not(
     rows = _query(path, "SELECT frame, action FROM advice ORDER BY frame")
     assert [frame for frame, _ in rows] == [1, 31]
     assert rows[1][1].startswith("Try num_workers=6:")
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The database file with its write-ahead log folded in."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.read_bytes()
+
+
+def test_a_worker_restart_adds_no_copy_of_the_command_line(tmp_path: Path) -> None:
+    """A DataLoader without persistent_workers starts new workers every epoch, each a new
+    process identity with the trainer's command line (often hundreds of bytes): the line
+    is in the file once however many epochs (it was a copy per worker per epoch)."""
+    marker = "--a-command-line-stored-once"
+    command = ("python", "train.py", marker, "--data=/datasets/" + "x" * 200)
+    writer, path = _writer(tmp_path)
+    base = frame()
+    for epoch in range(10):
+        rows, group = trainer_with_workers(100, workers=4, worker_cpu=50.0)
+        workers = {p.pid: 1000 + 10 * epoch + i for i, p in enumerate(rows[1:])}
+        rows = [replace(p, pid=workers.get(p.pid, p.pid), start_ticks=workers.get(p.pid, 1),
+                        cmdline=command) for p in rows]
+        group = replace(group, worker_pids=tuple(workers.values()))
+        writer.write(replace(base, time=base.time + epoch, processes=tuple(rows),
+                             trainers=(group,)))
+    assert _query(path, "SELECT count(*) FROM process_info") == [(41,)]
+    assert _file_bytes(path).count(marker.encode()) == 1
+
+
+def test_eight_busy_gpus_cost_under_30_bytes_a_device_a_tick(tmp_path: Path) -> None:
+    """The GPU numbers of a tick are stored together, not as a row per device with a key
+    and a header byte per column each (44 bytes a device-tick: 8 GPUs broke the 50 MB a
+    day budget); the file grows by pages, so ticks are counted by the thousand."""
+    ticks = 2000
+    sizes = []
+    for gpus in (0, 8):
+        path = tmp_path / f"gpus-{gpus}.sqlite"
+        writer = RecordWriter(open_record(str(path)))
+        base = frame()
+        for tick in range(ticks):
+            devices = tuple(replace(gpu(i, util=50 + (tick + i) % 50, used_gib=40 + tick % 3),
+                                    power_w=300 + (tick * 7 + i) % 100 / 10,
+                                    pcie_rx_bytes_per_s=1e9 + tick * 4096,
+                                    pcie_tx_bytes_per_s=1e8 + i * tick * 1024)
+                            for i in range(gpus))
+            writer.write(replace(base, time=base.time + tick,
+                                 gpu=replace(base.gpu, source="simulated", gpus=devices)))
+        writer.db.close()
+        sizes.append(len(_file_bytes(path)))
+    assert (sizes[1] - sizes[0]) / ticks / 8 < 30
+
+
+def test_the_gpus_view_and_the_replay_read_each_device_back(tmp_path: Path) -> None:
+    """A device's numbers as SQL sees them through the `gpus` view and as a replay does:
+    NULL for what was not measured, values beyond a field clamped, the device's name from
+    the info in effect at that tick."""
+    blank = replace(gpu(0), util_percent=None, memory_used_bytes=None, temperature_c=None,
+                    power_w=None, sm_clock_mhz=None, pcie_rx_bytes_per_s=None)
+    huge = replace(gpu(1, util=100, used_gib=180), name="Renamed", power_w=1234.56,
+                   pcie_rx_bytes_per_s=100e9, sm_occupancy_percent=87.26,
+                   tensor_active_percent=-3.0)
+    writer, path = _writer(tmp_path)
+    writer.write(frame(gpus=(blank, gpu(1))))
+    writer.write(replace(frame(gpus=(blank, huge)), time=frame().time + 1))
+    assert _query(path, "SELECT g.*, json_extract(t.text, '$.name') FROM gpus g "
+                        "JOIN texts t ON t.id = g.info_id WHERE frame = 2") == [
+        (2, 0, 3, None, None, None, None, None, None, 2619, None, round(1e8 / 1024), None, None,
+         "Test GPU"),
+        (2, 1, 5, 100, None, 180 * 1024, 60, 12346, 1980, 2619, round(100e9 / 1024),
+         round(1e8 / 1024), 873, 0, "Renamed")]
+    recording = Recording(str(path))
+    first, second = (recording.frame(i).gpu.gpus for i in (0, 1))
+    recording.close()
+    assert [g.name for g in first] == ["Test GPU"] * 2 and second[1].name == "Renamed"
+    assert second[0] == replace(blank, pcie_tx_bytes_per_s=round(1e8 / 1024) * 1024)
+    assert (second[1].power_w, second[1].sm_occupancy_percent) == (1234.6, 87.3)
+
+
+def test_a_file_of_an_earlier_layout_is_refused_with_one_line(tmp_path: Path) -> None:
+    writer, path = _writer(tmp_path)
+    writer.write(frame(gpus=(gpu(0),)))
+    writer.db.execute("PRAGMA user_version=1")
+    writer.db.close()
+    with pytest.raises(RecordError, match="earlier gputop"):
+        open_record(str(path))
+    with pytest.raises(ReplayError, match="earlier gputop"):
+        Recording(str(path))
 
 
 def test_a_recording_is_appended_to(tmp_path: Path) -> None:

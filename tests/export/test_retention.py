@@ -42,6 +42,7 @@ def test_keep_drops_the_ticks_older_than_the_duration_with_their_steps(tmp_path:
     for table in PER_FRAME_TABLES:
         assert _count(db, table, "WHERE frame < 70") == 0, table
     assert _count(db, "gpus") == 31
+    assert _count(db, "gpus", "WHERE info_id IS NULL") == 0  # its name, carried to the cut
     assert db.execute("SELECT min(step), max(step), count(*) FROM steps").fetchone() == (
         690, 999, 310)
     assert db.execute("SELECT frame, shown, title FROM advice").fetchall() == [

@@ -24,11 +24,12 @@ from gputop.analysis.steps import (
     split,
 )
 from gputop.model import StepRecord
-from gputop.recording import APPLICATION_ID, SCHEMA
+from gputop.recording import APPLICATION_ID, GPU_VALUES, SCHEMA, USER_VERSION, unpack_gpus
 
 NAN = float("nan")
 MS = 1e6  # ns per ms
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
+UTIL, MEMORY_USED = GPU_VALUES.index("util_percent"), GPU_VALUES.index("memory_used_mib")
 CONFIG_KEYS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
                "persistent_workers", "num_threads", "device", "rank", "world_size")
 
@@ -65,6 +66,10 @@ def _check(db: sqlite3.Connection, path: str) -> None:
     if row is None or row[0] != SCHEMA:
         raise ReportError(f"{path} is a recording of schema {row[0] if row else 'none'}; "
                           f"this gputop reports on {SCHEMA}")
+    layout = db.execute("PRAGMA user_version").fetchone()[0]
+    if layout != USER_VERSION:
+        raise ReportError(f"{path} is a {SCHEMA} recording of an earlier gputop (layout "
+                          f"{layout}); this gputop reports on layout {USER_VERSION}")
     if db.execute("SELECT id FROM frames LIMIT 1").fetchone() is None:
         raise ReportError(f"{path} holds no ticks yet")
 
@@ -134,22 +139,22 @@ def _aligned(n: int) -> list[float | None]:
 def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int]) -> list[dict[str, Any]]:
     """Util % and memory used (GiB) of each device, one value per tick."""
     devices: dict[int, dict[str, Any]] = {}
-    for fid, gpu, info_id, util, used_mib in db.execute(
-            "SELECT frame, gpu, info_id, util_percent, memory_used_mib FROM gpus"):
-        device = devices.get(gpu)
-        if device is None:
-            device = devices[gpu] = {"index": gpu, "util": _aligned(len(index)),
-                                     "memory": _aligned(len(index)), "info_id": info_id}
+    for fid, blob in db.execute("SELECT frame, devices FROM gpu_ticks"):
         i = index.get(fid)
-        if i is None:
-            continue
-        device["util"][i] = util
-        device["memory"][i] = None if used_mib is None else used_mib / 1024
-        device["info_id"] = info_id
+        for gpu, values in unpack_gpus(blob):
+            util, used_mib = values[UTIL], values[MEMORY_USED]
+            device = devices.get(gpu)
+            if device is None:
+                device = devices[gpu] = {"util": _aligned(len(index)),
+                                         "memory": _aligned(len(index))}
+            if i is not None:
+                device["util"][i] = util
+                device["memory"][i] = None if used_mib is None else used_mib / 1024
+    latest = dict(db.execute("SELECT gpu, info_id FROM gpu_info ORDER BY frame").fetchall())
     out = []
     for gpu in sorted(devices):
         device = devices[gpu]
-        info = texts(device["info_id"]) or {}
+        info = texts(latest.get(gpu)) or {}
         total = info.get("memory_total_bytes")
         out.append({"index": gpu, "name": info.get("name"),
                     "memory_total_gib": None if total is None else total / 1024**3,
@@ -175,8 +180,9 @@ def _workers(db: sqlite3.Connection, texts: _Texts,
 
 def _process_name(db: sqlite3.Connection, pid: int) -> str | None:
     """The command line the recording last kept for `pid` (None if it kept none)."""
-    row = db.execute("SELECT cmdline, name FROM process_info WHERE pid = ? ORDER BY id DESC "
-                     "LIMIT 1", (pid,)).fetchone()
+    row = db.execute("SELECT t.text, i.name FROM process_info i JOIN texts t ON "
+                     "t.id = i.cmdline_id WHERE i.pid = ? ORDER BY i.id DESC LIMIT 1",
+                     (pid,)).fetchone()
     if row is None:
         return None
     words = json.loads(row[0])
