@@ -107,9 +107,8 @@ async def test_plus_and_minus_change_the_speed_and_p_plays(tmp_path: Path) -> No
         assert playback.speed == 64.0 and "speed 64x" in _text(app, "header")
         await pilot.press("minus")
         assert playback.speed == 32.0
-        await pilot.press("p")
-        assert not playback.paused
-        await _showing(app, pilot, TICKS, live)  # played through to the newest tick, held
+        await pilot.press("p")  # at 32x it may play through before the next line runs:
+        await _showing(app, pilot, TICKS, live)  # reaching the newest tick with no key proves it
         for _ in range(1000):
             if playback.paused:
                 break
