@@ -160,6 +160,7 @@ def install() -> Recorder:
 
 def _open_ring() -> _ring.RingWriter | None:
     path = _ring.ring_path(os.getpid())
+    _unlink_on_sigterm()  # first: a SIGTERM while the file is being made must remove it too
     try:
         writer = _ring.RingWriter(path)
     except (OSError, ValueError) as exc:
@@ -169,7 +170,6 @@ def _open_ring() -> _ring.RingWriter | None:
     if writer.squatter is not None:
         taken, owner = writer.squatter
         warn(f"{taken} is taken by a file of uid {owner}; the ring is {writer.path} instead")
-    _unlink_on_sigterm()
     return writer
 
 
@@ -197,9 +197,7 @@ def _die_of_sigterm(signum: int, frame: object) -> None:
 def unlink_ring() -> None:
     """Remove this process's ring now, taking no lock (safe in a signal handler), for a
     program about to leave with os._exit(); steps not yet published are lost."""
-    ring = _rec.ring if _rec is not None else None
-    if ring is not None:
-        ring.unlink()  # a no-op in forked children: the file is their parent's
+    _ring.unlink_created()  # also a ring still being made, before the recorder holds it
 
 
 def env_facts() -> dict[str, object]:

@@ -243,6 +243,7 @@ class RingWriter:
         this; forked children inherit the writer but never the file)."""
         if os.getpid() == self.pid:
             _unlink_quietly(self.path)
+            _created.pop(self.path, None)
 
     def close(self, unlink: bool = True) -> None:
         """Unmap, and unlink the file when this process created it."""
@@ -287,7 +288,24 @@ def _create(path: str) -> tuple[int, str, tuple[str, int] | None]:
 
 def _create_at(path: str) -> int:
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path, flags, 0o600)
+    fd = os.open(path, flags, 0o600)
+    _created[path] = os.getpid()  # before anything else: a SIGTERM may come from here on
+    return fd
+
+
+# Ring files this process created and has not removed, for a signal handler to unlink while
+# the writer that owns one is still being made.
+_created: dict[str, int] = {}
+
+
+def unlink_created() -> None:
+    """Remove every ring file this process created (none in a forked child); no lock, so a
+    signal handler may call it."""
+    me = os.getpid()
+    for path, pid in list(_created.items()):
+        if pid == me:
+            _unlink_quietly(path)
+            _created.pop(path, None)
 
 
 def _owner(path: str) -> int:

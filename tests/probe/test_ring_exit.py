@@ -94,3 +94,35 @@ def test_the_demo_trainers_ring_is_gone_after_it_exits(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+KILLED_WHILE_CREATING = """
+import os, signal, sys
+import gputop.probe as p
+
+def leave(signum, frame):
+    p.unlink_ring()
+    os._exit(0)
+
+if sys.argv[1] == "own-handler":
+    signal.signal(signal.SIGTERM, leave)
+real_fallocate = os.posix_fallocate
+
+def fallocate_then_sigterm(fd, offset, length):
+    real_fallocate(fd, offset, length)
+    os.kill(os.getpid(), signal.SIGTERM)  # the file exists; the recorder is not made yet
+
+os.posix_fallocate = fallocate_then_sigterm
+p.annotate(x=1)
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.parametrize("disposition", ["default", "own-handler"])
+def test_a_sigterm_while_the_ring_is_being_made_leaves_no_ring(tmp_path: Path,
+                                                               disposition: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", KILLED_WHILE_CREATING, disposition],
+                          capture_output=True, text=True, env=trainer_env(tmp_path), cwd=ROOT,
+                          timeout=60)
+    assert "survived" not in proc.stdout, proc.stderr
+    assert not list(tmp_path.glob("gputop-*.ring"))

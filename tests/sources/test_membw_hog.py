@@ -1,4 +1,9 @@
-"""Against a real memory hog (sysbench) on the other core, the estimate's pressure rises.
+"""Against a real memory hog (sysbench) on the other core, the estimate's pressure rises
+where the hog really slows memory, and stays put where it does not.
+
+Whether one hog thread contends at all is the machine's: on this 2-core VM it slows the
+canary by a quarter; on CI's machine (more channels behind the VM) it slowed it by 2 %.
+Both are checked: a slowed canary must raise the pressure, an unslowed one must not.
 
 Idle and hog phases are interleaved and compared by their medians, so a neighbour that
 loads the machine for a while shifts both sides alike. A round counts only if the hog
@@ -80,7 +85,7 @@ def _phase(estimator: CanaryEstimator) -> list[tuple[float, float]]:
     return out
 
 
-def test_pressure_is_higher_with_a_memory_hog_on_the_other_core() -> None:
+def test_pressure_follows_a_memory_hog_on_the_other_core() -> None:
     if shutil.which("sysbench") is None:
         pytest.skip("sysbench not installed (apt-get install -y sysbench)")
     cpus = sorted(os.sched_getaffinity(0))
@@ -119,5 +124,7 @@ def test_pressure_is_higher_with_a_memory_hog_on_the_other_core() -> None:
               f"pressure idle {idle_p:.2f} vs hog {hog_p:.2f}; {len(shares)} rounds, "
               f"hog CPU share {', '.join(f'{s:.0%}' for s in shares)}")
     print(detail)
-    assert hog_bw < 0.85 * idle_bw, detail
-    assert hog_p > idle_p + 0.1, detail
+    if hog_bw < 0.85 * idle_bw:
+        assert hog_p > idle_p + 0.1, detail
+    else:  # memory to spare for one hog thread here: no contention, no pressure claimed
+        assert hog_p < idle_p + 0.1, detail
