@@ -130,6 +130,20 @@ def test_report_of_a_real_recording_draws_every_chart_offline(tmp_path: Path) ->
             assert coloured(image) > 100, f"{name} drew nothing"
 
 
+def test_a_series_at_its_charts_maximum_is_drawn_inside_the_frame(tmp_path: Path) -> None:
+    """GPUs (or a host) busy 100 % all run long: the line shows, not hidden on the frame."""
+    recording, page = tmp_path / "run.sqlite", tmp_path / "report.html"
+    write_synthetic_recording(str(recording), 200, gpu_util=100.0)
+    out = gputop("report", str(recording), "-o", str(page))
+    assert out.returncode == 0, out.stderr
+    with Chromium(1280, 900) as chromium:
+        chromium.open(page.as_uri())
+        wait_ready(chromium)
+        charts = drawn_charts(chromium)
+    for name in ("chart-overview", "chart-gpu-util"):
+        assert coloured(charts[name][0]) > 100, f"{name}: a line at 100 % is not drawn"
+
+
 def test_report_of_100000_steps_draws_and_zooms_offline(tmp_path: Path) -> None:
     recording, page = tmp_path / "run.sqlite", tmp_path / "report.html"
     write_synthetic_recording(str(recording), 100_000)

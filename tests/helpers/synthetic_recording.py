@@ -50,9 +50,11 @@ def step(n: int, slow_input: bool) -> StepRecord:
                       verdict=verdict)  # type: ignore[arg-type]
 
 
-def write_synthetic_recording(path: str, steps: int, steps_per_tick: int = STEPS_PER_TICK) -> int:
+def write_synthetic_recording(path: str, steps: int, steps_per_tick: int = STEPS_PER_TICK,
+                              gpu_util: float | None = None) -> int:
     """Record `steps` steps to `path`, a tick each `steps_per_tick` steps (at the end of the
-    last one, as the recorder would see it); how many ticks were written."""
+    last one, as the recorder would see it), the GPUs at `gpu_util` % throughout when given;
+    how many ticks were written."""
     ticks = -(-steps // steps_per_tick)
     writer = RecordWriter(open_record(path))
     rows, group = trainer_with_workers(TRAINER_PID, 4, 80.0)
@@ -67,6 +69,7 @@ def write_synthetic_recording(path: str, steps: int, steps_per_tick: int = STEPS
                 window.append(replace(record, end_ns=end_ns))
             del window[:-WINDOW]
             util = 35.0 + tick % 5 if slow else 92.0 + tick % 5
+            util = util if gpu_util is None else gpu_util
             gpus = (gpu(0, util, 61.5), gpu(1, util - 3, 60.0))
             writer.write(Frame(
                 time=START_S + (end_ns - first_end_ns) / 1e9 + 0.01, interval_s=1.0,

@@ -8,6 +8,7 @@
   const started = performance.now();
   const D = JSON.parse(document.getElementById("report-data").textContent);
   const LEFT = 58, RIGHT = 14, TOP = 8, AXIS = 20;
+  const LINE_INSET = 2;  // px between a plot's frame and its extreme values
   const PHASE_COLORS = { data: "#d64545", h2d: "#f08c2e", forward: "#3f7fe0",
     backward: "#2aa198", optimizer: "#8e5bd0", other: "#a8a8a8" };
   const PALETTE = ["#3f7fe0", "#e0663f", "#2aa198", "#c2409a", "#8e5bd0", "#b58900",
@@ -201,7 +202,9 @@
 
   function valueRange(chart, min, max) {
     if (!(max > min)) max = min + 1;
-    const top = TOP, ph = chart.ph;
+    // Inset by a line's width: a series at its minimum or maximum (a GPU busy 100 % all run)
+    // is drawn inside the plot, not hidden on its frame.
+    const top = TOP + LINE_INSET, ph = chart.ph - 2 * LINE_INSET;
     return { min, max, y: (v) => top + ph - (v - min) / (max - min) * ph };
   }
 
