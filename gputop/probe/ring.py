@@ -196,10 +196,13 @@ class RingWriter:
             raise
         os.close(fd)
         HEADER.pack_into(
-            self._mm, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, SLOTS, self.pid,
+            self._mm, 0, bytes(len(MAGIC)), VERSION, HEADER_SIZE, RECORD_SIZE, SLOTS, self.pid,
             own_start_ticks() or 0, time.time_ns(), 0, 0, 0,
         )
         NAMESPACE.pack_into(self._mm, NAMESPACE_OFFSET, *(pid_namespace() or (0, 0)))
+        # The magic last: a reader that sees it sees the whole header (stores are not
+        # reordered on the CPUs this runs on), before it the header reads as unwritten.
+        self._mm[: len(MAGIC)] = MAGIC
         self._words = memoryview(self._mm).cast("q")
         first = HEADER_SIZE // 8
         self._slots = [

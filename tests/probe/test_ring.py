@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import signal
@@ -117,6 +118,35 @@ def test_metadata_round_trips_and_stays_bounded(ring_dir: Path) -> None:
     writer.set_meta(b"{not json")
     assert reader.read_meta() == {}
     writer.close()
+
+
+class _SeenAtNamespace:
+    """Stands in for layout.NAMESPACE: notes the file's first bytes when the namespace (the
+    header's last field) is written."""
+
+    def __init__(self) -> None:
+        self.magic_then: bytes | None = None
+        self.real = layout.NAMESPACE
+        self.size = self.real.size
+
+    def pack_into(self, buffer: mmap.mmap, offset: int, *values: int) -> None:
+        self.magic_then = bytes(buffer[:len(layout.MAGIC)])
+        self.real.pack_into(buffer, offset, *values)
+
+
+def test_the_magic_is_written_last_so_a_reader_never_sees_half_a_header(
+        ring_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan that reads the header while the writer fills it would refuse the ring for good
+    (a zero version or PID); with the magic last, an unfinished header reads as unwritten."""
+    seen = _SeenAtNamespace()
+    monkeypatch.setattr(layout, "NAMESPACE", seen)
+    writer = _writer(ring_dir)
+    monkeypatch.undo()
+    try:
+        assert seen.magic_then == bytes(len(layout.MAGIC))
+        assert RingReader(writer.path).header.pid == os.getpid()
+    finally:
+        writer.close()
 
 
 def test_ring_is_private_and_unlinked_on_close(ring_dir: Path) -> None:

@@ -92,7 +92,9 @@ def test_unrelated_trainers_of_one_parent_stay_apart(tmp_path: Path) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(source.probe_pids()) < 2:
             time.sleep(0.05)
-        assert source.probe_pids() == {one.pid, two.pid}
+        assert source.probe_pids() == {one.pid, two.pid}, (
+            f"rings {sorted(p.name for p in tmp_path.glob('*.ring'))}, refused "
+            f"{source.rings.refusals}, trainers alive {[p.poll() is None for p in (one, two)]}")
         source.attach(one.pid)
         for _ in range(5):
             states = source.sample()
