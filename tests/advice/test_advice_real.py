@@ -8,226 +8,76 @@ quotes against the frame it came from and against what the trainer measured itse
 
 gpu-shared needs several processes on one real GPU: it cannot be made real on a CPU-only
 host and stays a hand-built-frame test in test_advice_rules.py. pin-memory-off and
-raise-batch-size are made real, and followed, in test_follow_advice_real.py.
+raise-batch-size are made real, and followed, in test_follow_advice_real.py; the advice to
+a trainer that loads in its own process (num_workers=0) in test_inline_loading_real.py.
+Rules that need something of the host (an idle core, little other work) sample until it
+gives it, and skip, saying what the host did, when it never does (tests/helpers/advice_run).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gputop.advice import Advisor, evaluate
-from gputop.advice.context import Context, counted, job_cpu, others_cores, worker_load
-from gputop.model import Advice, AttachState, Frame, MemoryBandwidthSample, TrainerGroup
-from gputop.sampler import Sampler
-from gputop.sources.attach import RingAttachSource
-from gputop.sources.base import GpuSource, MemoryBandwidthSource
-from gputop.sources.host import ProcHostSource
+from gputop.advice import evaluate
+from gputop.advice.context import Context, job_cpu, others_cores, worker_load
+from gputop.model import Frame, MemoryBandwidthSample
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
-from gputop.sources.nvml import NoGpuSource
-from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
+from tests.helpers.advice_run import (
+    CORES,
+    Need,
+    advice,
+    check_input_share,
+    group,
+    number,
+    probed_trainer,
+    ready,
+    sample_until,
+    shows,
+    state,
+    watching,
+)
 from tests.helpers.builders import attached, process, trainer_with_workers
 from tests.helpers.builders import frame as make_frame
-from tests.helpers.follow import CORES, TRAINER
-from tests.helpers.membw import sys_with_llc
-from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.membw import sys_with_llc, write_vmstat
+from tests.helpers.probe import ROOT
 
 FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
-READY_TIMEOUT_S = 120.0
-WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)
-TICK_S = 0.3
 LOUD = ("warn", "critical")
 
 
-@dataclass
-class Trainer:
-    """A running probed trainer: its pid, ring folder and self-measured stats file."""
-
-    pid: int
-    ring_dir: Path
-    stats: Path
-    ready: dict
-
-    def own_input_percent(self) -> float:
-        """The input share the trainer timed itself (since its warm-up steps)."""
-        return float(json.loads(self.stats.read_text())["input_percent"])
-
-
-@contextmanager
-def probed_trainer(tmp_path: Path, *args: str) -> Iterator[Trainer]:
-    """`python -m gputop.probe trainer.py ARGS` in its own session; killed with it afterwards."""
-    ring_dir, ready, stats = tmp_path / "rings", tmp_path / "READY", tmp_path / "stats.json"
-    ring_dir.mkdir(parents=True)
-    err = open(tmp_path / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
-    cmd = [sys.executable, "-m", "gputop.probe", str(TRAINER), "--ready", str(ready),
-           "--stats", str(stats), *args]
-    proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not (ready.exists() and stats.exists()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err.seek(0)
-                pytest.fail(f"trainer not ready (rc={proc.returncode}): "
-                            f"{err.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.05)
-        info = json.loads(ready.read_text())
-        assert info["pid"] == proc.pid  # the probe runs the script in its own process
-        yield Trainer(proc.pid, ring_dir, stats, info)
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its DataLoader workers
-        proc.wait(timeout=30)
-        err.close()
-
-
-@contextmanager
-def watching(trainer: Trainer | None, gpu: GpuSource | None = None,
-             membw: MemoryBandwidthSource | None = None) -> Iterator[Sampler]:
-    """A real Sampler over the real sources, attached to `trainer`, advice shown at once."""
-    sampler = Sampler(
-        gpu=gpu or NoGpuSource("no GPU in this test"),
-        host=ProcHostSource(),
-        processes=ProcProcessSource(),
-        membw=membw,
-        attach=RingAttachSource(directory=str(trainer.ring_dir)) if trainer else None,
-        advisor=Advisor(on_after=1),
-        interval_s=TICK_S,
-    )
-    if trainer is not None:
-        sampler.attach(trainer.pid)
-    try:
-        yield sampler
-    finally:
-        sampler.close()
-
-
-def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
-                 frames: list[Frame] | None = None,
-                 possible: tuple[str, Callable[[Frame], bool]] | None = None) -> Frame:
-    """Sample every TICK_S until `done(frame)`; fail with what was shown if it never is.
-
-    `possible` names a host condition the rule needs (say, an idle core): when other work
-    on a shared host kept it from holding in any frame, the test skips instead of failing.
-    """
-    seen = frames if frames is not None else []
-    deadline = time.monotonic() + WAIT_S
-    held = False
-    while time.monotonic() < deadline:
-        frame = sampler.sample()
-        seen.append(frame)
-        if done(frame):
-            return frame
-        held |= possible is not None and possible[1](frame)
-        time.sleep(TICK_S)
-    last = seen[-1] if seen else None
-    if possible is not None and not held:
-        pytest.skip(f"{possible[0]} in no frame over {WAIT_S:.0f} s (a busy shared host); "
-                    f"last host {last.host.cpu_percent if last else None}% busy")
-    summary = last.attached[0].summary if last and last.attached else None
-    pytest.fail(f"condition never met; last advice {last.advice if last else ()}, "
-                f"summary {summary}, host {last.host if last else None}")
-
-
-def shows(advice_id: str, min_steps: int = 10) -> Callable[[Frame], bool]:
-    """The frame shows `advice_id` and the trainer's window holds at least `min_steps`."""
-    def done(frame: Frame) -> bool:
-        steps = frame.attached[0].summary.steps if frame.attached else min_steps
-        return steps >= min_steps and any(a.id == advice_id for a in frame.advice)
-    return done
-
-
-def advice(frame: Frame, advice_id: str) -> Advice:
-    """The one shown advice with this id."""
-    (found,) = [a for a in frame.advice if a.id == advice_id]
-    return found
-
-
-def state(frame: Frame) -> AttachState:
-    """The attached trainer's state."""
-    (only,) = frame.attached
-    return only
-
-
-def group(frame: Frame, pid: int) -> TrainerGroup:
-    """The process grouping's trainer row for `pid`."""
-    (found,) = [t for t in frame.trainers if t.pid == pid]
-    return found
-
-
-def number(pattern: str, text: str) -> float:
-    """The number captured by `pattern` in `text`."""
-    match = re.search(pattern, text)
-    assert match, f"{pattern!r} not in {text!r}"
-    return float(match.group(1))
-
-
 def little_other_work(frame: Frame) -> bool:
-    """The attached trainer's job is nearly all the host does this tick."""
-    if not frame.attached or frame.host.cpu_percent is None:
+    """The trainer's window holds a step, and its job is nearly all the host does this tick
+    (other work under half a core: the rule's data-bound case speaks only then)."""
+    if not ready(frame, 1):
         return False
     job = job_cpu(Context(frame, {}), frame.attached[0].pid, starved=True)
     return job is not None and others_cores(Context(frame, {}), job.used) < 0.5
 
 
 def busy_and_idle(frame: Frame) -> bool:
-    """A worker near a full core while the host left most of a core idle."""
+    """The trainer's window is full enough, a worker is near a full core and the host left
+    most of a core idle."""
     busy = [t.workers_cpu_percent for t in frame.trainers if t.worker_pids]
-    known = frame.host.cpu_percent is not None
-    return known and bool(busy) and max(busy) >= 80 and Context(frame, {}).free_cores() >= 0.75
-
-
-def check_input_share(found: Advice, frame: Frame, trainer: Trainer) -> None:
-    """The quoted input share is the summary's, and near what the trainer timed itself."""
-    quoted = number(r"input is (\d+)% of step time", found.evidence)
-    summary = state(frame).summary
-    assert summary.input_bound_percent is not None
-    assert quoted == round(summary.input_bound_percent)
-    assert f"over {summary.steps} steps" in found.evidence
-    assert abs(quoted - trainer.own_input_percent()) <= 5
-    median_data = dict(summary.median_phase_ns)["data"]
-    assert median_data is not None
-    assert f"median data wait {median_data / 1e6:.1f} ms" in found.evidence
-
-
-@pytest.mark.slow
-def test_num_workers_zero(tmp_path: Path) -> None:
-    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer, \
-            watching(trainer) as sampler:
-        frame = sample_until(sampler, shows("num-workers-zero"))
-        found = advice(frame, "num-workers-zero")
-        assert found.severity == "critical"
-        assert state(frame).config.num_workers == 0
-        assert f"num_workers=0 on a {CORES}-core host" in found.evidence
-        check_input_share(found, frame, trainer)
-        suggested = int(number(r"num_workers=(\d+)", found.action))
-        assert 1 <= suggested <= 16 and f"→ {counted(suggested, 'worker')}" in found.evidence
-        assert "pin_memory" not in found.action  # a CPU trainer: pinning buys nothing
+    return (ready(frame, 10) and bool(busy) and max(busy) >= 80
+            and Context(frame, {}).free_cores() >= 0.75)
 
 
 @pytest.mark.slow
 def test_too_many_workers(tmp_path: Path) -> None:
-    # Workers that compute: more of them than cores can only take turns. With other work on
-    # the host fewer would get less of its cores (test_worker_advice_real covers that host).
-    workers = CORES + 2
+    # Workers that compute: three per core can only take turns, each queueing about twice as
+    # long as it runs (the rule asks for at least as long). The job is favoured, so other
+    # work on a shared host gets little of the cores; the rule's data-bound case needs that
+    # (with other work, fewer workers would get less of the cores: test_worker_advice_real).
+    workers = 3 * CORES
     with probed_trainer(tmp_path, "--workers", str(workers), "--spin-ms", "5") as trainer, \
             watching(trainer) as sampler:
-        frame = sample_until(sampler, lambda f: f.host.cpu_percent is not None
-                             and shows("too-many-workers", min_steps=1)(f),
-                             possible=("other work under half a core", little_other_work))
+        frame = sample_until(sampler, shows("too-many-workers", min_steps=1),
+                             need=Need("other work under half a core", little_other_work))
         found = advice(frame, "too-many-workers")
         found_group = group(frame, trainer.pid)
         assert len(found_group.worker_pids) == workers
@@ -256,12 +106,13 @@ def test_io_bound_loading(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_raise_num_workers_bounded_by_idle_cores(tmp_path: Path) -> None:
     # One worker burns a core preparing samples; the model is light, the other cores idle.
-    # Other work on a shared host can take those cores: sampling retries until they are free.
+    # Other work on a shared host can take those cores: sampling goes on until they are free
+    # (the rule needs about a fifth of a core idle; frames with most of one count).
     frames: list[Frame] = []
     with probed_trainer(tmp_path, "--workers", "1", "--spin-ms", "10") as trainer, \
             watching(trainer) as sampler:
         frame = sample_until(sampler, shows("raise-num-workers"), frames,
-                             possible=("a busy worker with a core left idle", busy_and_idle))
+                             need=Need("a busy worker with a core left idle", busy_and_idle))
         found = advice(frame, "raise-num-workers")
         # Its first frame has no CPU rates yet: that is unknown, not an idle worker.
         assert not [a for f in frames for a in f.advice if a.id == "io-bound-loading"]
@@ -339,86 +190,6 @@ def test_pin_memory_off_on_a_trainer_that_says_cuda(tmp_path: Path) -> None:
     assert "pin_memory=True" in found.action
 
 
-@pytest.mark.slow
-def test_gpu_starved_names_the_gpu(tmp_path: Path) -> None:
-    frames: list[Frame] = []
-    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer:
-        gpu = SimulatedGpuSource("data-starved", count=1, owner_pids=[trainer.pid])
-        with watching(trainer, gpu=gpu) as sampler:
-            frame = sample_until(sampler, shows("gpu-starved"), frames)
-    found = advice(frame, "gpu-starved")
-    assert found.title == "GPU is waiting for input, not computing"
-    assert found.severity == "warn"  # a sawtooth, not flat zero
-    (dev,) = frame.gpu.gpus
-    assert [p.pid for p in dev.processes] == [trainer.pid]
-    assert dev.memory_used_bytes is not None and dev.memory_total_bytes is not None
-    utils = [f.gpu.gpus[0].util_percent or 0.0 for f in frames]
-    idle = sum(u <= 10 for u in utils) / len(utils)
-    assert found.evidence == (
-        f"GPU 0: memory {dev.memory_used_bytes / dev.memory_total_bytes:.0%} used, util "
-        f"averaged {sum(utils) / len(utils):.0f}% over {len(utils)} samples, spiking to "
-        f"{max(utils):.0f}% then idle in {idle:.0%} of samples")
-    assert "num-workers-zero" in {a.id for a in frame.advice}  # the cause, from the probe
-
-
-def _write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:
-    tmp = root / "vmstat.tmp"
-    tmp.write_text(f"nr_free_pages 1000\npswpin {pswpin}\npswpout 0\npgmajfault {pgmajfault}\n")
-    tmp.replace(root / "vmstat")
-
-
-@pytest.mark.slow
-def test_swap_from_advancing_vmstat(tmp_path: Path) -> None:
-    proc_root = tmp_path / "proc"
-    proc_root.mkdir()
-    counters = {"pswpin": 0, "pgmajfault": 0}
-    times: list[tuple[float, float]] = []
-    _write_vmstat(proc_root, **counters)
-    membw = open_membw_source("estimate", proc_root=proc_root,
-                              udev_root=FIXTURES / "udev-none")
-    with probed_trainer(tmp_path, "--workers", "0", "--sleep-ms", "5") as trainer, \
-            watching(trainer, membw=membw) as sampler:
-
-        def sample_after(step: dict[str, int]) -> Frame:
-            for key in counters:
-                counters[key] += step[key]
-            _write_vmstat(proc_root, **counters)
-            before = time.monotonic()
-            frame = sampler.sample()
-            times.append((before, time.monotonic()))
-            return frame
-
-        first = sample_after({"pswpin": 0, "pgmajfault": 0})  # no rate from one read
-        assert "swap" not in {a.id for a in first.advice}
-        faults = {"pswpin": 0, "pgmajfault": 100_000}
-        paged = sample_after(faults)
-        _check_swap(paged, times, faults, "warn")
-        swapped = {"pswpin": 5_000, "pgmajfault": 100_000}
-        swapping = sample_after(swapped)
-        _check_swap(swapping, times, swapped, "critical")
-        assert state(swapping).alive
-
-
-def _check_swap(frame: Frame, times: list[tuple[float, float]], step: dict[str, int],
-                severity: str) -> None:
-    found = advice(frame, "swap")
-    m = frame.memory_bandwidth
-    assert m is not None and m.swap_in_per_s is not None and m.major_faults_per_s is not None
-    (prev_before, prev_after), (before, after) = times[-2], times[-1]
-    for rate, delta in ((m.swap_in_per_s, step["pswpin"]),
-                        (m.major_faults_per_s, step["pgmajfault"])):
-        # The reader's clock ran somewhere inside each sample() call.
-        assert delta / (after - prev_before) - 1e-6 <= rate <= delta / (before - prev_after) + 1e-6
-    assert found.severity == severity
-    assert found.title == ("The host is swapping while training" if severity == "critical"
-                           else "Training memory is being paged in from disk")
-    host = frame.host
-    assert found.evidence == (
-        f"swap-in {m.swap_in_per_s:.0f} pages/s, major faults {m.major_faults_per_s:.0f}/s, "
-        f"swap used {host.swap_used_bytes / 1024**3:.1f} GiB, "
-        f"{host.memory_available_bytes / 1024**3:.1f} GiB available")
-
-
 def _udev_one_at(root: Path, mts: int) -> Path:
     """The one-module fixture (1 of 4 slots) with its module running at `mts`."""
     text = (FIXTURES / "udev-one" / "+dmi:id").read_text().replace("=3200", f"={mts}")
@@ -468,7 +239,7 @@ def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
 def test_healthy_run_gives_no_warning(tmp_path: Path) -> None:
     proc_root = tmp_path / "proc"
     proc_root.mkdir()
-    _write_vmstat(proc_root, 0, 10)
+    write_vmstat(proc_root, 0, 10)
     membw = open_membw_source("estimate", proc_root=proc_root,
                               udev_root=FIXTURES / "udev-none")
     frames: list[Frame] = []

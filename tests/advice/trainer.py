@@ -1,11 +1,12 @@
 """A CPU trainer shaped by its flags; trains until killed, writes READY after its first step.
 
 --sleep-ms makes each sample wait (storage-like), --spin-ms makes it burn CPU (decode-like),
---passes sets how much compute each batch gets, --hidden the model's width, --optimizer
-which optimizer steps it. The probe records its loader settings. --copies times that many
-host-side copies of each batch as the probe's h2d phase (what .to(device) does from
-pageable memory); --claim-device makes it tell the probe it trains on that device (a CUDA
-trainer, as far as the probe's facts go).
+--passes sets how much compute each batch gets, --step-spin-ms adds that much CPU time to
+each step's compute (a cost in CPU time, the same on any machine), --hidden the model's
+width, --optimizer which optimizer steps it. The probe records its loader settings.
+--copies times that many host-side copies of each batch as the probe's h2d phase (what
+.to(device) does from pageable memory); --claim-device makes it tell the probe it trains
+on that device (a CUDA trainer, as far as the probe's facts go).
 --stats gets the trainer's own input share and, after --measure-after steps, its samples/s.
 """
 
@@ -38,11 +39,7 @@ class Samples(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.sleep_s:
             time.sleep(self.sleep_s)
-        if self.spin_ns:
-            until = time.thread_time_ns() + self.spin_ns
-            x = 0
-            while time.thread_time_ns() < until:
-                x += 1
+        _spin(self.spin_ns)
         return torch.full((WIDTH,), float(index % 7)), torch.tensor(index % 2)
 
 
@@ -54,6 +51,7 @@ def main() -> None:
     parser.add_argument("--sleep-ms", type=float, default=0.0)
     parser.add_argument("--spin-ms", type=float, default=0.0)
     parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--step-spin-ms", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
@@ -74,6 +72,7 @@ def main() -> None:
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=0.01))
     copy = _timed_copy(args.copies)
+    step_spin_ns = int(args.step_spin_ms * 1e6)
     ready = False
     waited = total = steps = 0
     measured_from = 0.0
@@ -83,6 +82,7 @@ def main() -> None:
         x, y = next(it)
         t1 = time.perf_counter_ns()
         x = copy(x)
+        _spin(step_spin_ns)
         for _ in range(args.passes):
             loss = nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
@@ -107,6 +107,15 @@ def main() -> None:
 
                 probe.annotate(device=args.claim_device)
             _write_json(args.ready, {"pid": os.getpid(), "num_threads": torch.get_num_threads()})
+
+
+def _spin(ns: int) -> None:
+    """Burn `ns` of this thread's CPU time (not wall time: a core shared with others only
+    makes it take longer)."""
+    until = time.thread_time_ns() + ns
+    x = 0
+    while time.thread_time_ns() < until:
+        x += 1
 
 
 def _timed_copy(copies: int) -> Callable[[torch.Tensor], torch.Tensor]:

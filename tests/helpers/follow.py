@@ -1,9 +1,11 @@
 """Following advice in a test: run the test trainer one way and the way the advice says,
 interleaved, and compare the samples/s the trainer measured itself.
 
-Runs take turns in ORDER (A B B A A B B A) and the result is the median of the after/before
-ratios of the runs taken side by side: a ratio, so the box's speed does not matter, and
-pairing cancels its drift (other jobs on a shared host come and go).
+Runs take turns in ORDER (A B B A) and the result is the median of the after/before ratios
+of the runs taken side by side: a ratio, so the box's speed does not matter, and pairing
+cancels its drift (other jobs on a shared host come and go). Two pairs suffice for effects
+far from the bound a test checks; LONG_ORDER's four pairs are for effects near it. Each run
+is favoured (tests/helpers/scheduling.py), as are the hogs of a busy host.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from statistics import median
 
 import pytest
 
+from tests.helpers.advice_run import TRAINER
 from tests.helpers.probe import ROOT
+from tests.helpers.scheduling import favoured
 
-TRAINER = ROOT / "tests" / "advice" / "trainer.py"
-CORES = os.cpu_count() or 1
 HOG = "while True:\n    pass"
-ORDER = ("before", "after", "after", "before", "before", "after", "after", "before")
+ORDER = ("before", "after", "after", "before")
+LONG_ORDER = ORDER + ORDER
 PREFETCH = 4  # the test trainer's prefetch_factor: batches each worker loads ahead
 START_STEPS = 20  # steps the trainer takes before it counts (imports, first batches)
 RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
@@ -35,25 +38,30 @@ RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
 
 @dataclass(frozen=True)
 class Setting:
-    """One way to run the test trainer: its flags, and the steps it takes before its
-    samples/s count (start-up, and the batches its workers loaded ahead at start)."""
+    """One way to run the test trainer: its flags, the steps it takes before its samples/s
+    count (start-up, and the batches its workers loaded ahead at start), and the CPUs it
+    and its workers are pinned to (None: any)."""
 
     args: tuple[str, ...]
     warm_steps: int = START_STEPS
+    cpus: frozenset[int] | None = None
 
 
-def with_workers(workers: int, *args: str) -> Setting:
+def with_workers(workers: int, *args: str, cpus: frozenset[int] | None = None) -> Setting:
     """The trainer with `workers` DataLoader workers, measured once the batches they load
     ahead at start are used."""
-    return Setting(("--workers", str(workers), *args), START_STEPS + 2 * PREFETCH * workers)
+    return Setting(("--workers", str(workers), *args), START_STEPS + 2 * PREFETCH * workers,
+                   cpus)
 
 
 @contextmanager
 def busy_host() -> Iterator[list[int]]:
-    """One CPU hog per core, each in a session of its own (another user's job, as on a
-    shared GPU server); killed afterwards."""
+    """One CPU hog pinned to each core, each in a favoured session of its own (another
+    user's job, as on a shared GPU server, as heavy as the test's trainer); killed
+    afterwards."""
     hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True,
-                             stdin=subprocess.DEVNULL) for _ in range(CORES)]
+                             preexec_fn=favoured({cpu}), stdin=subprocess.DEVNULL)
+            for cpu in sorted(os.sched_getaffinity(0))]
     try:
         yield [h.pid for h in hogs]
     finally:
@@ -82,7 +90,8 @@ def samples_per_s(out: Path, setting: Setting, steps: int) -> Run:
     proc = subprocess.Popen(
         [sys.executable, str(TRAINER), "--ready", str(ready), "--stats", str(stats),
          "--measure-after", str(setting.warm_steps), *setting.args],
-        cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        cwd=ROOT, start_new_session=True, preexec_fn=favoured(setting.cpus),
+        stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while True:

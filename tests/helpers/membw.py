@@ -83,3 +83,11 @@ def sys_with_core_pmu(root: Path, cpus: str = "0-1", pmu: str | None = "cpu") ->
     (root / "devices/system/cpu").mkdir(parents=True)
     (root / "devices/system/cpu/online").write_text(cpus + "\n")
     return root
+
+
+def write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:
+    """A /proc/vmstat in `root` with these swap-in and major-fault counters (replaced whole,
+    as a reader would see the kernel's)."""
+    tmp = root / "vmstat.tmp"
+    tmp.write_text(f"nr_free_pages 1000\npswpin {pswpin}\npswpout 0\npgmajfault {pgmajfault}\n")
+    tmp.replace(root / "vmstat")

@@ -1,0 +1,227 @@
+"""Advice made real: the test trainer (tests/advice/trainer.py) under `python -m
+gputop.probe`, a real Sampler over the real sources attached to it, and sampling until the
+advice shows, or until what the host did shows the rule could not speak.
+
+The trainer's session is favoured (tests/helpers/scheduling.py): on a shared host other
+work takes as little as the kernel allows from the scenario a test set up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Set
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from gputop.advice import Advisor
+from gputop.model import Advice, AttachState, Frame, TrainerGroup
+from gputop.sampler import Sampler
+from gputop.sources.attach import RingAttachSource
+from gputop.sources.base import GpuSource, MemoryBandwidthSource
+from gputop.sources.host import ProcHostSource
+from gputop.sources.nvml import NoGpuSource
+from gputop.sources.processes import ProcProcessSource
+from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.scheduling import favoured
+
+TRAINER = ROOT / "tests" / "advice" / "trainer.py"
+CORES = os.cpu_count() or 1
+READY_TIMEOUT_S = 120.0
+WAIT_S = 45.0  # how long to keep sampling for a condition before giving up (not a speed check)
+TICK_S = 0.3
+NEEDED_FRAMES = 3  # frames in which the host gave a rule what it needs: it had its chance
+FOLLOWED_TICKS = 8  # frames of a followed trainer in which the advice must stay away
+FOLLOWED_MIN_STEPS = 10
+
+
+@dataclass
+class Trainer:
+    """A running probed trainer: its pid, ring folder and self-measured stats file."""
+
+    pid: int
+    ring_dir: Path
+    stats: Path
+    ready: dict
+
+    def own_input_percent(self) -> float:
+        """The input share the trainer timed itself (since its warm-up steps)."""
+        return float(json.loads(self.stats.read_text())["input_percent"])
+
+
+@contextmanager
+def probed_trainer(tmp_path: Path, *args: str,
+                   cpus: Set[int] | None = None) -> Iterator[Trainer]:
+    """`python -m gputop.probe trainer.py ARGS` in a favoured session of its own, on `cpus`
+    if given; killed with its workers afterwards."""
+    ring_dir, ready, stats = tmp_path / "rings", tmp_path / "READY", tmp_path / "stats.json"
+    ring_dir.mkdir(parents=True)
+    err = open(tmp_path / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
+    cmd = [sys.executable, "-m", "gputop.probe", str(TRAINER), "--ready", str(ready),
+           "--stats", str(stats), *args]
+    proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT, start_new_session=True,
+                            preexec_fn=favoured(cpus), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not (ready.exists() and stats.exists()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err.seek(0)
+                pytest.fail(f"trainer not ready (rc={proc.returncode}): "
+                            f"{err.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        assert info["pid"] == proc.pid  # the probe runs the script in its own process
+        yield Trainer(proc.pid, ring_dir, stats, info)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its DataLoader workers
+        proc.wait(timeout=30)
+        err.close()
+
+
+@contextmanager
+def watching(trainer: Trainer | None, gpu: GpuSource | None = None,
+             membw: MemoryBandwidthSource | None = None) -> Iterator[Sampler]:
+    """A real Sampler over the real sources, attached to `trainer`, advice shown at once."""
+    sampler = Sampler(
+        gpu=gpu or NoGpuSource("no GPU in this test"),
+        host=ProcHostSource(),
+        processes=ProcProcessSource(),
+        membw=membw,
+        attach=RingAttachSource(directory=str(trainer.ring_dir)) if trainer else None,
+        advisor=Advisor(on_after=1),
+        interval_s=TICK_S,
+    )
+    if trainer is not None:
+        sampler.attach(trainer.pid)
+    try:
+        yield sampler
+    finally:
+        sampler.close()
+
+
+@dataclass(frozen=True)
+class Need:
+    """A host condition a rule needs and other work on a shared host can take away (an
+    idle core, say), as `holds` finds it in a frame; `what` names it for a skip."""
+
+    what: str
+    holds: Callable[[Frame], bool]
+
+
+def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
+                 frames: list[Frame] | None = None, need: Need | None = None,
+                 wait_s: float = WAIT_S) -> Frame:
+    """Sample every TICK_S until `done(frame)`; fail with what was shown if it never is.
+
+    With a `need`, the test skips instead, saying what the host did, when the need held in
+    fewer than NEEDED_FRAMES frames: the rule never had its chance. Where it held that
+    often and the rule stayed quiet, the rule is wrong: the test fails.
+    """
+    seen = frames if frames is not None else []
+    deadline = time.monotonic() + wait_s
+    held = 0
+    while time.monotonic() < deadline:
+        frame = sampler.sample()
+        seen.append(frame)
+        if done(frame):
+            return frame
+        held += need is not None and need.holds(frame)
+        time.sleep(TICK_S)
+    last = seen[-1] if seen else None
+    if need is not None and held < NEEDED_FRAMES:
+        pytest.skip(f"{need.what} in {held} of {len(seen)} frames over {wait_s:.0f} s: "
+                    f"{host_words(seen)} (other work on a shared host)")
+    summary = last.attached[0].summary if last and last.attached else None
+    held_words = f"; {need.what} in {held} frames" if need is not None else ""
+    pytest.fail(f"condition never met{held_words}; last advice {last.advice if last else ()}, "
+                f"summary {summary}, host {last.host if last else None}")
+
+
+def host_words(frames: list[Frame]) -> str:
+    """How busy the host was over `frames`, in a phrase."""
+    busy = [f.host.cpu_percent for f in frames if f.host.cpu_percent is not None]
+    if not busy:
+        return "no host CPU figures"
+    return (f"the host's {CORES} cores were {median(busy):.0f}% busy in the median frame "
+            f"(least {min(busy):.0f}%)")
+
+
+def ready(frame: Frame, min_steps: int) -> bool:
+    """The attached trainer's window holds `min_steps` and the host's rates are known."""
+    return (frame.host.cpu_percent is not None and bool(frame.attached)
+            and frame.attached[0].summary.steps >= min_steps)
+
+
+def shows(advice_id: str, min_steps: int = 10) -> Callable[[Frame], bool]:
+    """The frame shows `advice_id` and the trainer's window holds at least `min_steps`."""
+    def done(frame: Frame) -> bool:
+        steps = frame.attached[0].summary.steps if frame.attached else min_steps
+        return steps >= min_steps and any(a.id == advice_id for a in frame.advice)
+    return done
+
+
+def advice(frame: Frame, advice_id: str) -> Advice:
+    """The one shown advice with this id."""
+    (found,) = [a for a in frame.advice if a.id == advice_id]
+    return found
+
+
+def ids(frames: list[Frame]) -> set[str]:
+    """Every advice id shown in any of `frames`."""
+    return {a.id for f in frames for a in f.advice}
+
+
+def state(frame: Frame) -> AttachState:
+    """The attached trainer's state."""
+    (only,) = frame.attached
+    return only
+
+
+def group(frame: Frame, pid: int) -> TrainerGroup:
+    """The process grouping's trainer row for `pid`."""
+    (found,) = [t for t in frame.trainers if t.pid == pid]
+    return found
+
+
+def number(pattern: str, text: str) -> float:
+    """The number captured by `pattern` in `text`."""
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in {text!r}"
+    return float(match.group(1))
+
+
+def followed(tmp_path: Path, args: tuple[str, ...],
+             gpu: Callable[[int], GpuSource] | None = None) -> list[Frame]:
+    """FOLLOWED_TICKS frames of the trainer run with `args` (the advice followed), under the
+    probe and the real sampler, once its window holds FOLLOWED_MIN_STEPS steps."""
+    with probed_trainer(tmp_path / "followed", *args) as trainer, \
+            watching(trainer, gpu=gpu(trainer.pid) if gpu else None) as sampler:
+        frames = [sample_until(sampler, lambda f: bool(f.attached)
+                               and state(f).summary.steps >= FOLLOWED_MIN_STEPS)]
+        while len(frames) < FOLLOWED_TICKS:
+            time.sleep(TICK_S)
+            frames.append(sampler.sample())
+    return frames
+
+
+def check_input_share(found: Advice, frame: Frame, trainer: Trainer) -> None:
+    """The quoted input share is the summary's, and near what the trainer timed itself."""
+    quoted = number(r"input is (\d+)% of step time", found.evidence)
+    summary = state(frame).summary
+    assert summary.input_bound_percent is not None
+    assert quoted == round(summary.input_bound_percent)
+    assert f"over {summary.steps} steps" in found.evidence
+    assert abs(quoted - trainer.own_input_percent()) <= 5
+    median_data = dict(summary.median_phase_ns)["data"]
+    assert median_data is not None
+    assert f"median data wait {median_data / 1e6:.1f} ms" in found.evidence
