@@ -4,55 +4,188 @@ One row of `frames` per tick; the other per-tick tables key on its `id`. A colum
 `..._xN` holds the value times N, rounded to an integer (SQLite stores small integers in one
 to four bytes, a REAL always in eight: a day at 1 Hz has to stay small); `_kib` and `_mib`
 columns hold bytes in those units (NVML counts PCIe traffic in KiB/s, memory in MiB; /proc
-counts RSS in pages). NULL is "not
-measured", as in the model. Strings that repeat from tick to tick (a GPU's name, a trainer's
-settings, a process's command line, a source's note) are JSON in `texts`, stored once and
-referenced by id.
-The GPUs' numbers of a tick are one BLOB (GPU_FIELDS, fixed width, big-endian, all bits set
-for NULL): a row per device repeated a key and a header byte per column, most of a tick's
-bytes with 8 GPUs; the `gpus` view decodes it back to a row per device for SQL.
+counts RSS in pages). NULL is "not measured", as in the model. Strings that repeat from tick
+to tick (a GPU's name, a trainer's settings, a process's command line, a source's note) are
+JSON in `texts`, stored once and referenced by id.
+The GPUs' and the kept processes' numbers of a tick are one BLOB each (a Packing: fixed
+width, big-endian, all bits set for NULL): a row per device or process repeated a key and a
+header byte per column, most of a tick's bytes. The `gpus` and `processes` views decode them
+back to a row per device and per process for SQL. A GPU's numbers no pane draws (memory
+util, clocks, SM occupancy, tensor activity) are stored every DETAIL_EVERY ticks.
 README.md ("Recording") documents every table for people who query the file themselves.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import math
 import struct
 from collections.abc import Iterable, Sequence
 
 SCHEMA = "gputop.record/1"
-USER_VERSION = 2  # the layout within the schema: 1 stored GPUs as a row per device
+USER_VERSION = 3  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
+# processes too, and the GPU numbers no pane draws every DETAIL_EVERY ticks
+LAYOUTS_READ = (2, USER_VERSION)  # replay, report and export read these
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
+DETAIL_EVERY = 10  # ticks between two `gpu_details` rows
+KIB = 1 << 10
+MIB = 1 << 20
+HEX = "0123456789ABCDEF"
+CORES_IN_BYTES = 32  # CPUs stored a byte each, the whole percent the screen prints beside a bar
+# More CPUs than that are drawn a glyph each (their numbers would need a 367-column terminal):
+# a nibble each, the class of whole percent a glyph and its colour tell apart, by where each
+# class starts (eight heights, and the warn and crit colours from 75 and 90 %).
+CORE_CLASSES = (0, 13, 25, 38, 50, 63, 75, 88, 90)
+_STRUCT_CODES = {1: "B", 2: "H", 3: "BH", 4: "I", 5: "BI", 8: "Q"}
 
-# A device's numbers within a tick's `gpu_ticks.devices`, in order: (column, bytes). The
-# `gpus` view's columns, the struct format and the README's table are this one list.
-GPU_FIELDS = (
+
+class Packing:
+    """Records of unsigned big-endian integer fields of fixed width, one after another in a
+    BLOB; all bits set is NULL, a value beyond its field is clamped into it. A field given a
+    `coarse` factor keeps small values exact and, with its top bit set, larger ones divided
+    by that factor (a CPU time of years in four bytes, to the second where the screen
+    prints seconds)."""
+
+    def __init__(self, fields: Sequence[tuple[str, int] | tuple[str, int, int]]) -> None:
+        self.fields = tuple((f[0], f[1], f[2] if len(f) > 2 else 1) for f in fields)
+        self.names = tuple(name for name, _, _ in self.fields)
+        self.size = sum(size for _, size, _ in self.fields)
+        self.nulls = tuple((1 << 8 * size) - 1 for _, size, _ in self.fields)
+        self._struct = struct.Struct(">" + "".join(_STRUCT_CODES[s] for _, s, _ in self.fields))
+
+    def pack(self, records: Iterable[Sequence[int | None]]) -> bytes:
+        """Each record's values (None for NULL), one record after another."""
+        return b"".join(_encoded(v, size, null, coarse).to_bytes(size, "big")
+                        for values in records
+                        for v, (_, size, coarse), null in zip(values, self.fields, self.nulls,
+                                                              strict=True))
+
+    def unpack(self, blob: bytes) -> list[tuple[int | None, ...]]:
+        """`pack` read back: each record's values, None where NULL."""
+        whole = len(blob) - len(blob) % self.size
+        return [self._values(parts) for parts in self._struct.iter_unpack(blob[:whole])]
+
+    def _values(self, parts: tuple[int, ...]) -> tuple[int | None, ...]:
+        values: list[int | None] = []
+        at = 0
+        for (_, size, coarse), null in zip(self.fields, self.nulls, strict=True):
+            if size in (3, 5):
+                raw = parts[at] << 8 * (size - 1) | parts[at + 1]
+                at += 2
+            else:
+                raw = parts[at]
+                at += 1
+            values.append(_decoded_value(raw, size, null, coarse))
+        return tuple(values)
+
+    def sql_columns(self, blob: str, index: str) -> dict[str, str]:
+        """SQL reading each field of record `index` (an SQL expression) of BLOB `blob`, by
+        field name (SQLite has no function from bytes to an integer: hex digits)."""
+        columns, offset = {}, 0
+        for (name, size, coarse), null in zip(self.fields, self.nulls, strict=True):
+            part = f"substr({blob}, {index} * {self.size} + {offset + 1}, {size})"
+            raw = _sql_integer(part, size)
+            half = null + 1 >> 1
+            value = (f"CASE WHEN {raw} >= {half} THEN ({raw} - {half}) * {coarse} ELSE {raw} "
+                     "END" if coarse > 1 else raw)
+            columns[name] = f"CASE hex({part}) WHEN '{'F' * 2 * size}' THEN NULL ELSE {value} END"
+            offset += size
+        return columns
+
+
+def _encoded(value: int | None, size: int, null: int, coarse: int) -> int:
+    if value is None:
+        return null
+    value = max(value, 0)
+    if coarse == 1:
+        return min(value, null - 1)
+    half = null + 1 >> 1
+    return value if value < half else half + min(round(value / coarse), half - 2)
+
+
+def _decoded_value(raw: int, size: int, null: int, coarse: int) -> int | None:
+    if raw == null:
+        return None
+    half = null + 1 >> 1
+    return (raw - half) * coarse if coarse > 1 and raw >= half else raw
+
+
+def _sql_integer(part: str, size: int) -> str:
+    """SQL for the unsigned big-endian integer in BLOB expression `part` of `size` bytes."""
+    digits = f"hex({part})"
+    return "(" + " + ".join(f"(instr('{HEX}', substr({digits}, {k + 1}, 1)) - 1) * "
+                            f"{16 ** (2 * size - 1 - k)}" for k in range(2 * size)) + ")"
+
+
+# A tick's devices in `gpu_ticks.devices`: what the panes and the report draw.
+# PCIe: to the KiB/s up to 8 GiB/s, to the MiB/s above (the screen prints 0.1 GB/s there).
+GPU_TICK = Packing((
+    ("gpu", 1), ("util_percent", 1), ("memory_used_mib", 3), ("temperature_c", 1),
+    ("power_w_x10", 2), ("pcie_rx_kib_per_s", 3, KIB), ("pcie_tx_kib_per_s", 3, KIB)))
+# Every DETAIL_EVERY ticks, `gpu_details.devices`: the rest, in the same device order.
+GPU_DETAIL = Packing((
+    ("gpu", 1), ("memory_util_percent", 1), ("sm_clock_mhz", 2), ("memory_clock_mhz", 2),
+    ("sm_occupancy_percent_x10", 2), ("tensor_active_percent_x10", 2)))
+# Layout 2's `gpu_ticks.devices`: every number each tick.
+GPU_TICK_2 = Packing((
     ("gpu", 1), ("util_percent", 1), ("memory_util_percent", 1), ("memory_used_mib", 4),
     ("temperature_c", 1), ("power_w_x10", 2), ("sm_clock_mhz", 2), ("memory_clock_mhz", 2),
     ("pcie_rx_kib_per_s", 4), ("pcie_tx_kib_per_s", 4), ("sm_occupancy_percent_x10", 2),
-    ("tensor_active_percent_x10", 2),
-)
-GPU_RECORD = struct.Struct(">" + "".join({1: "B", 2: "H", 4: "I"}[n] for _, n in GPU_FIELDS))
-GPU_VALUES = tuple(name for name, _ in GPU_FIELDS[1:])  # what follows the device index
-GPU_NULLS = tuple((1 << 8 * n) - 1 for _, n in GPU_FIELDS)  # all bits set: not measured
+    ("tensor_active_percent_x10", 2)))
+# A tick's kept processes in `process_ticks.processes`; `process` is a `process_info` id.
+PROCESS_TICK = Packing((
+    ("process", 4), ("state", 1), ("num_threads", 2), ("cpu_percent_x10", 2, 10),
+    ("rss_kib", 4), ("cpu_time_s_x100", 4, 100)))
+GPU_COLUMNS = GPU_TICK_2.names  # the `gpus` view's columns (after frame; info_id after gpu)
 GPUS_VIEWED = 64  # devices per tick the `gpus` view decodes
-HEX = "0123456789ABCDEF"
 
 
-def pack_gpus(devices: Iterable[Sequence[int | None]]) -> bytes:
-    """Each device's GPU_FIELDS values as one record, in order; None as all bits set, a
-    value out of its field's range clamped into it."""
-    return b"".join(GPU_RECORD.pack(*(null if v is None else min(max(v, 0), null - 1)
-                                      for v, null in zip(values, GPU_NULLS, strict=True)))
-                    for values in devices)
+def gpu_values(layout: int, ticks: bytes, details: bytes | None = None
+               ) -> list[dict[str, int | None]]:
+    """Each device of a `gpu_ticks` BLOB as {column: value} (GPU_COLUMNS), with the
+    `gpu_details` in effect (layout 3; the same devices in the same order, else None)."""
+    if layout == 2:
+        return [dict(zip(GPU_TICK_2.names, values, strict=True))
+                for values in GPU_TICK_2.unpack(ticks)]
+    devices = [dict(zip(GPU_TICK.names, values, strict=True)) for values in GPU_TICK.unpack(ticks)]
+    extra = GPU_DETAIL.unpack(details or b"")
+    for position, device in enumerate(devices):
+        found = extra[position] if position < len(extra) else None
+        same = found is not None and found[0] == device["gpu"]
+        for name, value in zip(GPU_DETAIL.names[1:], (found or ())[1:] if same else
+                               (None,) * (len(GPU_DETAIL.names) - 1), strict=True):
+            device[name] = value
+    return devices
 
 
-def unpack_gpus(blob: bytes) -> list[tuple[int, tuple[int | None, ...]]]:
-    """`pack_gpus` read back: each device's index and its other values (GPU_VALUES)."""
-    return [(index, tuple(None if v == null else v
-                          for v, null in zip(values, GPU_NULLS[1:], strict=True)))
-            for index, *values in GPU_RECORD.iter_unpack(blob)]
+def pack_cores(percents: Sequence[float]) -> tuple[bytes | None, bytes | None]:
+    """Per-CPU busy percentages as stored: (`per_cpu_percent`, `per_cpu_classes`), the
+    other None; a byte each up to CORES_IN_BYTES CPUs, a nibble each beyond (the first CPU
+    in the high nibble, 15 after the last)."""
+    whole = [min(255, max(0, round(v))) if math.isfinite(v) else 0 for v in percents]
+    if len(whole) <= CORES_IN_BYTES:
+        return bytes(whole), None
+    classes = [bisect.bisect_right(CORE_CLASSES, w) - 1 for w in whole] + [15]
+    pairs = zip(classes[::2], classes[1::2], strict=False)  # an even count drops the 15
+    return None, bytes(high << 4 | low for high, low in pairs)
+
+
+def unpack_cores(percent: bytes | None, classes: bytes | None) -> tuple[float, ...]:
+    """`pack_cores` read back; a class as the whole percent where it starts."""
+    if percent is not None or classes is None:
+        return tuple(float(b) for b in percent or b"")
+    found = (n for byte in classes for n in (byte >> 4, byte & 15))
+    return tuple(float(CORE_CLASSES[n]) for n in found if n < len(CORE_CLASSES))
+
+
+def layout_refusal(layout: int) -> str:
+    """Why a file of `layout` (not in LAYOUTS_READ) is not read, after its path."""
+    when = "an earlier" if layout < LAYOUTS_READ[0] else "a later"
+    read = " and ".join(str(n) for n in LAYOUTS_READ)
+    return f"is a {SCHEMA} recording of {when} gputop (layout {layout}); this gputop reads " \
+           f"layouts {read}"
 
 
 def text_hash(text: str) -> int:
@@ -61,28 +194,35 @@ def text_hash(text: str) -> int:
                           signed=True)
 
 
-def _decoded(offset: int, size: int) -> str:
-    """SQL reading the unsigned big-endian field at `offset` of device `d.i`'s record
-    (SQLite has no function from bytes to an integer: its hex digits, one at a time)."""
-    digits = f"hex(substr(t.devices, d.i * {GPU_RECORD.size} + {offset + 1}, {size}))"
-    value = " + ".join(f"(instr('{HEX}', substr({digits}, {k + 1}, 1)) - 1) * "
-                       f"{16 ** (2 * size - 1 - k)}" for k in range(2 * size))
-    return f"CASE {digits} WHEN '{'F' * 2 * size}' THEN NULL ELSE {value} END"
-
-
 def _gpus_view() -> str:
-    """The view giving a row per tick and device, as a table of them would."""
-    values, offset = [], 0
-    for _, size in GPU_FIELDS:
-        values.append(_decoded(offset, size))
-        offset += size
-    columns = [f"{value} AS {name}" for value, (name, _) in zip(values, GPU_FIELDS, strict=True)]
-    info = (f"(SELECT i.info_id FROM gpu_info i WHERE i.gpu = {values[0]} AND i.frame <= "
-            "t.frame ORDER BY i.frame DESC LIMIT 1) AS info_id")
+    """The view giving a row per tick and device, as a table of them would: the tick's
+    numbers, and the details stored last at or before it."""
+    columns = {**GPU_DETAIL.sql_columns("x.devices", "d.i"),
+               **GPU_TICK.sql_columns("t.devices", "d.i")}
+    info = (f"(SELECT i.info_id FROM gpu_info i WHERE i.gpu = {columns['gpu']} AND i.frame <= "
+            "t.frame ORDER BY i.frame DESC LIMIT 1)")
+    named = [f"{columns['gpu']} AS gpu", f"{info} AS info_id"]
+    named += [f"{columns[name]} AS {name}" for name in GPU_COLUMNS[1:]]
     return (f"CREATE VIEW IF NOT EXISTS gpus AS WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL "
             f"SELECT i + 1 FROM d WHERE i + 1 < {GPUS_VIEWED}) SELECT t.frame AS frame, "
-            f"{columns[0]}, {info}, {', '.join(columns[1:])} FROM gpu_ticks t CROSS JOIN d "
-            f"WHERE d.i * {GPU_RECORD.size} < length(t.devices);\n")
+            f"{', '.join(named)} FROM gpu_ticks t CROSS JOIN d LEFT JOIN gpu_details x ON "
+            "x.frame = (SELECT max(frame) FROM gpu_details WHERE frame <= t.frame) "
+            f"WHERE d.i * {GPU_TICK.size} < length(t.devices);\n")
+
+
+def _processes_view() -> str:
+    """The view giving a row per tick and process kept, as layout 2's table did (the state
+    a letter again)."""
+    columns = PROCESS_TICK.sql_columns("t.processes", "d.i")
+    columns["state"] = f"CASE WHEN ({columns['state']}) IS NULL THEN NULL ELSE char(" \
+                       f"{columns['state']}) END"
+    named = [f"{columns[name]} AS {name}" for name in PROCESS_TICK.names]
+    return ("CREATE VIEW IF NOT EXISTS processes AS WITH RECURSIVE d(i) AS (SELECT 0 UNION "
+            "ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(processes)) FROM "
+            f"process_ticks) / {PROCESS_TICK.size}) SELECT t.frame AS frame, "
+            f"{', '.join(named)} FROM process_ticks t CROSS JOIN d "
+            f"WHERE d.i * {PROCESS_TICK.size} < length(t.processes);\n")
+
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -110,9 +250,14 @@ CREATE TABLE IF NOT EXISTS frames (
     load15_x100 INTEGER,
     uptime_s INTEGER,
     processes_total INTEGER,
-    errors_id INTEGER
+    errors_id INTEGER,
+    per_cpu_classes BLOB
 );
 CREATE TABLE IF NOT EXISTS gpu_ticks (
+    frame INTEGER PRIMARY KEY,
+    devices BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS gpu_details (
     frame INTEGER PRIMARY KEY,
     devices BLOB NOT NULL
 );
@@ -144,16 +289,10 @@ CREATE TABLE IF NOT EXISTS process_info (
     has_probe INTEGER NOT NULL,
     in_proc INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS processes (
-    frame INTEGER NOT NULL,
-    process INTEGER NOT NULL,
-    state TEXT,
-    num_threads INTEGER,
-    cpu_percent_x10 INTEGER,
-    rss_kib INTEGER,
-    cpu_time_s_x100 INTEGER,
-    PRIMARY KEY (frame, process)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS process_ticks (
+    frame INTEGER PRIMARY KEY,
+    processes BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS trainer_groups (
     frame INTEGER NOT NULL,
     pid INTEGER NOT NULL,
@@ -246,15 +385,13 @@ CREATE TABLE IF NOT EXISTS advice (
 CREATE INDEX IF NOT EXISTS advice_by_id ON advice (id, frame);
 CREATE INDEX IF NOT EXISTS gaps_by_trainer ON gaps (trainer, frame);
 CREATE INDEX IF NOT EXISTS texts_by_hash ON texts (hash);
-""" + _gpus_view()
+""" + _gpus_view() + _processes_view()
 
 # Tables with a `frame` column, trimmed together when old data is dropped (steps by range).
-PER_FRAME_TABLES = ("gpu_ticks", "gpu_info", "gpu_processes", "processes", "trainer_groups",
-                    "memory_bandwidth", "memory_consumers", "trainer_ticks", "gaps")
+PER_FRAME_TABLES = ("gpu_ticks", "gpu_details", "gpu_info", "gpu_processes", "process_ticks",
+                    "trainer_groups", "memory_bandwidth", "memory_consumers", "trainer_ticks",
+                    "gaps")
 
-
-KIB = 1 << 10
-MIB = 1 << 20
 
 
 def in_units(value: float | None, unit: int) -> int | None:

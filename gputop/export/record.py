@@ -31,13 +31,17 @@ from gputop.model import (
 )
 from gputop.recording import (
     APPLICATION_ID,
+    DETAIL_EVERY,
+    GPU_DETAIL,
+    GPU_TICK,
     KIB,
     MIB,
+    PROCESS_TICK,
     SCHEMA,
     TABLES,
     USER_VERSION,
     in_units,
-    pack_gpus,
+    pack_cores,
     scaled,
     scaled_whole,
     step_flags,
@@ -50,6 +54,7 @@ ADVICE_REFRESH_S = 60.0  # a shown advice's changed numbers are stored at most t
 TEXT_CACHE = 4096  # ids of recent texts and process identities kept in memory
 WAL_LIMIT_BYTES = 4 << 20  # the write-ahead log is cut back to this after a checkpoint
 MEASURED = re.compile(r"\d+\.\d+")  # advice quotes measurements with decimals
+COMMAND_CHARS = 512  # of a command line stored: more than a screen's COMMAND column shows
 
 
 class RecordError(Exception):
@@ -99,7 +104,8 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
                      f"PRAGMA user_version={USER_VERSION};")  # left open: meta joins it
     db.executemany("INSERT INTO meta VALUES (?, ?)", [
         ("schema", SCHEMA), ("gputop_version", __version__),
-        ("top_processes", str(TOP_PROCESSES)), ("step_window", str(WINDOW))])
+        ("top_processes", str(TOP_PROCESSES)), ("step_window", str(WINDOW)),
+        ("detail_every", str(DETAIL_EVERY))])
     db.execute("COMMIT")
 
 
@@ -172,6 +178,7 @@ class RecordWriter:
         self._texts = _Pending(TEXT_CACHE)
         self._process_ids = _Pending(TEXT_CACHE)
         self._gpu_info = _Pending()  # device index -> the info id `gpu_info` last stored
+        self._details = _Pending()  # "devices" -> the device indices `gpu_details` last held
         self._trainers = _Pending()  # pid -> _TrainerLog (replaced, never mutated)
         self._advice: dict[str, tuple[Advice, float]] = {}  # shown, as stored at that time
         last = db.execute("SELECT max(id) FROM frames").fetchone()[0]
@@ -204,30 +211,32 @@ class RecordWriter:
         return fid
 
     def _caches(self) -> tuple[_Pending, ...]:
-        return (self._texts, self._process_ids, self._trainers, self._gpu_info)
+        return (self._texts, self._process_ids, self._trainers, self._gpu_info, self._details)
 
     def _rows(self, frame: Frame, fid: int) -> int:
         host = frame.host
         gpu = frame.gpu
-        self.db.execute("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+        per_cpu, per_cpu_classes = pack_cores(host.per_cpu_percent)
+        self.db.execute("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
             fid, frame.time, round(frame.interval_s * 1000), round(frame.sample_cost_s * 1e6),
             self._text({"hostname": host.hostname, "cpu_count": host.cpu_count,
                         "memory_total_bytes": host.memory_total_bytes,
                         "swap_total_bytes": host.swap_total_bytes}),
             self._text({"source": gpu.source, "note": gpu.note,
                         "driver_version": gpu.driver_version, "scenario": gpu.scenario}),
-            scaled_whole(host.cpu_percent, 10), _percent_bytes(host.per_cpu_percent),
+            scaled_whole(host.cpu_percent, 10), per_cpu,
             host.memory_available_bytes, host.swap_used_bytes,
             *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
-            len(frame.processes), self._errors(frame)))
+            len(frame.processes), self._errors(frame), per_cpu_classes))
         self._gpus(fid, gpu.gpus)
         self.db.executemany("INSERT INTO gpu_processes VALUES (?,?,?,?,?,?)", [
             (fid, g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),
              scaled(p.sm_util_percent, 10))
             for g in gpu.gpus for i, p in enumerate(g.processes)])
-        self.db.executemany("INSERT OR IGNORE INTO processes VALUES (?,?,?,?,?,?,?)",
-                            [self._process_row(fid, p) for p in processes_that_matter(
-                                frame, self.top)])
+        kept = [self._process_record(p) for p in processes_that_matter(frame, self.top)]
+        if kept:
+            self.db.execute("INSERT INTO process_ticks VALUES (?, ?)",
+                            (fid, PROCESS_TICK.pack(kept)))
         self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
             (fid, t.pid, self._text(list(t.worker_pids)), scaled_whole(t.workers_cpu_percent, 10),
              t.num_threads_total, t.pin_memory_thread, t.launcher_pid)
@@ -262,9 +271,10 @@ class RecordWriter:
                             e.last_good, e.stopped] for e in frame.errors])
 
     def _gpus(self, fid: int, gpus: Iterable[GpuSample]) -> None:
-        """The tick's GPU numbers as one `gpu_ticks` row; a device's name, limits and state
-        a `gpu_info` row when they change."""
-        values = []
+        """The tick's GPU numbers as one `gpu_ticks` row, those no pane draws a `gpu_details`
+        row every DETAIL_EVERY ticks (and when the devices change); a device's name, limits
+        and state a `gpu_info` row when they change."""
+        ticks, details = [], []
         for g in gpus:
             info_id = self._text({"name": g.name, "uuid": g.uuid,
                                   "memory_total_bytes": g.memory_total_bytes,
@@ -273,31 +283,40 @@ class RecordWriter:
             if self._gpu_info.get(g.index) != info_id:
                 self.db.execute("INSERT INTO gpu_info VALUES (?, ?, ?)", (g.index, fid, info_id))
                 self._gpu_info.put(g.index, info_id)
-            values.append((
-                g.index, scaled(g.util_percent, 1), scaled(g.memory_util_percent, 1),
-                in_units(g.memory_used_bytes, MIB), scaled(g.temperature_c, 1),
-                scaled_whole(g.power_w, 10), g.sm_clock_mhz, g.memory_clock_mhz,
-                in_units(g.pcie_rx_bytes_per_s, KIB), in_units(g.pcie_tx_bytes_per_s, KIB),
+            ticks.append((
+                g.index, scaled(g.util_percent, 1), in_units(g.memory_used_bytes, MIB),
+                scaled(g.temperature_c, 1), scaled_whole(g.power_w, 10),
+                in_units(g.pcie_rx_bytes_per_s, KIB), in_units(g.pcie_tx_bytes_per_s, KIB)))
+            details.append((
+                g.index, scaled(g.memory_util_percent, 1), g.sm_clock_mhz, g.memory_clock_mhz,
                 scaled(g.sm_occupancy_percent, 10), scaled(g.tensor_active_percent, 10)))
-        if values:
-            self.db.execute("INSERT INTO gpu_ticks VALUES (?, ?)", (fid, pack_gpus(values)))
+        if not ticks:
+            return
+        self.db.execute("INSERT INTO gpu_ticks VALUES (?, ?)", (fid, GPU_TICK.pack(ticks)))
+        indices = tuple(d[0] for d in details)
+        if fid % DETAIL_EVERY == 0 or self._details.get("devices") != indices:
+            self.db.execute("INSERT INTO gpu_details VALUES (?, ?)",
+                            (fid, GPU_DETAIL.pack(details)))
+            self._details.put("devices", indices)
 
-    def _process_row(self, fid: int, p: ProcessSample) -> tuple[object, ...]:
-        """The tick's numbers; who the process is (and its role) is a `process_info` row, a
-        new one whenever any of that changes, its command line a text stored once. Its GPU
-        memory and devices are the tick's `gpu_processes` rows."""
+    def _process_record(self, p: ProcessSample) -> tuple[int | None, ...]:
+        """The tick's numbers of `p` (PROCESS_TICK); who the process is (and its role) is a
+        `process_info` row, a new one whenever any of that changes, its command line a text
+        stored once. Its GPU memory and devices are the tick's `gpu_processes` rows."""
         key = (p.pid, p.start_ticks, p.ppid, p.name, p.username, p.cmdline, p.role,
                p.trainer_pid, p.has_probe, p.in_proc)
-        pid: int | None = self._process_ids.get(key)
-        if pid is None:
-            pid = self.db.execute(
+        info_id: int | None = self._process_ids.get(key)
+        if info_id is None:
+            info_id = self.db.execute(
                 "INSERT INTO process_info (pid, start_ticks, ppid, name, username, cmdline_id, "
                 "role, trainer_pid, has_probe, in_proc) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                (p.pid, p.start_ticks, p.ppid, p.name, p.username, self._text(list(p.cmdline)),
+                (p.pid, p.start_ticks, p.ppid, p.name, p.username,
+                 self._text(_command_shown(p.cmdline)),
                  None if p.role == "other" else p.role, p.trainer_pid, p.has_probe,
                  p.in_proc)).fetchone()[0]
-            self._process_ids.put(key, pid)
-        return (fid, pid, p.state, p.num_threads, scaled(p.cpu_percent, 10),
+            self._process_ids.put(key, info_id)
+        state = ord(p.state) if len(p.state) == 1 and ord(p.state) < 255 else None
+        return (info_id, state, p.num_threads, scaled(p.cpu_percent, 10),
                 in_units(p.rss_bytes, KIB), scaled(p.cpu_time_s, 100))
 
     def _membw(self, fid: int, m: MemoryBandwidthSample) -> None:
@@ -384,6 +403,21 @@ class RecordWriter:
         return shown
 
 
+def _command_shown(cmdline: tuple[str, ...]) -> list[str]:
+    """The command line's words up to COMMAND_CHARS characters joined, the word that crosses
+    it cut and ended with an ellipsis (a browser's or a launcher's run to kilobytes, each new
+    process a new line in `texts`)."""
+    kept: list[str] = []
+    room = COMMAND_CHARS
+    for word in cmdline:
+        if len(word) > room:
+            kept.append(word[:room] + "…")
+            break
+        kept.append(word)
+        room -= len(word) + 1
+    return kept
+
+
 def _wording(item: Advice) -> tuple[str, str, str]:
     """What an advice says, its measurements aside: severity, title and action with each
     decimal number (a measured time, a ratio) blanked; integers (GPU indices, the
@@ -424,11 +458,6 @@ def _advice_shown(db: sqlite3.Connection, fid: int) -> dict[str, tuple[Advice, f
         "JOIN frames f ON f.id = a.frame WHERE a.frame = "
         "(SELECT max(frame) FROM advice b WHERE b.id = a.id AND b.frame <= ?)", (fid,)).fetchall()
     return {r[0]: (Advice(r[0], r[2], r[3], r[4], r[5]), r[6]) for r in rows if r[1]}
-
-
-def _percent_bytes(values: Iterable[float]) -> bytes:
-    """Percentages as one byte each (whole percent, 0..255)."""
-    return bytes(min(255, max(0, round(v))) if math.isfinite(v) else 0 for v in values)
 
 
 def _json(value: object) -> str:

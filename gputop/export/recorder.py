@@ -156,8 +156,9 @@ def _cutoff_by_size(db: sqlite3.Connection, max_bytes: int | None) -> int:
 
 
 def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
-    """Delete every tick before frame `cutoff` in one transaction; the advice shown and each
-    GPU's info at the cutoff are carried onto it, so a replay there still shows them."""
+    """Delete every tick before frame `cutoff` in one transaction; the advice shown, each
+    GPU's info and details at the cutoff are carried onto it, so a replay there still shows
+    them."""
     db.execute("BEGIN")
     try:
         gone = db.execute("SELECT count(*) FROM frames WHERE id < ?", (cutoff,)).fetchone()[0]
@@ -170,6 +171,9 @@ def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
             "INSERT OR IGNORE INTO gpu_info SELECT a.gpu, ?, a.info_id FROM gpu_info a WHERE "
             "a.frame = (SELECT max(frame) FROM gpu_info b WHERE b.gpu = a.gpu AND b.frame < ?)",
             (cutoff, cutoff))
+        db.execute(
+            "INSERT OR IGNORE INTO gpu_details SELECT ?, devices FROM gpu_details WHERE frame = "
+            "(SELECT max(frame) FROM gpu_details WHERE frame < ?)", (cutoff, cutoff))
         for trainer, last_step in db.execute(
                 "SELECT trainer, max(last_step) FROM trainer_ticks WHERE frame < ? "
                 "GROUP BY trainer", (cutoff,)).fetchall():

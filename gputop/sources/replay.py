@@ -1,5 +1,5 @@
-"""Reads a `gputop.record/1` recording back into Frames: the replay's source, as NVML and
-/proc are the live view's.
+"""Reads a `gputop.record/1` recording (layout 2 or 3) back into Frames: the replay's source,
+as NVML and /proc are the live view's.
 
 Each Frame holds what the tick stored: the processes kept, each attached trainer's window
 of steps (first_step..last_step of that tick) with its recorded state, and the advice shown
@@ -36,18 +36,21 @@ from gputop.model import (
 )
 from gputop.recording import (
     APPLICATION_ID,
-    GPU_VALUES,
     KIB,
+    LAYOUTS_READ,
     MIB,
+    PROCESS_TICK,
     SCHEMA,
-    USER_VERSION,
     from_units,
-    unpack_gpus,
+    gpu_values,
+    layout_refusal,
+    unpack_cores,
     unscaled,
 )
 from gputop.sources.processes import gpu_usage
 
-UTIL = GPU_VALUES.index("util_percent")
+IDENTITY = ("pid, ppid, name, cmdline_id, username, start_ticks, role, trainer_pid, has_probe, "
+            "in_proc")  # a `process_info` row, as the replay reads it
 
 
 class ReplayError(Exception):
@@ -70,6 +73,7 @@ class Recording:
         except sqlite3.Error as exc:
             raise ReplayError(f"cannot read {path}: {exc}") from None
         self._texts: dict[int, Any] = {}
+        self._identities: dict[int, tuple[Any, ...]] = {}  # process_info rows never change
         self.ids = array("q")
         self.times = array("d")
         self.refresh()
@@ -81,10 +85,9 @@ class Recording:
         if row is None or row[0] != SCHEMA:
             raise ReplayError(f"{self.path} is a recording of schema "
                               f"{row[0] if row else 'none'}; this gputop reads {SCHEMA}")
-        layout = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if layout != USER_VERSION:
-            raise ReplayError(f"{self.path} is a {SCHEMA} recording of an earlier gputop "
-                              f"(layout {layout}); this gputop reads layout {USER_VERSION}")
+        self.layout = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+        if self.layout not in LAYOUTS_READ:
+            raise ReplayError(f"{self.path} {layout_refusal(self.layout)}")
 
     def refresh(self) -> None:
         """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
@@ -125,21 +128,23 @@ class Recording:
                 while change is not None and change[0] <= fid:
                     info[change[1]] = change[2]
                     change = next(changes, None)
-                for gpu, values in unpack_gpus(devices):
-                    value = values[UTIL]
+                for values in gpu_values(self.layout, devices):
+                    gpu = values["gpu"] or 0
                     lost = (self._text(info.get(gpu)) or {}).get("lost")
-                    util.setdefault(gpu, []).append(None if lost else _float(value))
+                    util.setdefault(gpu, []).append(
+                        None if lost else _float(values["util_percent"]))
             pressure = [unscaled(value, 1000) for (value,) in self.db.execute(
                 "SELECT m.pressure_x1000 FROM frames f LEFT JOIN memory_bandwidth m "
                 "ON m.frame = f.id WHERE f.id BETWEEN ? AND ? ORDER BY f.id", (first, last))]
         return Trend(util, pressure)
 
     def _frame(self, fid: int) -> Frame:
-        row = self.db.execute("SELECT * FROM frames WHERE id = ?", (fid,)).fetchone()
+        row = self.db.execute(f"SELECT *{', NULL' if self.layout == 2 else ''} FROM frames "
+                              "WHERE id = ?", (fid,)).fetchone()
         if row is None:
             raise ReplayError(f"tick {fid} is no longer in {self.path} (trimmed)")
         (_, at, interval_ms, cost_us, host_id, gpu_id, cpu_x10, per_cpu, available, swap_used,
-         load1, load5, load15, uptime_s, _total, errors_id) = row
+         load1, load5, load15, uptime_s, _total, errors_id, per_cpu_classes) = row
         host = self._text(host_id) or {}
         gpus = self._gpus(fid, self._text(gpu_id) or {})
         return Frame(
@@ -147,7 +152,7 @@ class Recording:
             host=HostSample(
                 hostname=host.get("hostname", "?"), cpu_count=host.get("cpu_count", 0),
                 cpu_percent=unscaled(cpu_x10, 10),
-                per_cpu_percent=tuple(float(b) for b in (per_cpu or b"")),
+                per_cpu_percent=unpack_cores(per_cpu, per_cpu_classes),
                 memory_total_bytes=host.get("memory_total_bytes", 0),
                 memory_available_bytes=available or 0,
                 swap_total_bytes=host.get("swap_total_bytes", 0),
@@ -175,26 +180,37 @@ class Recording:
             owners.setdefault(gpu, []).append(
                 GpuProcess(pid, from_units(mib, MIB), unscaled(sm_x10, 10)))
         gpus = []
-        row = self.db.execute("SELECT devices FROM gpu_ticks WHERE frame = ?", (fid,)).fetchone()
-        for index, (util, mem_util, used_mib, temp, power_x10, sm_clock, mem_clock, rx_kib,
-                    tx_kib, occupancy_x10, tensor_x10) in unpack_gpus(row[0] if row else b""):
+        for v in self._gpu_values(fid):
+            index = v["gpu"] or 0
             info = self._text(self._gpu_info_id(index, fid)) or {}
             gpus.append(GpuSample(
                 index=index, name=info.get("name", "?"), uuid=info.get("uuid", "?"),
-                util_percent=_float(util), memory_util_percent=_float(mem_util),
-                memory_used_bytes=from_units(used_mib, MIB),
-                memory_total_bytes=info.get("memory_total_bytes"), temperature_c=_float(temp),
-                power_w=unscaled(power_x10, 10), power_limit_w=info.get("power_limit_w"),
-                sm_clock_mhz=sm_clock, memory_clock_mhz=mem_clock,
-                pcie_rx_bytes_per_s=_float(from_units(rx_kib, KIB)),
-                pcie_tx_bytes_per_s=_float(from_units(tx_kib, KIB)),
-                sm_occupancy_percent=unscaled(occupancy_x10, 10),
-                tensor_active_percent=unscaled(tensor_x10, 10),
+                util_percent=_float(v["util_percent"]),
+                memory_util_percent=_float(v["memory_util_percent"]),
+                memory_used_bytes=from_units(v["memory_used_mib"], MIB),
+                memory_total_bytes=info.get("memory_total_bytes"),
+                temperature_c=_float(v["temperature_c"]), power_w=unscaled(v["power_w_x10"], 10),
+                power_limit_w=info.get("power_limit_w"), sm_clock_mhz=v["sm_clock_mhz"],
+                memory_clock_mhz=v["memory_clock_mhz"],
+                pcie_rx_bytes_per_s=_float(from_units(v["pcie_rx_kib_per_s"], KIB)),
+                pcie_tx_bytes_per_s=_float(from_units(v["pcie_tx_kib_per_s"], KIB)),
+                sm_occupancy_percent=unscaled(v["sm_occupancy_percent_x10"], 10),
+                tensor_active_percent=unscaled(v["tensor_active_percent_x10"], 10),
                 processes=tuple(owners.get(index, ())), lost=bool(info.get("lost")),
                 processes_known=bool(info.get("processes_known", True))))
         return GpuReport(source=report.get("source", "none"), gpus=tuple(gpus),
                          note=report.get("note"), driver_version=report.get("driver_version"),
                          scenario=report.get("scenario"))
+
+    def _gpu_values(self, fid: int) -> list[dict[str, int | None]]:
+        """The tick's devices by column; in layout 3 with the details stored last by then."""
+        row = self.db.execute("SELECT devices FROM gpu_ticks WHERE frame = ?", (fid,)).fetchone()
+        if row is None:
+            return []
+        details = None if self.layout == 2 else self.db.execute(
+            "SELECT devices FROM gpu_details WHERE frame <= ? ORDER BY frame DESC LIMIT 1",
+            (fid,)).fetchone()
+        return gpu_values(self.layout, row[0], details[0] if details else None)
 
     def _gpu_info_id(self, gpu: int, fid: int) -> int | None:
         """The `gpu_info` text id in effect for device `gpu` at frame `fid`."""
@@ -206,21 +222,40 @@ class Recording:
         """The processes kept, their GPU memory and devices from the tick's GPU processes (as
         the process source derived them live)."""
         on_gpu = gpu_usage(gpus)
-        rows = self.db.execute(
-            "SELECT i.pid, i.ppid, i.name, i.cmdline_id, i.username, p.state, p.num_threads, "
-            "p.cpu_percent_x10, p.rss_kib, p.cpu_time_s_x100, i.start_ticks, i.role, "
-            "i.trainer_pid, i.has_probe, i.in_proc FROM processes p "
-            "JOIN process_info i ON i.id = p.process WHERE p.frame = ?", (fid,)).fetchall()
-        return tuple(ProcessSample(
-            pid=pid, ppid=ppid, name=name, cmdline=tuple(self._text(cmdline_id) or ()),
-            username=user, state=state or "?", num_threads=threads,
-            cpu_percent=unscaled(cpu_x10, 10), rss_bytes=from_units(rss_kib, KIB),
-            cpu_time_s=unscaled(time_x100, 100), start_ticks=ticks,
-            gpu_memory_bytes=on_gpu.get(pid, (None, ()))[0],
-            gpu_indices=on_gpu.get(pid, (None, ()))[1], role=role or "other",
-            trainer_pid=trainer, has_probe=bool(probe), in_proc=bool(in_proc))
-            for (pid, ppid, name, cmdline_id, user, state, threads, cpu_x10, rss_kib, time_x100,
-                 ticks, role, trainer, probe, in_proc) in rows)
+        out = []
+        for process, state, threads, cpu_x10, rss_kib, time_x100 in self._process_numbers(fid):
+            (pid, ppid, name, cmdline_id, user, ticks, role, trainer, probe,
+             in_proc) = self._identity(process)
+            out.append(ProcessSample(
+                pid=pid, ppid=ppid, name=name, cmdline=tuple(self._text(cmdline_id) or ()),
+                username=user, state=state or "?", num_threads=threads,
+                cpu_percent=unscaled(cpu_x10, 10), rss_bytes=from_units(rss_kib, KIB),
+                cpu_time_s=unscaled(time_x100, 100), start_ticks=ticks,
+                gpu_memory_bytes=on_gpu.get(pid, (None, ()))[0],
+                gpu_indices=on_gpu.get(pid, (None, ()))[1], role=role or "other",
+                trainer_pid=trainer, has_probe=bool(probe), in_proc=bool(in_proc)))
+        return tuple(out)
+
+    def _process_numbers(self, fid: int) -> list[tuple[Any, ...]]:
+        """Each kept process's `process_info` id and its numbers that tick, as stored."""
+        if self.layout == 2:
+            return self.db.execute(
+                "SELECT process, state, num_threads, cpu_percent_x10, rss_kib, cpu_time_s_x100 "
+                "FROM processes WHERE frame = ?", (fid,)).fetchall()
+        row = self.db.execute("SELECT processes FROM process_ticks WHERE frame = ?",
+                              (fid,)).fetchone()
+        return [(process, None if state is None else chr(state), *numbers)
+                for process, state, *numbers in PROCESS_TICK.unpack(row[0] if row else b"")]
+
+    def _identity(self, process: int) -> tuple[Any, ...]:
+        """Who `process` (a `process_info` id) is: IDENTITY's columns."""
+        found = self._identities.get(process)
+        if found is None:
+            row = self.db.execute(f"SELECT {IDENTITY} FROM process_info WHERE id = ?",
+                                  (process,)).fetchone()
+            found = self._identities[process] = tuple(row) if row else (
+                0, None, "?", None, None, 0, None, None, 0, 1)
+        return found
 
     def _trainer_groups(self, fid: int) -> tuple[TrainerGroup, ...]:
         return tuple(

@@ -11,6 +11,7 @@ import pytest
 
 from gputop.export.record import (
     ADVICE_REFRESH_S,
+    COMMAND_CHARS,
     TOP_PROCESSES,
     RecordError,
     RecordWriter,
@@ -237,18 +238,18 @@ def test_the_gpus_view_and_the_replay_read_each_device_back(tmp_path: Path) -> N
     the info in effect at that tick."""
     blank = replace(gpu(0), util_percent=None, memory_used_bytes=None, temperature_c=None,
                     power_w=None, sm_clock_mhz=None, pcie_rx_bytes_per_s=None)
+    busy = replace(gpu(1), sm_occupancy_percent=87.26, tensor_active_percent=-3.0)
     huge = replace(gpu(1, util=100, used_gib=180), name="Renamed", power_w=1234.56,
-                   pcie_rx_bytes_per_s=100e9, sm_occupancy_percent=87.26,
-                   tensor_active_percent=-3.0)
+                   pcie_rx_bytes_per_s=100e9)  # its details: the first tick's (see below)
     writer, path = _writer(tmp_path)
-    writer.write(frame(gpus=(blank, gpu(1))))
+    writer.write(frame(gpus=(blank, busy)))
     writer.write(replace(frame(gpus=(blank, huge)), time=frame().time + 1))
     assert _query(path, "SELECT g.*, json_extract(t.text, '$.name') FROM gpus g "
                         "JOIN texts t ON t.id = g.info_id WHERE frame = 2") == [
         (2, 0, 3, None, None, None, None, None, None, 2619, None, round(1e8 / 1024), None, None,
          "Test GPU"),
-        (2, 1, 5, 100, None, 180 * 1024, 60, 12346, 1980, 2619, round(100e9 / 1024),
-         round(1e8 / 1024), 873, 0, "Renamed")]
+        (2, 1, 5, 100, None, 180 * 1024, 60, 12346, 1980, 2619, round(100e9 / 2**20) * 1024,
+         round(1e8 / 1024), 873, 0, "Renamed")]  # PCIe beyond 8 GiB/s: to the MiB/s
     recording = Recording(str(path))
     first, second = (recording.frame(i).gpu.gpus for i in (0, 1))
     recording.close()
@@ -291,3 +292,55 @@ def test_files_that_are_not_recordings_are_refused(tmp_path: Path) -> None:
     assert text.read_text().startswith("not a database")
     with sqlite3.connect(other) as db:
         assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("precious",)]
+
+
+def test_the_processes_view_and_the_replay_read_each_process_back(tmp_path: Path) -> None:
+    """A tick's kept processes are one BLOB; the `processes` view gives SQL a row each, as
+    the table of layout 2 did, and the replay the numbers stored: NULL where unmeasured, a
+    %CPU past 3276.7 and a CPU time past 248 days in whole units (the screen prints seconds
+    there), a state letter, in the frame's order."""
+    rows, group = trainer_with_workers(100, workers=2, worker_cpu=45.5)
+    rows[0] = replace(rows[0], cpu_percent=6400.04, cpu_time_s=300 * 86400 + 0.37,
+                      state="R", num_threads=129)
+    rows[1] = replace(rows[1], cpu_percent=None, rss_bytes=None, cpu_time_s=None, state="D")
+    writer, path = _writer(tmp_path)
+    writer.write(frame(processes=rows, trainers=(group,)))
+    assert _query(path, "SELECT i.pid, p.state, p.num_threads, p.cpu_percent_x10, p.rss_kib, "
+                        "p.cpu_time_s_x100 FROM processes p JOIN process_info i "
+                        "ON i.id = p.process WHERE p.frame = 1") == [
+        (100, "R", 129, 64000, GIB // 1024, 300 * 86400 * 100),
+        (101, "D", 4, None, None, None),
+        (102, "S", 4, 455, GIB // 1024, 1000)]
+    replayed = Recording(str(path)).frame(0).processes
+    assert [(p.pid, p.state, p.cpu_percent, p.cpu_time_s) for p in replayed] == [
+        (100, "R", 6400.0, 300 * 86400.0), (101, "D", None, None), (102, "S", 45.5, 10.0)]
+
+
+def test_gpu_numbers_no_pane_draws_are_stored_every_tenth_tick(tmp_path: Path) -> None:
+    """Memory util, clocks, SM occupancy and tensor activity: a `gpu_details` row every
+    DETAIL_EVERY ticks and whenever the devices change; the view and the replay show the
+    last stored at or before a tick."""
+    writer, path = _writer(tmp_path)
+    base = frame()
+    for tick in range(1, 26):
+        devices = tuple(replace(gpu(i), sm_clock_mhz=1000 + tick) for i in range(2 + (tick > 15)))
+        writer.write(replace(base, time=base.time + tick,
+                             gpu=replace(base.gpu, source="simulated", gpus=devices)))
+    assert _query(path, "SELECT frame FROM gpu_details") == [(1,), (10,), (16,), (20,)]
+    assert _query(path, "SELECT frame, gpu, sm_clock_mhz FROM gpus WHERE frame IN (9, 16, 17) "
+                        "ORDER BY frame, gpu") == [
+        (9, 0, 1001), (9, 1, 1001), (16, 0, 1016), (16, 1, 1016), (16, 2, 1016),
+        (17, 0, 1016), (17, 1, 1016), (17, 2, 1016)]
+    recording = Recording(str(path))
+    assert [g.sm_clock_mhz for g in recording.frame(13).gpu.gpus] == [1010, 1010]
+
+
+def test_a_command_line_longer_than_any_screen_is_cut(tmp_path: Path) -> None:
+    """A browser's or a launcher's command line runs to kilobytes, each new process a new
+    text: stored up to COMMAND_CHARS characters, the word crossing it cut with an ellipsis."""
+    long = ("chromium", "--type=renderer", "--flags=" + "x" * 2000, "--after")
+    writer, path = _writer(tmp_path)
+    writer.write(frame(processes=[replace(process(7), cmdline=long, cpu_percent=50.0)]))
+    stored = Recording(str(path)).frame(0).processes[0].cmdline
+    assert stored[:2] == long[:2] and stored[2].endswith("…") and len(stored) == 3
+    assert len(" ".join(stored)) == COMMAND_CHARS + 1

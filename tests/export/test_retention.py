@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gputop.export.record import RecordWriter, open_record
-from gputop.export.recorder import TRIM_EVERY, Recorder, Retention, trim
+from gputop.export.recorder import TRIM_EVERY, Recorder, Retention, drop_before, trim
 from gputop.model import Advice, AttachState, StepRecord, TrainerConfig
 from gputop.recording import PER_FRAME_TABLES
 from tests.helpers.builders import frame, gpu, process
@@ -52,11 +52,11 @@ def test_keep_drops_the_ticks_older_than_the_duration_with_their_steps(tmp_path:
 
 def test_max_size_keeps_the_file_from_growing(tmp_path: Path) -> None:
     path = tmp_path / "run.sqlite"
-    limit = 1 << 20
+    limit = 1 << 19
     recorder = Recorder(str(path), Retention(max_bytes=limit))
     rows = [replace(process(1000 + i), cpu_percent=1.0 + i) for i in range(12)]
     base = frame(gpus=tuple(gpu(i) for i in range(8)), processes=rows)
-    ticks = 60 * TRIM_EVERY  # some 2.5 MiB of ticks untrimmed
+    ticks = 60 * TRIM_EVERY  # some 1.5 MiB of ticks untrimmed
     written = threading.Event()
     for tick in range(ticks):
         while recorder._queue.full():  # a test may wait for the disk; the sampler never does
@@ -79,3 +79,17 @@ def test_a_file_within_its_limits_is_left_alone(tmp_path: Path) -> None:
     assert trim(writer.db, Retention(max_bytes=1 << 30, keep_s=3600)) == 0
     assert trim(writer.db, Retention()) == 0
     assert _count(writer.db, "frames") == 10
+
+
+def test_a_cut_between_two_gpu_details_carries_the_one_in_effect(tmp_path: Path) -> None:
+    """The GPU numbers no pane draws are stored every tenth tick: cutting at tick 15 keeps
+    tick 10's for ticks 15 to 19, as the tick's own GPU info is kept."""
+    path = tmp_path / "run.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    base = frame(gpus=(gpu(0),))
+    for tick in range(1, 26):
+        devices = (replace(gpu(0), sm_clock_mhz=1000 + tick),)
+        writer.write(replace(base, time=base.time + tick, gpu=replace(base.gpu, gpus=devices)))
+    drop_before(writer.db, 15)
+    assert writer.db.execute("SELECT frame, sm_clock_mhz FROM gpus WHERE frame < 21").fetchall(
+        ) == [(15, 1010), (16, 1010), (17, 1010), (18, 1010), (19, 1010), (20, 1020)]

@@ -154,6 +154,19 @@ def frames(scenario: str, count: int = 80, gpus: int = 4, attach: bool = False,
                   Advisor() if advice else None)
 
 
+def recordable_frames(count: int) -> list[Frame]:
+    """`count` data-starved frames with GPUs, a trainer's steps and advice, as the live
+    sampler delivers them (each window summarized, the straggler named): what a replay of
+    their recording must show."""
+    from gputop.derive import Derivation
+
+    out = []
+    for frame in frames("data-starved", count, attach=True, advice=True):
+        attached, straggler = Derivation().attached(frame.attached, 0)
+        out.append(replace(frame, attached=attached, straggler=straggler))
+    return out
+
+
 def first_frames(**kwargs: bool) -> list[Frame]:
     """The five data-starved frames a Pilot test starts from (`attach`, `advice` as frames)."""
     return frames("data-starved", 5, **kwargs)
@@ -263,6 +276,26 @@ async def running(app: Any, *shown: Frame, size: tuple[int, int] = (120, 40)
             app.show_frame(frame)
         await pilot.pause()
         yield pilot
+
+
+def drawn_lines(frame: Frame, kept: set[int], width: int = 160) -> list[str]:
+    """The header, host, GPU and process lines the live view draws for `frame` alone (the
+    table's rows of the processes in `kept`: a recording keeps the ones that matter)."""
+    from gputop.tui.history import History
+    from gputop.tui.views.gpus import gpu_lines
+    from gputop.tui.views.header import header_lines
+    from gputop.tui.views.host import host_lines
+    from gputop.tui.views.processes import TableState, columns_for, row_line, table_rows
+
+    history = History()
+    history.add(frame)
+    columns = columns_for(width)
+    lines = (header_lines(frame, width) + host_lines(frame.host, frame.memory_bandwidth,
+                                                       history, width, max_core_rows=4)
+             + gpu_lines(frame.gpu.gpus, history, width, 8)
+             + [row_line(r, columns, width, False) for r in table_rows(frame, TableState())
+                if r.process.pid in kept])
+    return ["".join(text for text, _ in line) for line in lines]
 
 
 def screen_text(app: Any) -> list[str]:

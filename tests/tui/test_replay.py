@@ -4,23 +4,26 @@ step, jump and change speed, and the panes showing what the live view showed the
 from __future__ import annotations
 
 import random
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from gputop.derive import Derivation
 from gputop.export.record import RecordWriter, open_record
 from gputop.model import Frame
 from gputop.playback import Playback
 from gputop.sources.replay import Recording
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
-from gputop.tui.history import History
-from gputop.tui.views.gpus import gpu_lines
-from gputop.tui.views.header import header_lines, recorded_time
-from gputop.tui.views.host import host_lines
-from gputop.tui.views.processes import TableState, columns_for, row_line, table_rows
+from gputop.tui.views.header import recorded_time
 from gputop.tui.widgets.linepane import LinePane
-from tests.helpers.tui import FedSampler, frames, running, sync
+from tests.helpers.tui import (
+    FedSampler,
+    drawn_lines,
+    frames,
+    recordable_frames,
+    running,
+    sync,
+)
 
 TICKS = 12
 SIZE = (140, 50)
@@ -31,12 +34,9 @@ def _recorded(tmp_path: Path) -> tuple[Path, list[Frame]]:
     the live sampler would have delivered them (derived facts derived)."""
     path = tmp_path / "run.sqlite"
     writer = RecordWriter(open_record(str(path)))
-    live = []
-    for frame in frames("data-starved", TICKS, attach=True, advice=True):
-        attached, straggler = Derivation().attached(frame.attached, 0)
-        frame = replace(frame, attached=attached, straggler=straggler)
+    live = recordable_frames(TICKS)
+    for frame in live:
         writer.write(frame)
-        live.append(frame)
     writer.db.close()
     return path, live
 
@@ -185,20 +185,6 @@ async def test_a_jumped_to_or_held_tick_has_the_sparklines_recorded_before_it(
     assert seen["g"] == (await _live_panes(live[:1], ("gpus",)))["gpus"]
 
 
-def _drawn(frame: Frame, kept: set[int], width: int = 160) -> list[str]:
-    """The header, host, GPU and process lines the live view draws for `frame` alone (the
-    table's rows of the processes in `kept`: a recording keeps the ones that matter)."""
-    history = History()
-    history.add(frame)
-    columns = columns_for(width)
-    lines = (header_lines(frame, width) + host_lines(frame.host, frame.memory_bandwidth,
-                                                       history, width, max_core_rows=4)
-             + gpu_lines(frame.gpu.gpus, history, width, 8)
-             + [row_line(r, columns, width, False) for r in table_rows(frame, TableState())
-                if r.process.pid in kept])
-    return ["".join(text for text, _ in line) for line in lines]
-
-
 def test_a_recorded_frame_draws_the_lines_the_live_one_drew(tmp_path: Path) -> None:
     """Numbers a recording keeps at a tenth but the screen prints whole (host and worker
     %CPU, GPU watts) read back to the same digit, per-core bars are drawn at the whole
@@ -223,5 +209,31 @@ def test_a_recorded_frame_draws_the_lines_the_live_one_drew(tmp_path: Path) -> N
     kept = [{p.pid for p in frame.processes} for frame in replayed]
     assert all(group.pid in kept[0] for group in live[0].trainers)
     differ = [i for i, frame in enumerate(live)
-              if _drawn(replayed[i], kept[i]) != _drawn(frame, kept[i])]
-    assert not differ, (_drawn(replayed[differ[0]], kept[0]), _drawn(live[differ[0]], kept[0]))
+              if drawn_lines(replayed[i], kept[i]) != drawn_lines(frame, kept[i])]
+    assert not differ, (drawn_lines(replayed[differ[0]], kept[0]),
+                        drawn_lines(live[differ[0]], kept[0]))
+
+
+def test_many_cores_are_stored_as_the_glyphs_the_screen_draws(tmp_path: Path) -> None:
+    """More than CORES_IN_BYTES CPUs are drawn a glyph each (eight heights, three colours):
+    a nibble each keeps what the glyph tells, 101 cores across every whole percent and 64
+    random ones draw the same lines replayed as live, in half the bytes."""
+    rng = random.Random(16)
+    base = frames("data-starved", 2)
+    every = tuple(min(100.0, max(0.0, i + rng.uniform(-0.49, 0.49))) for i in range(101))
+    live = [replace(base[0], host=replace(base[0].host, per_cpu_percent=every)),
+            replace(base[1], host=replace(base[1].host, per_cpu_percent=tuple(
+                rng.uniform(0, 100) for _ in range(64))))]
+    path = tmp_path / "run.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    for frame in live:
+        writer.write(frame)
+    writer.db.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT per_cpu_percent, length(per_cpu_classes) FROM frames "
+                          "ORDER BY id").fetchall() == [(None, 51), (None, 32)]
+    recording = Recording(str(path))
+    for index, frame in enumerate(live):
+        replayed = recording.frame(index)
+        kept = {p.pid for p in replayed.processes}
+        assert drawn_lines(replayed, kept) == drawn_lines(frame, kept)

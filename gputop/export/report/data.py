@@ -24,12 +24,11 @@ from gputop.analysis.steps import (
     split,
 )
 from gputop.model import StepRecord
-from gputop.recording import APPLICATION_ID, GPU_VALUES, SCHEMA, USER_VERSION, unpack_gpus
+from gputop.recording import APPLICATION_ID, LAYOUTS_READ, SCHEMA, gpu_values, layout_refusal
 
 NAN = float("nan")
 MS = 1e6  # ns per ms
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
-UTIL, MEMORY_USED = GPU_VALUES.index("util_percent"), GPU_VALUES.index("memory_used_mib")
 CONFIG_KEYS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
                "persistent_workers", "num_threads", "device", "rank", "world_size")
 
@@ -67,9 +66,8 @@ def _check(db: sqlite3.Connection, path: str) -> None:
         raise ReportError(f"{path} is a recording of schema {row[0] if row else 'none'}; "
                           f"this gputop reports on {SCHEMA}")
     layout = db.execute("PRAGMA user_version").fetchone()[0]
-    if layout != USER_VERSION:
-        raise ReportError(f"{path} is a {SCHEMA} recording of an earlier gputop (layout "
-                          f"{layout}); this gputop reports on layout {USER_VERSION}")
+    if layout not in LAYOUTS_READ:
+        raise ReportError(f"{path} {layout_refusal(layout)}")
     if db.execute("SELECT id FROM frames LIMIT 1").fetchone() is None:
         raise ReportError(f"{path} holds no ticks yet")
 
@@ -124,7 +122,7 @@ def report_data(db: sqlite3.Connection, path: str) -> dict[str, Any]:
                   "data_bound": DATA_BOUND_PERCENT},
         "t": packed((t - start for t in times), "d"),
         "host_cores_busy": packed(None if c is None else c * cores for c in cpu),
-        "gpus": _gpus(db, texts, index),
+        "gpus": _gpus(db, texts, index, db.execute("PRAGMA user_version").fetchone()[0]),
         "workers": _workers(db, texts, index),
         "membw": _membw(db, texts, index),
         "trainers": _trainers(db, texts, times, start, index),
@@ -136,13 +134,15 @@ def _aligned(n: int) -> list[float | None]:
     return [None] * n
 
 
-def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int]) -> list[dict[str, Any]]:
+def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
+          layout: int) -> list[dict[str, Any]]:
     """Util % and memory used (GiB) of each device, one value per tick."""
     devices: dict[int, dict[str, Any]] = {}
     for fid, blob in db.execute("SELECT frame, devices FROM gpu_ticks"):
         i = index.get(fid)
-        for gpu, values in unpack_gpus(blob):
-            util, used_mib = values[UTIL], values[MEMORY_USED]
+        for values in gpu_values(layout, blob):
+            gpu, util, used_mib = (values["gpu"] or 0, values["util_percent"],
+                                   values["memory_used_mib"])
             device = devices.get(gpu)
             if device is None:
                 device = devices[gpu] = {"util": _aligned(len(index)),

@@ -1,0 +1,93 @@
+"""Recordings of layout 2 (users made them before layout 3 packed a tick's processes):
+replay, report and export read them as before; the README's queries run on both layouts;
+a layout-2 file is never appended to."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gputop.export.chrome_trace import chrome_trace
+from gputop.export.record import RecordError, RecordWriter, open_record
+from gputop.export.report.data import open_recording, report_data
+from gputop.sources.replay import Recording
+from tests.helpers.probe import ROOT
+from tests.helpers.tui import drawn_lines, recordable_frames
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "layout2.sql"
+TICKS = 6  # the fixture's: recordable_frames(6)
+
+
+def _layout2(tmp_path: Path) -> Path:
+    """The checked-in layout-2 recording, as a file."""
+    path = tmp_path / "layout2.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(FIXTURE.read_text())
+    db.close()
+    return path
+
+
+def _layout3(tmp_path: Path) -> Path:
+    """The fixture's frames recorded by this gputop."""
+    path = tmp_path / "layout3.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    for frame in recordable_frames(TICKS):
+        writer.write(frame)
+    writer.db.close()
+    return path
+
+
+def test_a_layout_2_recording_replays_what_it_recorded(tmp_path: Path) -> None:
+    """Each tick of the old file draws the lines the same tick recorded now draws, with the
+    same processes, trainers, steps and advice."""
+    old, new = Recording(str(_layout2(tmp_path))), Recording(str(_layout3(tmp_path)))
+    assert (old.layout, new.layout, len(old), len(new)) == (2, 3, TICKS, TICKS)
+    for index in range(TICKS):
+        before, now = old.frame(index), new.frame(index)
+        kept = {p.pid for p in now.processes}
+        assert kept and {p.pid for p in before.processes} == kept
+        assert drawn_lines(before, kept) == drawn_lines(now, kept)
+        assert sorted(before.processes, key=lambda p: p.pid) == sorted(
+            now.processes, key=lambda p: p.pid)
+        assert (before.trainers, before.attached, before.advice) == (
+            now.trainers, now.attached, now.advice)
+    assert old.trend(TICKS - 1, TICKS) == new.trend(TICKS - 1, TICKS)
+
+
+def test_a_layout_2_recording_makes_the_same_report_and_trace(tmp_path: Path) -> None:
+    old, new = _layout2(tmp_path), _layout3(tmp_path)
+    pages = []
+    for path in (old, new):
+        db = open_recording(str(path))
+        data = report_data(db, str(path))
+        db.close()
+        pages.append({key: value for key, value in data.items() if key not in ("file", "meta")})
+    assert pages[0] == pages[1] and pages[0]["gpus"] and pages[0]["trainers"]
+    assert chrome_trace(str(old))["traceEvents"] == chrome_trace(str(new))["traceEvents"]
+
+
+def _readme_queries() -> list[str]:
+    """The SQL of each `sqlite3 run.sqlite "..."` in the README's Recording section."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Recording", 1)[1].split("\n## ", 1)[0]
+    return [" ".join(sql.split()) for sql in re.findall(r'sqlite3 run\.sqlite "([^"]+)"',
+                                                        section)]
+
+
+@pytest.mark.parametrize("layout", [2, 3])
+def test_the_readme_queries_answer_on_either_layout(tmp_path: Path, layout: int) -> None:
+    queries = _readme_queries()
+    assert len(queries) >= 3
+    path = _layout2(tmp_path) if layout == 2 else _layout3(tmp_path)
+    with sqlite3.connect(path) as db:
+        for sql in queries:
+            assert db.execute(sql).fetchall(), sql
+
+
+def test_a_layout_2_recording_is_not_appended_to(tmp_path: Path) -> None:
+    path = _layout2(tmp_path)
+    with pytest.raises(RecordError, match=r"layout 2, not 3\).*record to a new file"):
+        open_record(str(path))
