@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from tests.helpers.scheduling import favoured
 
 
 def sys_with_llc(root: Path, size: str | None) -> Path:
@@ -45,6 +49,29 @@ def cpu_ns(pid: int) -> int:
         with contextlib.suppress(OSError, ValueError, IndexError):
             total += int((task / "schedstat").read_text().split()[0])
     return total
+
+
+@contextlib.contextmanager
+def sysbench_hog(block_size: str, cpu: int | None = None) -> Iterator[int]:
+    """`sysbench memory` (1 thread, `block_size` blocks), favoured and pinned to `cpu` when
+    given, streaming before this yields its pid (0.2 s of its CPU spent: past allocation)."""
+    proc = subprocess.Popen(
+        ["sysbench", "memory", "--threads=1", f"--memory-block-size={block_size}",
+         "--memory-total-size=1000T", "--time=60", "run"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        # Before exec: sysbench's worker thread inherits the weight and the pinning.
+        preexec_fn=favoured(None if cpu is None else {cpu}),
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while cpu_ns(proc.pid) < 200_000_000:
+            assert proc.poll() is None, "sysbench exited early"
+            assert time.monotonic() < deadline, "sysbench never got CPU time"
+            time.sleep(0.02)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def proc_tree(

@@ -13,21 +13,16 @@ too busy to give it one, the test skips and says why instead of guessing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from gputop.sources.membw.canary import Canary, MiB
 from gputop.sources.membw.estimate import CanaryEstimator
-from tests.helpers.membw import cpu_ns
+from tests.helpers.membw import cpu_ns, sysbench_hog
 
 pytestmark = pytest.mark.slow
 
@@ -36,43 +31,6 @@ GOOD_ROUNDS = 4
 MAX_ROUNDS = 12
 MIN_HOG_SHARE = 0.6
 
-
-
-def _favour(pid: int) -> None:
-    """Raise the hog's scheduling weight for its few seconds, where this user may do so.
-
-    With autogroup, a process's weight is its session's: the hog has its own session, and
-    a negative nice on that group lets it hold the other core on a box shared by others.
-    """
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text("-10")
-    except OSError:
-        # Unprivileged: rounds where the hog did not hold the core are left out below.
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, pid, -10)
-
-
-@contextmanager
-def memory_hog(cpu: int) -> Iterator[int]:
-    """sysbench streaming writes over 256 MiB blocks on `cpu`; yields its pid."""
-    proc = subprocess.Popen(
-        ["sysbench", "memory", "--memory-block-size=256M", "--memory-total-size=100000G",
-         "--time=60", "--threads=1", "run"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        # Pinned before exec: sysbench's worker thread inherits it (pinning later misses it).
-        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
-    )
-    try:
-        _favour(proc.pid)
-        deadline = time.monotonic() + 10
-        while cpu_ns(proc.pid) < 200_000_000:  # past allocation, into the streaming loop
-            assert proc.poll() is None, "sysbench exited early"
-            assert time.monotonic() < deadline, "sysbench never got CPU time"
-            time.sleep(0.02)
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _phase(estimator: CanaryEstimator) -> list[tuple[float, float]]:
@@ -101,7 +59,7 @@ def test_pressure_follows_a_memory_hog_on_the_other_core() -> None:
         estimator.calibrate()
         while len(shares) < MAX_ROUNDS and len(hog) < GOOD_ROUNDS * PER_PHASE:
             quiet = _phase(estimator)
-            with memory_hog(cpus[1]) as pid:
+            with sysbench_hog("256M", cpus[1]) as pid:
                 wall, cpu = time.monotonic_ns(), cpu_ns(pid)
                 loaded = _phase(estimator)
                 share = (cpu_ns(pid) - cpu) / (time.monotonic_ns() - wall)

@@ -7,20 +7,17 @@ reason. The kept idle peak lives in a state directory of the test's own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.membw import cpu_ns
+from tests.helpers.membw import sysbench_hog
 
 pytestmark = pytest.mark.slow
 
@@ -39,33 +36,13 @@ def once(state: Path) -> dict[str, Any]:
 
 
 
-@contextlib.contextmanager
-def sysbench_hog() -> Iterator[int]:
-    """The issue's hog, streaming before this yields (0.2 s of its CPU spent)."""
-    proc = subprocess.Popen(
-        ["sysbench", "memory", "--threads=1", "--memory-block-size=64M",
-         "--memory-total-size=1000T", "--time=60", "run"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while cpu_ns(proc.pid) < 200_000_000:
-            assert proc.poll() is None, "sysbench exited early"
-            assert time.monotonic() < deadline, "sysbench never got CPU time"
-            time.sleep(0.02)
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
 def test_once_under_a_hog_started_first_reads_higher_or_null_with_a_reason(
     tmp_path: Path,
 ) -> None:
     if shutil.which("sysbench") is None:
         pytest.skip("sysbench not installed (apt-get install -y sysbench)")
     idle = once(tmp_path)
-    with sysbench_hog():
+    with sysbench_hog("64M"):
         loaded = once(tmp_path)
     detail = f"idle {idle['pressure']} ({idle['note']}); hog {loaded['pressure']} " \
              f"({loaded['note']})"
