@@ -156,7 +156,10 @@ class GputopApp(App[int]):
         Binding("A", "advice", "advice", show=False),
         Binding("a", "attach", "attach", show=False),
         Binding("d", "detach", "detach", show=False),
-        Binding("escape", "clear_filter", "clear filter", show=False),
+        # Priority, as `/` is: handled as the key is read, so a key that arrives with Enter
+        # or Esc in one read (a paste, a slow link) goes where that key sends the focus.
+        Binding("enter", "submit_filter", show=False, priority=True),
+        Binding("escape", "clear_filter", "clear filter", show=False, priority=True),
     ]
 
     def __init__(self, sampler: FrameFeed, *, attach_pid: int | None = None,  # still to attach
@@ -602,8 +605,16 @@ class GputopApp(App[int]):
         self.screen.set_focus(field)
         self.refresh_panes()
 
+    def action_submit_filter(self) -> None:
+        """Enter in the filter: keep the filter and give the keys back to the table."""
+        if self.focused is not self.query_one("#filter", Input):
+            raise SkipAction
+        self._close_filter()
+
     def action_clear_filter(self) -> None:
-        """Drop the filter and close the filter line."""
+        """Drop the filter and close the filter line (Esc under a dialog is the dialog's)."""
+        if len(self.screen_stack) > 1:
+            raise SkipAction
         field = self.query_one("#filter", Input)
         field.value = ""
         self._close_filter()
@@ -613,13 +624,9 @@ class GputopApp(App[int]):
         """Filter as the user types."""
         self._set_state(replace(self.state, filter=event.value))
 
-    def on_input_submitted(self, _event: Input.Submitted) -> None:
-        """Enter keeps the filter and gives the keys back to the table."""
-        self._close_filter()
-
     def _close_filter(self) -> None:
         self.query_one("#filter", Input).display = False
-        self.query_one(ProcessTable).focus()
+        self.screen.set_focus(self.query_one(ProcessTable))  # now, not after queued keys
         self.refresh_panes()
 
     def _set_state(self, state: TableState) -> None:

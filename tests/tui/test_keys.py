@@ -295,6 +295,19 @@ async def test_keys_typed_right_after_slash_reach_the_filter() -> None:
 
 
 @sync
+async def test_a_key_right_after_enter_reaches_the_table_not_the_filter() -> None:
+    """Over SSH "/ssh" Enter "k" can arrive in one read: Enter closes the filter before "k"
+    is handled, so "k" asks to kill the filtered rows instead of becoming filter text."""
+    app = _app()
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
+        for key, char in (("slash", "/"), ("s", "s"), ("enter", "\r"), ("k", "k")):
+            app.post_message(events.Key(key, char))
+        await pilot.pause()
+        assert app.state.filter == "s"
+        assert not app.query_one("#filter", Input).display
+
+
+@sync
 async def test_a_slash_typed_into_the_filter_is_text() -> None:
     app = _app()
     async with running(app, *first_frames(), size=(80, 24)) as pilot:
