@@ -22,6 +22,8 @@ MAJOR_FAULTS_PER_S = 50.0
 THREAD_QUEUE_SHARE = 0.25  # threads queueing this long per second they run are oversubscribed
 CORE_SLACK = 0.1
 BUSY_THREADS = 0.8  # threads using this share of a core each are busy
+IDLE_CORE = 0.75  # a core idle this share of a tick counts as one an added thread can use:
+# kernel threads, the monitor's own ticks and light other work keep every core a little busy
 MIN_GAIN = 0.10
 # MemoryLayout.summary(): "1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (B)"
 ONE_CHANNEL = re.compile(r"^\d+ of (\d+) slots: .*; 1 channel \(")
@@ -182,11 +184,15 @@ def _too_few_threads(state: AttachState, threads: int, used: float, idle: float
                      ) -> list[Advice]:
     """Busy threads beside idle cores in a compute-bound trainer: more would use them."""
     shape = step_shape(state)
-    if (state.summary.verdict != "compute-bound" or shape is None or idle < 1
+    added = idle_cores(idle)
+    if (state.summary.verdict != "compute-bound" or shape is None or not added
             or used < BUSY_THREADS * threads):
         return []
-    target = threads + int(idle)
-    predicted = shape.input_ms + shape.compute_ms * threads / target
+    target = threads + added
+    # Compute splits evenly over the threads and waits for the slowest: an added thread gets
+    # its share of the idle cores, a thread there now what it gets now.
+    slowest = max(1.0, (used / threads) / min(1.0, idle / added))
+    predicted = shape.input_ms + shape.compute_ms * threads / target * slowest
     if predicted > shape.step_ms * (1 - MIN_GAIN):
         return []
     return [Advice(
@@ -200,3 +206,9 @@ def _too_few_threads(state: AttachState, threads: int, used: float, idle: float
         f"takes about {predicted:.1f} ms instead of {shape.step_ms:.1f} ms (fewer threads if "
         "the machine must serve other work).",
     )]
+
+
+def idle_cores(idle: float) -> int:
+    """The idle cores added threads could run on: whole ones, and a last one idle at least
+    IDLE_CORE of the time."""
+    return math.floor(idle + 1 - IDLE_CORE)

@@ -223,6 +223,28 @@ def test_cpu_threads_too_few_beside_idle_cores_predicts_the_step() -> None:
     assert f"a step takes about {5 + 90 * 2 / 7:.1f} ms instead of 95.0 ms" in threads.action
 
 
+def test_cpu_threads_too_few_counts_a_mostly_idle_core_and_charges_its_shortfall() -> None:
+    # A 2-core box: one thread fills a core, other work keeps a fifth of the second busy
+    # (on a quiet box kernel threads and the monitor's own ticks keep a few % of it).
+    rows = [process(10, role="trainer", cpu=95.0, wait=1.0)]
+    f = frame(processes=rows, cores=2, cpu_percent=60.0,
+              attach=(attached(10, data_ms=1, compute_ms=9, device="cpu", num_threads=1),))
+    threads = _advice(f)["cpu-threads"]
+    assert "its threads run on 0.9 cores while 0.8 cores are idle" in threads.evidence
+    assert "torch.set_num_threads(2)" in threads.action
+    # Compute splits evenly and waits for the slowest thread: the new one gets 0.80 of a
+    # core where the one there now gets 0.95.
+    assert f"a step takes about {1 + 9 / 2 * 0.95 / 0.8:.1f} ms instead of 10.0 ms" in (
+        threads.action)
+
+
+def test_cpu_threads_too_few_quiet_when_most_of_the_spare_core_is_busy() -> None:
+    rows = [process(10, role="trainer", cpu=95.0, wait=1.0)]
+    f = frame(processes=rows, cores=2, cpu_percent=70.0,
+              attach=(attached(10, data_ms=1, compute_ms=9, device="cpu", num_threads=1),))
+    assert "cpu-threads" not in _advice(f)
+
+
 def test_advisor_shows_one_item_per_knob_while_the_old_one_fades() -> None:
     more, fewer = _io_loader(2, data_ms=16, compute_ms=4), _ahead(4, run=20.0, wait=25.0)
     advisor = Advisor(on_after=2)

@@ -13,8 +13,8 @@ processes run as they would have, unfavoured.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Set
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Set
+from contextlib import contextmanager, suppress
 
 FAVOURED_NICE = -10
 
@@ -31,3 +31,15 @@ def favoured(cpus: Set[int] | None = None) -> Callable[[], None]:
         if cpus is not None:
             os.sched_setaffinity(0, cpus)
     return setup
+
+
+@contextmanager
+def pinned(cpus: Set[int]) -> Iterator[None]:
+    """The calling thread (a test's own sampling, and threads it starts meanwhile) on `cpus`
+    for the duration, so it keeps off the cores a scenario leaves idle; restored after."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
