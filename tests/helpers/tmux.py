@@ -19,10 +19,15 @@ _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 _OTHER_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][0-9A-Za-z])")
 
 
+# A tmux server of this test run's own: other users of tmux on the box (another test run,
+# a person) cannot change its options or window sizes under the tests.
+SOCKET = f"gputop-tests-{os.getpid()}"
+
+
 def tmux(*args: str) -> str:
-    """Run a tmux command; its stdout."""
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True,
-                          timeout=30).stdout
+    """Run a tmux command on this run's server; its stdout."""
+    return subprocess.run(["tmux", "-L", SOCKET, *args], check=True, capture_output=True,
+                          text=True, timeout=30).stdout
 
 
 @contextmanager
@@ -37,7 +42,8 @@ def session(cwd: Path, width: int = 120, height: int = 40) -> Iterator[str]:
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, timeout=30)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True,
+                       timeout=30)
 
 
 def spawn(name: str, command: str) -> None:
