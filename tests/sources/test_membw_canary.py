@@ -81,6 +81,18 @@ def test_calibration_measures_single_and_parallel_and_stops_when_asked() -> None
     canary.close()
 
 
+def test_a_budget_spent_before_the_first_timed_copy_still_measures_one() -> None:
+    """On a loaded box the warm-up copies can outlast the budget: one copy is still timed
+    (a calibration of 0 bytes/s would say nothing), unless calibration was asked to stop."""
+    canary = Canary(32 * MiB, 4 * MiB)
+    try:
+        result = calibrate(canary, budget_s=1e-9, threads=2)
+        assert result.single_bytes_per_s > 0
+        assert result.aggregate_bytes_per_s >= result.single_bytes_per_s
+    finally:
+        canary.close()
+
+
 def test_first_tick_starts_calibration_without_waiting_and_canaries_follow() -> None:
     calibrator = GatedCalibrator()
     clock = Clock()

@@ -204,13 +204,19 @@ def calibrate(
     deadline = started + budget_s
     threads = max(1, min(threads or os.cpu_count() or 1, canary.chunks, 8))
 
+    def stopped() -> bool:
+        return stop is not None and stop.is_set()
+
     def going(until: float) -> bool:
-        return time.perf_counter() < until and not (stop is not None and stop.is_set())
+        return time.perf_counter() < until and not stopped()
 
     for _ in range(2):  # warm the path (TLB, page tables) before timing
         canary.copy()
     singles: list[float] = []
-    while len(singles) < ROUNDS and going(started + budget_s * 0.4):
+    # One copy is timed even when the warm-up outlasted the budget (a loaded box), unless
+    # asked to stop: a calibration of nothing would say nothing.
+    while len(singles) < ROUNDS and (going(started + budget_s * 0.4)
+                                     or not (singles or stopped())):
         singles.append(canary.copy()[0])
     single = sorted(singles)[-2] if len(singles) > 1 else singles[0] if singles else 0.0
     aggregate, rounds = single, 0
