@@ -17,13 +17,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import IO
 
 import pytest
 
 from gputop.advice import Advisor
+from gputop.children import probe_env
 from gputop.model import Advice, AttachState, Frame, TrainerGroup
 from gputop.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
@@ -31,8 +33,8 @@ from gputop.sources.base import GpuSource, MemoryBandwidthSource
 from gputop.sources.host import ProcHostSource
 from gputop.sources.nvml import NoGpuSource
 from gputop.sources.processes import ProcProcessSource
-from tests.helpers.probe import ROOT, trainer_env
-from tests.helpers.scheduling import favoured
+from tests.helpers.probe import ROOT, torchrun, trainer_env
+from tests.helpers.scheduling import favoured, favoured_children
 
 TRAINER = ROOT / "tests" / "advice" / "trainer.py"
 CORES = os.cpu_count() or 1
@@ -59,33 +61,109 @@ class Trainer:
 
 
 @contextmanager
-def probed_trainer(tmp_path: Path, *args: str,
-                   cpus: Set[int] | None = None) -> Iterator[Trainer]:
+def probed_trainer(tmp_path: Path, *args: str, cpus: Set[int] | None = None,
+                   ranks: int = 0) -> Iterator[Trainer]:
     """`python -m gputop.probe trainer.py ARGS` in a favoured session of its own, on `cpus`
-    if given; killed with its workers afterwards."""
+    if given; killed with its workers afterwards. With `ranks`, torchrun's that many ranks
+    of it under the probe, the Trainer being rank 0; a job that ends before its first step
+    is started once more, saying so (torchrun on a busy host now and then aborts at start)."""
+    where = tmp_path
+    job, trainer = _start_probed(where, args, cpus, ranks)
+    if trainer is None and ranks:
+        print(f"\n{tmp_path.name}: torchrun ended at start "
+              f"({start_failure(_stderr(where))}); retried once")
+        where = tmp_path / "retry"
+        job, trainer = _start_probed(where, args, cpus, ranks)
+    try:
+        if trainer is None:
+            pytest.fail(f"trainer ended before its first step (rc={job.proc.returncode}): "
+                        f"{_stderr(where)[-2000:]}")
+        yield trainer
+    finally:
+        job.kill()
+
+
+def trainer_command(ranks: int) -> list[str]:
+    """The test trainer's command line before its arguments: plain, or `ranks` ranks."""
+    return [*(torchrun(ranks) if ranks else [sys.executable]), str(TRAINER)]
+
+
+@dataclass
+class Job:
+    """A started test trainer, in a favoured session of its own; with `ranks`, torchrun's
+    launcher, and the ranks (each in a session of its own) found so far."""
+
+    proc: subprocess.Popen[bytes]
+    ranks: int = 0
+    rank_pids: set[int] = field(default_factory=set)
+
+    @classmethod
+    def start(cls, command: list[str], err: IO[bytes], cpus: Set[int] | None = None,
+              ranks: int = 0, env: dict[str, str] | None = None) -> Job:
+        """Start `command`, its stderr to `err`."""
+        return cls(subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True,
+                                    preexec_fn=favoured(cpus), stdout=subprocess.DEVNULL,
+                                    stderr=err), ranks)
+
+    def poll(self) -> int | None:
+        """Its exit status, None while it runs; finds and favours the ranks not yet found."""
+        if len(self.rank_pids) < self.ranks:
+            self.rank_pids = favoured_children(self.proc.pid, self.rank_pids)
+        return self.proc.poll()
+
+    @property
+    def sessions(self) -> set[int]:
+        """Its sessions: its own and its ranks'."""
+        return {self.proc.pid, *self.rank_pids}
+
+    def kill(self) -> None:
+        """It, its ranks and their DataLoader workers gone, whatever state they are in."""
+        for sid in (*self.rank_pids, self.proc.pid):  # the ranks first: they outlive torchrun
+            with suppress(ProcessLookupError):
+                os.killpg(sid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def _start_probed(tmp_path: Path, args: tuple[str, ...], cpus: Set[int] | None,
+                  ranks: int) -> tuple[Job, Trainer | None]:
+    """The probed trainer started and ready, or None (and the job gone) when it ended
+    before its first step; fails when it takes longer than READY_TIMEOUT_S."""
     ring_dir, ready, stats = tmp_path / "rings", tmp_path / "READY", tmp_path / "stats.json"
     ring_dir.mkdir(parents=True)
-    err = open(tmp_path / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
-    cmd = [sys.executable, "-m", "gputop.probe", str(TRAINER), "--ready", str(ready),
-           "--stats", str(stats), *args]
-    proc = subprocess.Popen(cmd, env=trainer_env(ring_dir), cwd=ROOT, start_new_session=True,
-                            preexec_fn=favoured(cpus), stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not (ready.exists() and stats.exists()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err.seek(0)
-                pytest.fail(f"trainer not ready (rc={proc.returncode}): "
-                            f"{err.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.05)
-        info = json.loads(ready.read_text())
-        assert info["pid"] == proc.pid  # the probe runs the script in its own process
-        yield Trainer(proc.pid, ring_dir, stats, info)
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its DataLoader workers
-        proc.wait(timeout=30)
-        err.close()
+    command = trainer_command(ranks)
+    if not ranks:  # one process: the probe's module runs the script in it
+        command[1:1] = ["-m", "gputop.probe"]
+    env = probe_env(trainer_env(ring_dir)) if ranks else trainer_env(ring_dir)
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        job = Job.start([*command, "--ready", str(ready), "--stats", str(stats), *args], err,
+                        cpus, ranks, env)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not (ready.exists() and stats.exists()):
+        if job.poll() is not None:
+            job.kill()
+            return job, None
+        if time.monotonic() > deadline:
+            job.kill()
+            pytest.fail(f"trainer not ready in {READY_TIMEOUT_S:.0f} s: "
+                        f"{_stderr(tmp_path)[-2000:]}")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    if not ranks:
+        assert info["pid"] == job.proc.pid  # the probe runs the script in its own process
+    return job, Trainer(info["pid"], ring_dir, stats, info)
+
+
+def _stderr(tmp_path: Path) -> str:
+    """What the trainer started in `tmp_path` wrote to stderr."""
+    return (tmp_path / "stderr.txt").read_text(errors="replace")
+
+
+def start_failure(stderr: str) -> str:
+    """Why a job ended at start, in a line: torchrun's last exit code line (the root
+    cause's), else the last line it wrote."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    codes = [line for line in lines if line.startswith("exitcode")]
+    return " ".join((codes or lines or ["no output"])[-1].split())
 
 
 @contextmanager

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Sequence, Set
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
 import pytest
 
-from tests.helpers.advice_run import TRAINER
-from tests.helpers.probe import ROOT
+from tests.helpers.advice_run import Job, start_failure, trainer_command
 from tests.helpers.scheduling import favoured
 
 HOG = "while True:\n    pass"
@@ -39,12 +37,13 @@ RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
 @dataclass(frozen=True)
 class Setting:
     """One way to run the test trainer: its flags, the steps it takes before its samples/s
-    count (start-up, and the batches its workers loaded ahead at start), and the CPUs it
-    and its workers are pinned to (None: any)."""
+    count (start-up, and the batches its workers loaded ahead at start), the CPUs it and
+    its workers are pinned to (None: any), and the ranks torchrun starts (0: no torchrun)."""
 
     args: tuple[str, ...]
     warm_steps: int = START_STEPS
     cpus: frozenset[int] | None = None
+    ranks: int = 0
 
 
 def with_workers(workers: int, *args: str, cpus: frozenset[int] | None = None) -> Setting:
@@ -82,34 +81,46 @@ class Run:
 
 def samples_per_s(out: Path, setting: Setting, steps: int) -> Run:
     """One plain run of the trainer (no probe): its own samples/s over `steps` steps after
-    its warm steps."""
+    its warm steps. A torchrun job that ends before its first step is run once more,
+    saying so (torchrun on a busy host now and then aborts at start)."""
+    run = _one_run(out, setting, steps)
+    if isinstance(run, str) and setting.ranks:
+        print(f"\n{out.name}: torchrun ended at start ({start_failure(run)}); retried once")
+        out = out.with_name(f"{out.name}-retry")
+        run = _one_run(out, setting, steps)
+    if isinstance(run, str):
+        pytest.fail(f"run {setting.args} ended before its first step: {run[-2000:]}")
+    return run
+
+
+def _one_run(out: Path, setting: Setting, steps: int) -> Run | str:
+    """The run's figures, or its stderr when it ended before its first step."""
     out.mkdir(parents=True)
     ready, stats = out / "READY", out / "stats.json"
     err = open(out / "stderr.txt", "w+b")  # noqa: SIM115 - closed in finally
     host_before, wall_before = _host_busy_s(), time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, str(TRAINER), "--ready", str(ready), "--stats", str(stats),
-         "--measure-after", str(setting.warm_steps), *setting.args],
-        cwd=ROOT, start_new_session=True, preexec_fn=favoured(setting.cpus),
-        stdout=subprocess.DEVNULL, stderr=err)
+    job = Job.start([*trainer_command(setting.ranks), "--ready", str(ready), "--stats",
+                     str(stats), "--measure-after", str(setting.warm_steps), *setting.args],
+                    err, setting.cpus, setting.ranks)
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while True:
             if stats.exists():
                 seen = json.loads(stats.read_text())
                 if seen["steps"] >= setting.warm_steps + steps:
-                    others = (_host_busy_s() - host_before - _session_cpu_s(proc.pid)) / (
+                    others = (_host_busy_s() - host_before - _sessions_cpu_s(job.sessions)) / (
                         time.monotonic() - wall_before)
                     return Run(float(seen["samples_per_s"]), max(0.0, others))
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if job.poll() is not None or time.monotonic() > deadline:
                 err.seek(0)
-                pytest.fail(f"run {setting.args} never finished (rc={proc.returncode}): "
-                            f"{err.read().decode(errors='replace')[-2000:]}")
+                text = err.read().decode(errors="replace")
+                if job.proc.returncode is not None and not ready.exists():
+                    return text
+                pytest.fail(f"run {setting.args} never finished (rc={job.proc.returncode}): "
+                            f"{text[-2000:]}")
             time.sleep(0.1)
     finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        job.kill()
         err.close()
 
 
@@ -119,8 +130,9 @@ def _host_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def _session_cpu_s(sid: int) -> float:
-    """CPU seconds of the processes still in session `sid` (the trainer and its workers)."""
+def _sessions_cpu_s(sids: Set[int]) -> float:
+    """CPU seconds of the processes still in sessions `sids` (the trainer, its ranks and
+    their workers)."""
     total = 0
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -129,7 +141,7 @@ def _session_cpu_s(sid: int) -> float:
             fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
+        if int(fields[3]) in sids:  # fields after the name: state ppid pgrp session ...
             total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / os.sysconf("SC_CLK_TCK")
 

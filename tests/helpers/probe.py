@@ -19,6 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAINERS = ROOT / "tests" / "probe" / "trainers"
 
 
+def torchrun(ranks: int) -> list[str]:
+    """The command line that starts `ranks` local ranks of a script (append it and its
+    arguments): torchrun, standalone (its own rendezvous on a free port)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            str(ranks)]
+
+
 def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
     """Our environment with rings in `ring_dir` and this checkout importable."""
     env = {**os.environ, "GPUTOP_RING_DIR": str(ring_dir), **extra}

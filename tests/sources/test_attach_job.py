@@ -15,10 +15,10 @@ from gputop.derive import Derivation
 from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.tui.views.steps import step_lines
-from tests.helpers.probe import ROOT, TRAINERS, trainer_env
+from tests.helpers.probe import ROOT, TRAINERS, torchrun, trainer_env
 
 pytestmark = pytest.mark.slow  # real torchrun ranks under the probe
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+TORCHRUN = torchrun(2)
 
 
 def _follow(source: RingAttachSource, proc: subprocess.Popen[bytes],
