@@ -118,7 +118,8 @@ def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grou
     return [row if row.pid not in waits else replace(
         row, runqueue_wait_percent=waits[row.pid].runqueue_wait_percent,
         io_wait_percent=waits[row.pid].io_wait_percent,
-        read_bytes_per_s=waits[row.pid].read_bytes_per_s) for row in rows]
+        read_bytes_per_s=waits[row.pid].read_bytes_per_s,
+        main_thread_busy_percent=waits[row.pid].main_thread_busy_percent) for row in rows]
 
 
 def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:

@@ -106,6 +106,7 @@ class ProcessSample:
     runqueue_wait_percent: float | None = None  # runnable but waiting for a CPU, all threads
     io_wait_percent: float | None = None  # blocked on block I/O (needs kernel.task_delayacct)
     read_bytes_per_s: float | None = None  # bytes storage read for it (/proc/PID/io)
+    main_thread_busy_percent: float | None = None  # its main thread running or runnable
 
     @property
     def key(self) -> tuple[int, int]:

@@ -15,6 +15,7 @@ BUSY_WORKER = 0.30  # a worker running or waiting for a core this share of the t
 # waiting at least as long as it runs, is CPU-starved
 BUSY_PROCESS = 0.5  # another process using this much of a core keeps a core busy
 SWAP_IN_PER_S = 1.0
+SATURATED_MAIN_THREAD = 90.0  # % of the interval the trainer's main thread ran or was runnable
 ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this much is noise
 
 
@@ -236,6 +237,14 @@ def trainer_starved(ctx: Context, pid: int) -> bool:
         return False
     wait = row.runqueue_wait_percent / CORE_PERCENT
     return wait >= STARVED_WAIT and wait >= row.cpu_percent / CORE_PERCENT
+
+
+def trainer_thread_saturated(ctx: Context, pid: int) -> bool:
+    """The trainer's main thread ran or queued for a core nearly all the interval: its loop
+    waits on itself (collating, unpickling, a core it shares), not on its loader."""
+    row = ctx.process(pid)
+    busy = None if row is None else row.main_thread_busy_percent
+    return busy is not None and busy >= SATURATED_MAIN_THREAD
 
 
 def ceil_div(a: float, b: float) -> int:

@@ -148,7 +148,7 @@ def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
     threads = config.num_threads
     if config.device not in (None, "cpu") or threads is None:
         return []
-    if config.device is None and ctx.gpus_of(state.pid):
+    if ctx.gpus_of(state.pid):  # it holds GPU memory: its compute is there, whatever it said
         return []
     row = ctx.process(state.pid)
     if row is None or row.cpu_percent is None or ctx.frame.host.cpu_percent is None:

@@ -23,6 +23,7 @@ from gputop.advice.context import (
     step_shape,
     swapping,
     trainer_starved,
+    trainer_thread_saturated,
     worker_load,
 )
 from gputop.model import Advice, AttachState
@@ -107,6 +108,8 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     shape = step_shape(state)
     if not is_data_bound(state) or not n or load is None or shape is None or swapping(ctx):
         return []
+    if trainer_thread_saturated(ctx, state.pid):
+        return []  # more workers would only add to what its thread already queues behind
     job = job_cpu(ctx, state.pid, load.starved or trainer_starved(ctx, state.pid))
     if job is None:
         return []
@@ -187,6 +190,8 @@ def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
     load = worker_load(ctx, state.pid)
     if not is_data_bound(state) or not n or load is None:
         return []
+    if trainer_thread_saturated(ctx, state.pid):
+        return []  # the workers wait for the trainer to take their batches, not on I/O
     blocked = load.blocked
     if blocked is None:  # no run-queue figures: idle workers on a host with CPU to spare
         if load.run >= IDLE_WORKER or (ctx.frame.host.cpu_percent or 0.0) >= SATURATED_HOST:

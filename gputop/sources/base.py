@@ -45,6 +45,9 @@ class ProcessWaits(NamedTuple):
     runqueue_wait_percent: float | None  # runnable, waiting for a CPU; summed over threads
     io_wait_percent: float | None  # blocked on block I/O (delay accounting)
     read_bytes_per_s: float | None  # storage reads
+    # The main thread running or waiting for a CPU (100 = the whole interval): near 100, the
+    # process's own thread is what its loop waits for, not its inputs.
+    main_thread_busy_percent: float | None = None
 
 
 class ProcessSource(Protocol):

@@ -15,6 +15,7 @@ import re
 import time
 import weakref
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from gputop.model import GpuReport, ProcessSample
 from gputop.printable import printable
@@ -79,16 +80,28 @@ class _PinState:
         self.scanned_at = float("-inf")
 
 
+class _ThreadTimes(NamedTuple):
+    """A process's threads at one look: tid -> run-queue wait ns (None where schedstat counts
+    nothing), and its main thread's run plus run-queue wait ns."""
+
+    waits: dict[int, int] | None
+    main_busy_ns: int | None
+
+
+_NO_THREAD_TIMES = _ThreadTimes(None, None)
+
+
 class _WaitMark:
     """A process's wait counters at one waits() look."""
 
-    __slots__ = ("at", "blkio_ticks", "read_bytes", "start", "thread_waits")
+    __slots__ = ("at", "blkio_ticks", "main_busy_ns", "read_bytes", "start", "thread_waits")
 
-    def __init__(self, start: int, at: float, thread_waits: dict[int, int] | None,
+    def __init__(self, start: int, at: float, threads: _ThreadTimes,
                  blkio_ticks: int | None, read_bytes: int | None) -> None:
         self.start = start
         self.at = at
-        self.thread_waits = thread_waits  # tid -> run-queue wait ns
+        self.thread_waits = threads.waits  # tid -> run-queue wait ns
+        self.main_busy_ns = threads.main_busy_ns  # the main thread's run + run-queue wait
         self.blkio_ticks = blkio_ticks
         self.read_bytes = read_bytes
 
@@ -110,7 +123,10 @@ def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
     reads = None
     if old.read_bytes is not None and new.read_bytes is not None:
         reads = max(0, new.read_bytes - old.read_bytes) / dt
-    return ProcessWaits(runqueue, io, reads)
+    main = None
+    if old.main_busy_ns is not None and new.main_busy_ns is not None:
+        main = min(100.0, 100.0 * max(0, new.main_busy_ns - old.main_busy_ns) / 1e9 / dt)
+    return ProcessWaits(runqueue, io, reads, main)
 
 
 class ProcProcessSource:
@@ -393,7 +409,7 @@ class ProcProcessSource:
                 continue
             blkio = procfs.parse_blkio_ticks(t.raw) if self._delayacct else None
             io = self._io.read(pid)
-            mark = _WaitMark(t.start, now, self._thread_waits(t), blkio,
+            mark = _WaitMark(t.start, now, self._thread_times(t), blkio,
                              None if io is None else procfs.parse_io_read_bytes(io))
             marks[pid] = mark
             before = old.get(pid)
@@ -407,24 +423,27 @@ class ProcProcessSource:
             {tid for mark in marks.values() for tid in mark.thread_waits or ()})
         return out
 
-    def _thread_waits(self, t: _Tracked) -> dict[int, int] | None:
-        """tid -> run-queue wait ns of every thread of `t` (None where schedstat counts nothing)."""
+    def _thread_times(self, t: _Tracked) -> _ThreadTimes:
+        """Every thread's run-queue wait and the main thread's busy time, from schedstat."""
         if not self._gate:
-            return None
+            return _NO_THREAD_TIMES
         if t.num_threads == 1:
             sched = procfs.parse_schedstat(self._sched.read(t.pid) or b"")
-            return None if sched is None else {t.pid: sched.wait_ns}
+            return _NO_THREAD_TIMES if sched is None else _ThreadTimes(
+                {t.pid: sched.wait_ns}, sched.run_ns + sched.wait_ns)
         try:
             tids = [int(name) for name in os.listdir(f"{self.proc_root}/{t.pid}/task")
                     if name.isdigit()]
         except OSError:
-            return None
-        waits = {}
+            return _NO_THREAD_TIMES
+        waits, main = {}, None
         for tid in tids:
             sched = procfs.parse_schedstat(self._thread_sched.read(tid) or b"")
             if sched is not None:  # a thread that ended meanwhile is simply not counted
                 waits[tid] = sched.wait_ns
-        return waits or None
+                if tid == t.pid:
+                    main = sched.run_ns + sched.wait_ns
+        return _ThreadTimes(waits or None, main)
 
     def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
         """Those of `pids` with a thread named `comm`; a process's threads are listed again

@@ -15,7 +15,7 @@ import pytest
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
 from gputop.model import Advice, Frame, MemoryBandwidthSample, ProcessSample
-from tests.helpers.builders import attached, frame, process, trainer_with_workers
+from tests.helpers.builders import attached, frame, gpu, process, trainer_with_workers
 
 NUM_WORKERS_ITEMS = {"num-workers-zero", "raise-num-workers", "too-many-workers"}
 
@@ -71,6 +71,26 @@ def test_following_the_advice_is_never_answered_with_remove_workers() -> None:
     assert "too-many-workers" not in found
     for item in found.values():
         assert not re.search(r"num_workers=1\b", item.action)
+
+
+def _cached_loader(main_thread_busy: float) -> Frame:
+    """A trainer whose dataset is in RAM beside other work on 2 cores (follow2's finding): its
+    2 workers sit blocked on a full queue while the training process, 52 % CPU and 45 %
+    waiting for a core, is itself what the step waits for."""
+    rows, group = trainer_with_workers(10, workers=2, worker_cpu=22.0, worker_wait=9.0,
+                                       trainer_cpu=52.0, trainer_wait=45.0, reads=0.0)
+    rows[0] = replace(rows[0], main_thread_busy_percent=main_thread_busy)
+    return frame(processes=[*rows, *_hogs(900)], trainers=(group,), cores=2, cpu_percent=100.0,
+                 attach=(attached(10, data_ms=12, compute_ms=8, num_workers=2, device="cpu"),))
+
+
+def test_a_training_process_busy_all_the_time_gets_no_loader_advice() -> None:
+    """Its data wait is its own thread running or queueing for a core: more workers made it
+    0.85x as fast when tried; the loader rules say nothing, though its workers look idle."""
+    assert not _advice(_cached_loader(main_thread_busy=97.0)).keys() & {
+        "raise-num-workers", "io-bound-loading"}
+    assert _advice(_cached_loader(main_thread_busy=30.0)).keys() & {
+        "raise-num-workers", "io-bound-loading"}  # the same loader, its trainer waiting
 
 
 def _ahead(workers: int, run: float, wait: float, data_ms: float = 2.0) -> Frame:
@@ -221,6 +241,16 @@ def test_cpu_threads_too_few_beside_idle_cores_predicts_the_step() -> None:
     assert threads.severity == "info"
     assert "torch.set_num_threads(7)" in threads.action
     assert f"a step takes about {5 + 90 * 2 / 7:.1f} ms instead of 95.0 ms" in threads.action
+
+
+def test_cpu_threads_say_nothing_to_a_trainer_holding_gpu_memory() -> None:
+    """It said device="cpu", but it holds GPU memory: its compute is on the GPU (the demo's
+    compute-bound scenario was told to raise CPU threads beside GPUs at 97-100 %)."""
+    rows = [process(10, role="trainer", cpu=195.0, wait=1.0)]
+    on_gpu = frame(gpus=(gpu(0, util=98.0, pids=((10, 30.0),)),), processes=rows, cores=8,
+                   cpu_percent=30.0, attach=(attached(10, data_ms=5, compute_ms=90,
+                                                      device="cpu", num_threads=2),))
+    assert "cpu-threads" not in _advice(on_gpu)
 
 
 def test_cpu_threads_too_few_counts_a_mostly_idle_core_and_charges_its_shortfall() -> None:

@@ -137,6 +137,19 @@ def test_run_queue_wait_sums_every_thread() -> None:
 
 
 @pytest.mark.slow
+@needs_schedstat
+def test_the_main_threads_busy_share_counts_its_own_thread_only() -> None:
+    """A spinning process's main thread is busy (running or queued) all the time; a process
+    whose threads work while its main thread sleeps, and a sleeper, are not."""
+    with children(SPIN_ON_CPU0, TWO_THREADS_ON_CPU0, SLEEPER) as (spinner, threads, sleeper):
+        waits = measured([spinner, threads, sleeper])
+    busy = {pid: waits[pid].main_thread_busy_percent for pid in (spinner, threads, sleeper)}
+    assert None not in busy.values(), busy
+    assert busy[spinner] >= 90, busy  # type: ignore[operator]
+    assert busy[threads] < 20 and busy[sleeper] < 20, busy  # type: ignore[operator]
+
+
+@pytest.mark.slow
 def test_storage_reads_are_a_rate(tmp_path: Path) -> None:
     data = tmp_path / "data.bin"
     with open(data, "wb") as f:
