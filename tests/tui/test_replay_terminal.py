@@ -29,20 +29,23 @@ pytestmark = [
 def test_replay_in_a_terminal_steps_jumps_and_quits(tmp_path: Path) -> None:
     path = tmp_path / "run.sqlite"
     writer = RecordWriter(open_record(str(path)))
-    recorded = frames("data-starved", 12, attach=True, advice=True)
+    # Long enough (a tick a second at 1x) that it cannot play through before the keys come,
+    # on a machine slow to start it.
+    recorded = frames("data-starved", 240, attach=True, advice=True)
     for frame in recorded:
         writer.write(frame)
     writer.db.close()
     with tmux.session(REPO) as name:
         tmux.spawn(name, f"{GPUTOP} replay {path}")
-        tmux.wait_for(name, lambda s: "REPLAY" in s and "tick 1/12" in s and "attached 4242" in s)
+        tmux.wait_for(name, lambda s: "REPLAY" in s and "/240" in s and "attached 4242" in s)
         tmux.tmux("send-keys", "-t", name, "p")  # hold it where it is
         tmux.tmux("send-keys", "-t", name, "G")
-        tmux.wait_for(name, lambda s: "tick 12/12" in s and recorded_time(recorded[-1].time) in s)
+        tmux.wait_for(name, lambda s: "tick 240/240" in s
+                      and recorded_time(recorded[-1].time) in s)
         tmux.tmux("send-keys", "-t", name, "Left")
-        tmux.wait_for(name, lambda s: "tick 11/12" in s and "PAUSED" in s)
+        tmux.wait_for(name, lambda s: "tick 239/240" in s and "PAUSED" in s)
         tmux.tmux("send-keys", "-t", name, "g")
-        tmux.wait_for(name, lambda s: "tick 1/12" in s)
+        tmux.wait_for(name, lambda s: "tick 1/240" in s)
         tmux.tmux("send-keys", "-t", name, "q")
         assert tmux.exit_code(name) == 0
 
