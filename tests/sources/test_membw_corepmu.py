@@ -45,6 +45,7 @@ from gputop.tui.views.host import membw_line
 from tests.helpers.builders import frame
 from tests.helpers.membw import as_other_user, proc_tree, sys_with_core_pmu
 from tests.helpers.perf import FakePerf, StepClock
+from tests.helpers.scheduling import favoured
 
 CAP_PERFMON = 1 << 38
 LINE = 64
@@ -232,6 +233,10 @@ def test_ladder_on_this_machine_says_why_the_core_rung_is_out() -> None:
 def _busy_child(seconds: float) -> int:
     pid = os.fork()
     if pid == 0:
+        # Favoured in a session of its own: on a loaded box it must out-run other busy
+        # processes to be the one the sampling names.
+        os.setsid()
+        favoured()()
         end = time.thread_time() + seconds
         while time.thread_time() < end:
             pass
