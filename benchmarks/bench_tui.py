@@ -269,7 +269,7 @@ def print_window(size: tuple[int, int], window: Window) -> None:
 def counted_command(stats: Path, *gputop_args: str) -> list[str]:
     """gputop run through soak.py's serve mode, which writes its Sampler.sample count."""
     return [gputop_command()[0], str(Path(__file__).resolve().parent / "soak.py"),
-            "--serve-untraced", str(stats), *gputop_args]
+            "--serve", str(stats), *gputop_args]
 
 
 def samples_done(stats: Path) -> int:
