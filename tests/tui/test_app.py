@@ -321,3 +321,21 @@ async def test_a_pane_asks_one_refresh_for_all_its_changed_lines(
             calls.append(len(regions)), real(*regions, **kw))[1])
         table.set_lines([((f"row {i} of tick 2", "plain"),) for i in range(20)])
         assert calls == [20]
+
+
+@sync
+async def test_a_frame_works_out_no_key_of_the_footer_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which keys the footer names is fixed for the app's life (a replay's, the live view's,
+    `k` where signals may go): asked once, not once per key per frame."""
+    app, _ = _app()
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
+        asked: list[str] = []
+        real = app.check_action
+        monkeypatch.setattr(app, "check_action", lambda action, parameters: (
+            asked.append(action), real(action, parameters))[1])
+        for frame in frames("data-starved", 10)[5:]:
+            app.show_frame(frame)
+        await pilot.pause()
+        assert asked == []
