@@ -339,3 +339,26 @@ async def test_a_frame_works_out_no_key_of_the_footer_again(
             app.show_frame(frame)
         await pilot.pause()
         assert asked == []
+
+
+@sync
+async def test_a_tick_formats_only_the_rows_that_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet process keeps its sample object from tick to tick (the source hands back the
+    same one): its row is not formatted again, wherever the sort moves it."""
+    from gputop.tui.widgets import table as table_module
+    from tests.helpers import builders
+
+    quiet = [builders.process(pid, cpu=0.0) for pid in range(100, 140)]
+    busy = [builders.process(pid, cpu=50.0 + pid) for pid in (200, 201)]
+    app, _ = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_frame(builders.frame(processes=[*busy, *quiet]))
+        await pilot.pause()
+        formatted: list[int] = []
+        real = table_module.row_line
+        monkeypatch.setattr(table_module, "row_line", lambda row, *args: (
+            formatted.append(row.process.pid), real(row, *args))[1])
+        moved = [replace(busy[0], cpu_percent=1.0), busy[1]]  # now below the other
+        app.show_frame(builders.frame(processes=[*moved, *quiet]))
+        await pilot.pause()
+        assert formatted == [200]

@@ -77,6 +77,10 @@ class Rows(Sequence[Row]):
         item = self._items[index]
         return item if isinstance(item, Row) else Row(item)
 
+    def item(self, index: int) -> ProcessSample | Row:
+        """Row `index` as held: a plain process row is its ProcessSample (no Row made)."""
+        return self._items[index]
+
     def find(self, key: tuple[int, int]) -> int | None:
         """The index of process `key`'s row (pid + start ticks), None when it is not listed."""
         for index, item in enumerate(self._items):
@@ -331,10 +335,12 @@ def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) ->
         spans.append((cells.fit(align(column.width), column.width) + " ", style))
     spans += _command(row)
     line = clip(tuple(spans), width)
-    if selected:
-        text = "".join(t for t, _ in line)
-        return ((text.ljust(width), "cursor"),)
-    return line
+    return cursor_line(line, width) if selected else line
+
+
+def cursor_line(line: Line, width: int) -> Line:
+    """`line` as the row under the cursor: its text in the cursor style, the full width."""
+    return (("".join(t for t, _ in line).ljust(width), "cursor"),)
 
 
 def _cell(name: str, proc: ProcessSample) -> tuple[str, str]:
