@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import overload
 
 from gputop import fmt
@@ -101,9 +102,8 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
 
-    tops = [proc for proc in frame.processes if proc.pid not in grouped or
-            by_pid.get(proc.trainer_pid or -1) is None]
-    tops.sort(key=value, reverse=not state.ascending)
+    tops = _in_order([proc for proc in frame.processes if proc.pid not in grouped or
+                      by_pid.get(proc.trainer_pid or -1) is None], state, groups, value)
     if not (groups or needle or state.only_gpu or state.collapsed):
         return Rows(tops)  # every row plain: nothing to make now
     rows: list[ProcessSample | Row] = []
@@ -121,6 +121,25 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
         workers.sort(key=value, reverse=not state.ascending)
         rows += [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
     return Rows(rows)
+
+
+def _in_order(
+    procs: list[ProcessSample], state: TableState, groups: dict[int, TrainerGroup],
+    value: Callable[[ProcessSample], tuple[float, int]],
+) -> list[ProcessSample]:
+    """`procs` sorted by `value`. By %CPU, the idle (most of a machine's processes, their
+    key (0, -PID)) are put in PID order with no key made in Python: only the busy are."""
+    if state.sort != "cpu":
+        procs.sort(key=value, reverse=not state.ascending)
+        return procs
+    busy = [p for p in procs if p.cpu_percent or (p.pid in groups and value(p)[0] > 0)]
+    idle = [p for p in procs if not (p.cpu_percent or (p.pid in groups and value(p)[0] > 0))]
+    idle.sort(key=_PID, reverse=state.ascending)
+    busy.sort(key=value, reverse=not state.ascending)
+    return idle + busy if state.ascending else busy + idle
+
+
+_PID = attrgetter("pid")
 
 
 def tree_rows(
