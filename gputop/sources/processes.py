@@ -29,6 +29,7 @@ MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
 QUIET_TICKS = 8  # a process that has not run for this many ticks is looked at every other
+QUIET_REFRESH_TICKS = 32  # and its stat (RSS under reclaim) is read every this many ticks
 MAX_PROBED = 256  # more new PIDs than this since the last look: list /proc instead
 RELIST_TICKS = 16  # /proc is listed at least this often while PIDs are being allocated
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
@@ -210,28 +211,34 @@ class ProcProcessSource:
             # on the tick after its parent vanished). schedstat is read before stat, so a run
             # in between shows on the next tick. Inlined: this runs for every process.
             # A process that has not run for QUIET_TICKS is looked at every other tick (on
-            # the refresh's parity): one that wakes shows a tick later at worst, its %CPU
-            # over the two ticks, and one that ends leaves a tick later.
-            if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
-                    and pid not in recheck):
-                if (pid + ticks) & 1 and ticks - t.ran_at > QUIET_TICKS:
+            # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
+            # costs five schedstat reads): one that wakes shows a tick later at worst, its
+            # %CPU over the two ticks, and one that ends leaves a tick later.
+            if gate and t is not None and t.num_threads == 1 and pid not in recheck:
+                phase = pid + ticks
+                if ticks - t.ran_at <= QUIET_TICKS:
+                    due = not phase % REFRESH_TICKS
+                elif phase & 1:
                     t.skipped_at = ticks
                     tracked[pid] = t
                     continue
-                fd = sched_fds.get(pid)
-                try:
-                    sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
-                except OSError:  # gone, or its pid reused: the reader tells which
-                    sched = sched_read(pid)
-                if sched is None:
-                    continue
-                if sched == t.sched:
-                    if t.cpu_percent != 0.0:
-                        t.cpu_percent = 0.0
-                        touched.append(t)
-                    tracked[pid] = t
-                    continue
-                t.sched, t.ran_at = sched, ticks
+                else:
+                    due = not phase % QUIET_REFRESH_TICKS
+                if not due:
+                    fd = sched_fds.get(pid)
+                    try:
+                        sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                    except OSError:  # gone, or its pid reused: the reader tells which
+                        sched = sched_read(pid)
+                    if sched is None:
+                        continue
+                    if sched == t.sched:
+                        if t.cpu_percent != 0.0:
+                            t.cpu_percent = 0.0
+                            touched.append(t)
+                        tracked[pid] = t
+                        continue
+                    t.sched, t.ran_at = sched, ticks
             data = read(pid)
             if data is None:
                 continue
