@@ -164,3 +164,16 @@ def test_the_cpu_sort_asks_no_sort_key_of_idle_processes(monkeypatch: pytest.Mon
     monkeypatch.setattr(processes_view, "_sort_value", counting)
     table_rows(_busy_and_idle(), TableState())
     assert sorted(set(asked)) == [3, 7, 12, 40, 60, 61]  # the busy, and the busy group's
+
+
+def test_trainer_groups_come_out_the_same_by_either_path() -> None:
+    """With nothing filtered the groups are spliced into the sorted processes; a fold of a
+    PID not listed sends the same frame down the filtering path: the rows agree."""
+    frame = _busy_and_idle()
+    for ascending in (False, True):
+        state = TableState(ascending=ascending)
+        spliced = table_rows(frame, state)
+        looped = table_rows(frame, replace(state, collapsed=frozenset({99999})))
+        assert [(r.process.pid, r.depth, r.group, r.last) for r in spliced] == [
+            (r.process.pid, r.depth, r.group, r.last) for r in looped]
+        assert any(r.group is not None for r in spliced) and any(r.depth for r in spliced)

@@ -94,7 +94,7 @@ class Rows(Sequence[Row]):
 def table_rows(frame: Frame, state: TableState) -> Rows:
     """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
     (or, in tree mode, every process under its parent)."""
-    by_pid = {proc.pid: proc for proc in frame.processes}
+    by_pid = {proc.pid: proc for proc in frame.processes} if frame.trainers else {}
     groups = {group.pid: group for group in frame.trainers if group.pid in by_pid}
     if state.tree:
         return Rows(tree_rows(frame.processes, groups, state))
@@ -102,10 +102,11 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
 
-    tops = _in_order([proc for proc in frame.processes if proc.pid not in grouped or
-                      by_pid.get(proc.trainer_pid or -1) is None], state, groups, value)
-    if not (groups or needle or state.only_gpu or state.collapsed):
-        return Rows(tops)  # every row plain: nothing to make now
+    listed = [proc for proc in frame.processes if proc.pid not in grouped or
+              by_pid.get(proc.trainer_pid or -1) is None] if grouped else list(frame.processes)
+    tops = _in_order(listed, state, groups, value)
+    if not (needle or state.only_gpu or state.collapsed):  # every process listed
+        return Rows(_with_workers(tops, groups, by_pid, state, value) if groups else tops)
     rows: list[ProcessSample | Row] = []
     for proc in tops:
         group = groups.get(proc.pid)
@@ -116,11 +117,36 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
             continue
         collapsed = proc.pid in state.collapsed
         rows.append(Row(proc, 0, group, collapsed) if group or collapsed else proc)
-        if collapsed or not workers:
-            continue
-        workers.sort(key=value, reverse=not state.ascending)
-        rows += [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
+        if not collapsed:
+            rows += _worker_rows(workers, state, value)
     return Rows(rows)
+
+
+def _with_workers(
+    tops: list[ProcessSample], groups: dict[int, TrainerGroup],
+    by_pid: dict[int, ProcessSample], state: TableState,
+    value: Callable[[ProcessSample], tuple[float, int]],
+) -> list[ProcessSample | Row]:
+    """`tops` with each trainer's row followed by its workers' (the trainers found by a
+    comprehension; the rest stay plain processes, copied a run at a time)."""
+    rows: list[ProcessSample | Row] = []
+    start = 0
+    for at in [i for i, proc in enumerate(tops) if proc.pid in groups]:
+        rows += tops[start:at]
+        group = groups[tops[at].pid]
+        rows.append(Row(tops[at], 0, group))
+        rows += _worker_rows([by_pid[pid] for pid in group.worker_pids if pid in by_pid],
+                             state, value)
+        start = at + 1
+    rows += tops[start:]
+    return rows
+
+
+def _worker_rows(workers: list[ProcessSample], state: TableState,
+                 value: Callable[[ProcessSample], tuple[float, int]]) -> list[Row]:
+    """A trainer's workers as the rows beneath it, sorted by the key."""
+    workers.sort(key=value, reverse=not state.ascending)
+    return [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
 
 
 def _in_order(
