@@ -145,6 +145,24 @@ def test_deferring_loads_neither_membw_nor_advice() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_live_view_loads_no_recorder_nor_simulated_gpus_on_the_way_to_its_first_frame(
+) -> None:
+    """Without --record nothing of the recorder (SQLite schema, rings, probe) is imported on
+    the way to the first frame (it took as long as every source's module together), nor
+    the simulated GPUs without --demo."""
+    code = ("import sys, gputop.wiring as wiring\n"
+            "def run_live(**kw):\n"
+            "    wiring.build_sampler(defer=True)\n"
+            "    print(sorted(m for m in ('gputop.export.recorder', 'gputop.sources.simulated')\n"
+            "                 if m in sys.modules))\n"
+            "wiring.run_live = run_live\n"
+            "from gputop.cli import main\n"
+            "main([])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
 ROWS_FIRST = r"""
 import os, pty, sys, threading, time
 from gputop.tui import build_app
