@@ -234,8 +234,9 @@ def print_floor(sleepers: list[int], rounds: int) -> None:
         trainer.stop()
     print("floor: list /proc, open + pread + close each /proc/PID/stat; kept-fd: one pread per "
           "process through fds kept open; scan: the process source (1 pread a process, of "
-          "schedstat where that shows it did not run); tick: Sampler.sample with 8 simulated "
-          "GPUs and an attached demo trainer (every source of the live view)")
+          "schedstat where that shows it did not run, every other tick once it has not run for "
+          "8); tick: Sampler.sample with 8 simulated GPUs and an attached demo trainer (every "
+          "source of the live view)")
 
 
 def main() -> int:

@@ -187,12 +187,16 @@ def btop_home() -> Iterator[str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def tools() -> dict[str, list[str]]:
-    """Each tool's command line (btop and htop where installed)."""
+def tools(reference: str | None = None) -> dict[str, list[str]]:
+    """Each tool's command line (btop and htop where installed; `reference`: gputop from
+    another checkout, e.g. the code before a change, beside it in the same run)."""
     python = gputop_command()[0]
     found = {"gputop": gputop_command(),
              "gputop+8gpu": [*gputop_command(), "--demo", "mixed", "--gpus", "8"],
              "gputop-ui": [python, str(Path(__file__).resolve()), "--serve-replay"]}
+    if reference:
+        found["gputop-ref"] = ["env", "-C", reference, f"PYTHONPATH={reference}",
+                               *gputop_command()]  # -m imports from the current directory
     if shutil.which("btop"):
         found["btop"] = ["btop", "--utf-force"]
     if shutil.which("htop"):
@@ -256,11 +260,13 @@ def print_window(size: tuple[int, int], window: Window) -> None:
     fewest, most = window.processes
     print(f"\n{fewest}-{most} processes, {size[0]}x{size[1]}, 1 s refresh, median of {rounds} "
           f"rounds (ratios: median of the per-round ratios)")
-    print(f"  {'tool':12s} {'CPU ms/s':>8} {'x btop':>7} {'x htop':>7} {'peak RSS':>9}")
+    references = [tool for tool in ("btop", "htop", "gputop-ref") if tool in window.cpu]
+    print(f"  {'tool':12s} {'CPU ms/s':>8} "
+          + "".join(f"{'x ' + tool.removeprefix('gputop-'):>7} " for tool in references)
+          + f"{'peak RSS':>9}")
     for tool in window.cpu:
-        to_btop = window.ratio(tool, "btop") if "btop" in window.cpu else float("nan")
-        to_htop = window.ratio(tool, "htop") if "htop" in window.cpu else float("nan")
-        print(f"  {tool:12s} {window.median(tool):8.1f} {to_btop:7.2f} {to_htop:7.2f} "
+        ratios = "".join(f"{window.ratio(tool, to):7.2f} " for to in references)
+        print(f"  {tool:12s} {window.median(tool):8.1f} {ratios}"
               f"{window.rss_kib[tool] / 1024:6.1f} MiB", flush=True)
 
 
@@ -269,7 +275,7 @@ def print_window(size: tuple[int, int], window: Window) -> None:
 def counted_command(stats: Path, *gputop_args: str) -> list[str]:
     """gputop run through soak.py's serve mode, which writes its Sampler.sample count."""
     return [gputop_command()[0], str(Path(__file__).resolve().parent / "soak.py"),
-            "--serve-untraced", str(stats), *gputop_args]
+            "--serve", str(stats), *gputop_args]
 
 
 def samples_done(stats: Path) -> int:
@@ -378,6 +384,10 @@ def main() -> int:
                         help="process counts to reach, comma-separated")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--window", type=float, help="seconds per round")
+    parser.add_argument("--reference", metavar="CHECKOUT",
+                        help="also run gputop from this checkout (gputop-ref), e.g. main's")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="the side-by-side CPU windows only (no --interval 0.1, first frame)")
     parser.add_argument("--serve-replay", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_replay:
@@ -389,7 +399,7 @@ def main() -> int:
     window_s = args.window or (3.0 if args.quick else WINDOW_S)
     warmup_s = WARMUP_S
     counts = [int(n) for n in args.processes.split(",")]
-    commands = tools()
+    commands = tools(args.reference)
     print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}")
     sleepers: list[subprocess.Popen[bytes]] = []
     try:
@@ -405,6 +415,8 @@ def main() -> int:
                                    f"x{window.ratio('gputop+8gpu', 'btop'):.2f}")
         if summary:
             print("\nvs btop (target <= 0.5): " + "; ".join(summary))
+        if args.cpu_only:
+            return 0
         reach(counts[0], sleepers)
         cpu, answered, rss = fast_refresh(SIZES[0], window_s, rounds,
                                           4 if args.quick else KEY_PRESSES)

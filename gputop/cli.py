@@ -235,7 +235,8 @@ def _main(args: argparse.Namespace) -> int:
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
-                        record=args.record, retention=_retention(args),
+                        record=args.record,
+                        retention=_retention(args) if args.record else None,
                         readonly=args.readonly,
                         on_exit=_say_final if args.demo is None else None)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gputop.analysis import grouping, steps
-from gputop.model import AttachState, InputStraggler, ProcessSample, StepRecord, TrainerGroup
+from gputop.model import (
+    AttachState,
+    InputStraggler,
+    ProcessSample,
+    StepRecord,
+    StepSummary,
+    TrainerGroup,
+)
 from gputop.sources.base import ProcessScan, ProcessSource
 
 LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
@@ -27,6 +34,9 @@ class Derivation:
         self._involved: frozenset[int] = frozenset()  # PIDs the grouping rests on
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
         self._verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}  # id -> (raw, classified)
+        # trainer PID -> its raw window last tick, that window classified, and its summary
+        self._windows: dict[int, tuple[tuple[StepRecord, ...], tuple[StepRecord, ...],
+                                       StepSummary]] = {}
 
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
@@ -85,13 +95,23 @@ class Derivation:
         """Each trainer with its steps classified, its window summarized and its
         running/stalled/exited state; and the job's input straggler."""
         verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}
+        windows = {}
         out = []
         for state in states:
-            classified = tuple(self._classified(step, verdicts) for step in state.steps)
-            state = replace(state, steps=classified, summary=steps.summarize(classified))
+            known = self._windows.get(state.pid)
+            if known is not None and known[0] == state.steps:  # no step closed since: as it was
+                classified, summary = known[1], known[2]
+                verdicts.update((id(raw), (raw, done)) for raw, done in zip(
+                    state.steps, classified, strict=True))
+            else:
+                classified = tuple(self._classified(step, verdicts) for step in state.steps)
+                summary = steps.summarize(classified)
+            windows[state.pid] = (state.steps, classified, summary)
+            state = replace(state, steps=classified, summary=summary)
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._verdicts = verdicts  # only the current windows' steps are kept
+        self._windows = windows
         return tuple(out), _first_straggler(out)
 
     def _classified(

@@ -239,11 +239,8 @@ class StepRecord:
     @property
     def other_ns(self) -> int:
         """Step time no measured phase accounts for."""
-        seen = sum(
-            v or 0
-            for v in (self.data_ns, self.h2d_ns, self.forward_ns, self.backward_ns,
-                      self.optimizer_ns)
-        )
+        seen = ((self.data_ns or 0) + (self.h2d_ns or 0) + (self.forward_ns or 0)
+                + (self.backward_ns or 0) + (self.optimizer_ns or 0))
         return max(0, self.duration_ns - seen)
 
 

@@ -112,7 +112,10 @@ class Sampler:
         attach: AttachSource | None = None,
         advisor: Advisor | None = None,
         interval_s: float = 1.0,
+        looked_at: float | None = None,
     ) -> None:
+        """`looked_at`: when `look_early` took a first look at `host` and `processes` (the
+        monotonic clock): the first frame then needs no priming sample."""
         self.gpu = gpu
         self.host = host
         self.processes = processes
@@ -124,6 +127,7 @@ class Sampler:
         self._ticker = Ticker("gputop-sampler")
         self._paused = False
         self._last_sample_time: float | None = None
+        self._looked_at = looked_at
         self._deferred: Callable[[], DeferredSources] | None = None
         self._attach_requests: deque[tuple[bool, int]] = deque()  # (attach, pid); else detach
         self._derive = Derivation()
@@ -228,7 +232,8 @@ class Sampler:
             return
         later = build()
         with self._lock:
-            if later.membw is not None and self._last_sample_time is not None:
+            if later.membw is not None and (self._last_sample_time is not None
+                                            or self._looked_at is not None):
                 later.membw.sample()  # like prime(): the next tick has a rate
             self.membw = later.membw or self.membw
             self.attach_source = later.attach or self.attach_source
@@ -292,10 +297,13 @@ class Sampler:
     def _run(
         self, on_frame: FrameCallback, first_gap_s: float, on_prime: FrameCallback | None
     ) -> None:
-        primed = self._tick()
-        if on_prime is not None and primed is not None:
-            on_prime(primed)
-        delay = first_gap_s
+        if self._looked_at is None:
+            primed = self._tick()
+            if on_prime is not None and primed is not None:
+                on_prime(primed)
+            delay = first_gap_s
+        else:  # the first look was taken early: the first frame is due first_gap_s after it
+            delay = max(0.0, first_gap_s - (time.monotonic() - self._looked_at))
         for _ in self._ticker.turns():
             self._ticker.wait(delay)
             if self._ticker.stopped:
@@ -332,6 +340,15 @@ class Sampler:
         for source in (self.gpu, self.processes, self.membw, self.attach_source):
             if source is not None:
                 source.close()
+
+
+def look_early(host: HostSource, processes: ProcessSource) -> float:
+    """A first look at the host and the processes (their rates need two), taken before the
+    slower sources open and the UI loads: the first frame's %CPU then needs little waiting
+    (`Sampler(looked_at=...)`). The monotonic time of the look."""
+    host.sample()
+    processes.sample(GpuReport(source="none"))
+    return time.monotonic()
 
 
 _NO_GPU = GpuReport(source="none", note="the GPU source failed before its first sample")

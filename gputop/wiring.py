@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from gputop.sampler import DeferredSources, Sampler
+from gputop.sampler import DeferredSources, Sampler, look_early
 
 if TYPE_CHECKING:
     from gputop.children import RunCommand
@@ -65,22 +65,27 @@ def build_sampler(
     advice_after: int = 2,
     defer: bool = False,
     owner_pids: Sequence[int] = (),
+    early: bool = False,
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
 
     With `defer`, memory bandwidth, attach and advice wait for
     `Sampler.add_deferred_sources()`: a
-    live view paints its first frame from GPUs, host and processes alone.
+    live view paints its first frame from GPUs, host and processes alone. With `early`,
+    the host and the processes get a first look before the GPU source opens (NVML takes
+    a while to start): the live view's first frame then needs no priming sample.
     """
-    from gputop.sources.gpu import open_gpu_source
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
+    host, processes = ProcHostSource(), ProcProcessSource()
+    looked_at = look_early(host, processes) if early else None
+    from gputop.sources.gpu import open_gpu_source
+
     gpu = (open_gpu_source(simulate=demo, owner_pids=owner_pids) if gpus is None
            else open_gpu_source(demo, count=gpus, owner_pids=owner_pids))
-    sampler = Sampler(
-        gpu=gpu, host=ProcHostSource(), processes=ProcProcessSource(), interval_s=interval_s
-    )
+    sampler = Sampler(gpu=gpu, host=host, processes=processes, interval_s=interval_s,
+                      looked_at=looked_at)
     sampler.defer_sources(lambda: _deferred_sources(membw, advice_after))
     if not defer:
         sampler.add_deferred_sources()
@@ -172,7 +177,8 @@ def run_live(
             trainer = start_demo_trainer(extra_args=("--scenario", demo))
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
-                                defer=True, owner_pids=[trainer.pid] if trainer else ())
+                                defer=True, owner_pids=[trainer.pid] if trainer else (),
+                                early=True)
         if recorder is not None:
             sampler.add_sink(recorder)
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)

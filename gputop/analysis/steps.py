@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from operator import attrgetter
 
 from gputop.model import (
     AttachState,
@@ -94,7 +95,7 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
     bounded = _bounded(steps)
     counted = [s for s in steps if not s.warmup]
     timed = [s for s, real in zip(steps, bounded, strict=True) if real and not s.warmup]
-    parts = [p for p in (split(s) for s in timed) if p is not None]
+    parts = [p for p in map(split, timed) if p is not None]
     share, outliers = _robust_share(parts)
     verdict: Verdict = "unknown"
     if share is not None:
@@ -180,8 +181,9 @@ def _modes(ordered: Sequence[int]) -> tuple[tuple[float, int], ...]:
     least = max(2, math.ceil(MODE_MIN_SHARE * n))
     if n < 2 * least or ordered[0] <= 0:
         return ()
-    logs = [math.log(v) for v in ordered]
-    cut = max(range(least, n - least + 1), key=lambda k: logs[k] - logs[k - 1])
+    logs = list(map(math.log, ordered))
+    gaps = [logs[k] - logs[k - 1] for k in range(least, n - least + 1)]
+    cut = least + gaps.index(max(gaps))  # the first widest gap
     gap = logs[cut] - logs[cut - 1]
     spread = max(_spread(logs[:cut]), _spread(logs[cut:]))
     low, high = _percentile(ordered[:cut], 50), _percentile(ordered[cut:], 50)
@@ -210,11 +212,10 @@ def _wait_ns(step: StepRecord) -> int | None:
 
 
 def _median_phase(steps: Sequence[StepRecord], name: str) -> int | None:
-    if name == "other":
-        values = sorted(s.other_ns for s in steps)
-    else:
-        values = sorted(v for v in (getattr(s, f"{name}_ns") for s in steps) if v is not None)
-    return _percentile(values, 50)
+    return _percentile(sorted([v for v in map(_PHASE_NS[name], steps) if v is not None]), 50)
+
+
+_PHASE_NS = {name: attrgetter(f"{name}_ns") for name in PHASE_NAMES}  # other_ns: never None
 
 
 def _percentile(ordered: Sequence[int], q: float) -> int | None:

@@ -36,7 +36,7 @@ class RingAttachSource:
     """
 
     def __init__(self, directory: str | None = None, window: int = WINDOW) -> None:
-        self.rings = RingDirectory(directory)
+        self.rings = RingDirectory(directory, watch=True)
         self.window = window
         self._targets: list[int] = []
         self._windows: dict[int, _RingWindow] = {}
@@ -100,9 +100,10 @@ class RingAttachSource:
         return tuple(states)
 
     def close(self) -> None:
-        """Release every ring's file descriptor."""
+        """Release every ring's file descriptor and the directory's watch."""
         for window in self._windows.values():
             window.close()
+        self.rings.close()
 
     def _find_job_members(self) -> None:
         """Place every trusted ring not yet judged: a member of an attached job, or not."""

@@ -18,11 +18,13 @@ class ProcHostSource:
         self.hostname = printable(socket.gethostname())
         self.cpu_count = os.cpu_count() or 1
         self._last: tuple[procfs.CpuTimes | None, tuple[procfs.CpuTimes, ...]] | None = None
+        self._stat, self._meminfo, self._loadavg, self._uptime = (
+            procfs.KeptFile(f"{proc_root}/{name}") for name in (
+                "stat", "meminfo", "loadavg", "uptime"))
 
     def sample(self) -> HostSample:
         """Host-wide figures now; CPU percentages are None until a previous sample exists."""
-        root = self.proc_root
-        total, per_cpu = procfs.parse_cpu_lines(procfs.read_text(f"{root}/stat") or "")
+        total, per_cpu = procfs.parse_cpu_lines(self._stat.text() or "")
         cpu_percent: float | None = None
         per_cpu_percent: tuple[float, ...] = ()
         if self._last is not None:
@@ -33,9 +35,9 @@ class ProcHostSource:
                 pairs = zip(last_per_cpu, per_cpu, strict=True)
                 per_cpu_percent = tuple(procfs.cpu_percent_between(a, b) for a, b in pairs)
         self._last = (total, per_cpu)
-        mem = procfs.parse_meminfo(procfs.read_text(f"{root}/meminfo") or "")
-        load, _ = procfs.parse_loadavg(procfs.read_text(f"{root}/loadavg") or "")
-        uptime = procfs.parse_uptime(procfs.read_text(f"{root}/uptime") or "")
+        mem = procfs.parse_meminfo(self._meminfo.text() or "")
+        load, _ = procfs.parse_loadavg(self._loadavg.text() or "")
+        uptime = procfs.parse_uptime(self._uptime.text() or "")
         return HostSample(
             hostname=self.hostname,
             cpu_count=self.cpu_count,

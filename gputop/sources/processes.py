@@ -1,7 +1,8 @@
 """Process source: every process from direct /proc reads, GPU memory joined, workers grouped.
 
 The per-tick path is one pread per process through fds kept open between ticks: of
-/proc/PID/schedstat for a single-threaded process that did not run, else of its stat. A
+/proc/PID/schedstat for a single-threaded process that did not run, else of its stat; a
+process that has not run for QUIET_TICKS is looked at every other tick. A
 PID born since the last tick is past the last one seen and is read directly; /proc is
 listed on a PID wrap-around, after many births, and every 16 ticks while PIDs are
 allocated. cmdline and username are read once per process (again after an exec).
@@ -28,6 +29,8 @@ YOUNG_S = 1.0  # re-read cmdline while this young: a fork may not have exec'd ye
 MIN_LIFE_S = 0.05  # a process younger than this has no meaningful %CPU yet
 PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
+QUIET_TICKS = 8  # a process that has not run for this many ticks is looked at every other
+QUIET_REFRESH_TICKS = 32  # and its stat (RSS under reclaim) is read every this many ticks
 MAX_PROBED = 256  # more new PIDs than this since the last look: list /proc instead
 RELIST_TICKS = 16  # /proc is listed at least this often while PIDs are being allocated
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
@@ -43,8 +46,8 @@ class _Tracked:
 
     __slots__ = (
         "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
-        "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "raw", "rss_bytes",
-        "sample", "sched", "start", "state", "username",
+        "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "ran_at", "raw", "rss_bytes",
+        "sample", "sched", "skipped_at", "start", "state", "username",
     )
 
     def __init__(self, pid: int, st: procfs.ProcStat, raw: bytes) -> None:
@@ -66,6 +69,8 @@ class _Tracked:
         self.gpu_indices: tuple[int, ...] = ()
         self.sample: ProcessSample | None = None
         self.sched: bytes | None = None
+        self.ran_at = 0  # the last tick its schedstat moved (or it was first seen)
+        self.skipped_at = -1  # the last tick it was not looked at (long quiet)
 
 
 class _PinState:
@@ -150,6 +155,7 @@ class ProcProcessSource:
         self._listed_at: int | None = None  # the last PID allocated when we last looked
         self._relisted_tick = 0
         self._last_time: float | None = None
+        self._times: tuple[float | None, float | None] = (None, None)  # the last two ticks
         self._pins: dict[int, _PinState] = {}
         self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
@@ -162,9 +168,9 @@ class ProcProcessSource:
     def sample(self, gpu: GpuReport) -> ProcessScan:
         """All processes now, with %CPU over the time since the previous call."""
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
-        last, self._last_time = self._last_time, now
+        (last, before_last), self._times = self._times, (now, self._times[0])
         gpu_use = gpu_usage(gpu)
-        tracked, touched, moved, gone = self._scan(now, last)
+        tracked, touched, moved, gone = self._scan(now, last, before_last)
         changed = bool(moved or gone)
         touched += self._join_gpus(tracked, gpu_use)
         if changed:
@@ -193,14 +199,16 @@ class ProcProcessSource:
         self._finalizer()
 
     def _scan(
-        self, now: float, last: float | None
+        self, now: float, last: float | None, before_last: float | None
     ) -> tuple[dict[int, _Tracked], list[_Tracked], list[_Tracked], set[int]]:
         """Every live process, those whose row may have changed, those that appeared or
         changed parent or name, and the PIDs that vanished (or went to a new process). A
-        quiet process costs one pread and no object: this loop runs for every process."""
+        quiet process costs one pread and no object, a long-quiet one every other tick
+        nothing: this loop runs for every process."""
         old = self._tracked
         pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
+        dt2 = None if before_last is None else now - before_last  # since the tick before
         read = self._reader.read
         sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
         gate = self._gate and dt is not None
@@ -218,22 +226,35 @@ class ProcProcessSource:
             # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
             # on the tick after its parent vanished). schedstat is read before stat, so a run
             # in between shows on the next tick. Inlined: this runs for every process.
-            if (gate and t is not None and t.num_threads == 1 and (pid + ticks) % REFRESH_TICKS
-                    and pid not in recheck):
-                fd = sched_fds.get(pid)
-                try:
-                    sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
-                except OSError:  # gone, or its pid reused: the reader tells which
-                    sched = sched_read(pid)
-                if sched is None:
-                    continue
-                if sched == t.sched:
-                    if t.cpu_percent != 0.0:
-                        t.cpu_percent = 0.0
-                        touched.append(t)
+            # A process that has not run for QUIET_TICKS is looked at every other tick (on
+            # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
+            # costs five schedstat reads): one that wakes shows a tick later at worst, its
+            # %CPU over the two ticks, and one that ends leaves a tick later.
+            if gate and t is not None and t.num_threads == 1 and pid not in recheck:
+                phase = pid + ticks
+                if ticks - t.ran_at <= QUIET_TICKS:
+                    due = not phase % REFRESH_TICKS
+                elif phase & 1:
+                    t.skipped_at = ticks
                     tracked[pid] = t
                     continue
-                t.sched = sched
+                else:
+                    due = not phase % QUIET_REFRESH_TICKS
+                if not due:
+                    fd = sched_fds.get(pid)
+                    try:
+                        sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                    except OSError:  # gone, or its pid reused: the reader tells which
+                        sched = sched_read(pid)
+                    if sched is None:
+                        continue
+                    if sched == t.sched:
+                        if t.cpu_percent != 0.0:
+                            t.cpu_percent = 0.0
+                            touched.append(t)
+                        tracked[pid] = t
+                        continue
+                    t.sched, t.ran_at = sched, ticks
             data = read(pid)
             if data is None:
                 continue
@@ -253,7 +274,7 @@ class ProcProcessSource:
                         replaced.add(pid)
                     t = self._new(pid, st, data, now, last)
                     moved.append(t)
-                elif self._update(t, st, data, now, dt):
+                elif self._update(t, st, data, now, dt2 if t.skipped_at == ticks - 1 else dt):
                     moved.append(t)
                 touched.append(t)
             tracked[pid] = t
@@ -310,6 +331,7 @@ class ProcProcessSource:
         self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None
     ) -> _Tracked:
         t = _Tracked(pid, st, raw)
+        t.ran_at = self._ticks
         age = now - st.starttime / procfs.CLOCK_TICKS
         self._read_cmdline(t, age)
         t.username = self._username(pid)

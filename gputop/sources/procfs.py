@@ -163,23 +163,31 @@ def cpu_percent_between(before: CpuTimes, after: CpuTimes) -> float:
 
 def parse_meminfo(text: str) -> MemInfo | None:
     """MemTotal, MemAvailable (estimated on old kernels), SwapTotal, SwapFree, in bytes."""
-    kib: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        value = rest.split()
-        if value and value[0].isdigit():
-            kib[key] = int(value[0])
-    if "MemTotal" not in kib:
+    total = line_number(text, "MemTotal:")
+    if total is None:
         return None
-    available = kib.get("MemAvailable")
+    available = line_number(text, "MemAvailable:")
     if available is None:
-        available = kib.get("MemFree", 0) + kib.get("Buffers", 0) + kib.get("Cached", 0)
+        available = sum(line_number(text, key) or 0 for key in ("MemFree:", "Buffers:", "Cached:"))
     return MemInfo(
-        total=kib["MemTotal"] * 1024,
+        total=total * 1024,
         available=available * 1024,
-        swap_total=kib.get("SwapTotal", 0) * 1024,
-        swap_free=kib.get("SwapFree", 0) * 1024,
+        swap_total=(line_number(text, "SwapTotal:") or 0) * 1024,
+        swap_free=(line_number(text, "SwapFree:") or 0) * 1024,
     )
+
+
+def line_number(text: str, key: str) -> int | None:
+    """The number that follows `key` on the first line of `text` that starts with it
+    (meminfo's "MemTotal:", vmstat's "pswpin "), found without splitting every line."""
+    at = 0 if text.startswith(key) else text.find("\n" + key) + 1
+    if at == 0 and not text.startswith(key):
+        return None
+    start = at + len(key)
+    end = text.find("\n", start)
+    value = text[start:] if end < 0 else text[start:end]
+    fields = value.split()
+    return int(fields[0]) if fields and fields[0].isdigit() else None
 
 
 def parse_loadavg(text: str) -> tuple[tuple[float, float, float], int | None]:
@@ -284,6 +292,73 @@ def _read_up_to(fd: int, limit: int) -> bytes:
             break
         chunks.append(chunk)
         left -= len(chunk)
+    return b"".join(chunks)
+
+
+class KeptFile:
+    """A small file read every tick through an fd kept open (pread from the start): one
+    syscall a read instead of open, fstat, two reads and close. Reopened after a failure."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def read(self, limit: int = 1 << 20) -> bytes | None:
+        """The whole file now (up to `limit` bytes), or None: missing, unreadable, not regular."""
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = _open_regular(self.path)
+            if fd is None:
+                return None
+        try:
+            return _pread_up_to(fd, limit)
+        except OSError:
+            self.close()
+            return None
+
+    def text(self) -> str | None:
+        """The file decoded (replacing what is not UTF-8), or None."""
+        data = self.read()
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Close the kept fd (the next read opens the file again)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _open_regular(path: str) -> int | None:
+    """An fd of the regular file at `path` (no final symlink followed), or None."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _pread_up_to(fd: int, limit: int) -> bytes:
+    """The file behind `fd` from its start, at most `limit` bytes (one pread when it fits)."""
+    data = os.pread(fd, min(limit, _CHUNK), 0)
+    if len(data) < _CHUNK or len(data) >= limit:
+        return data
+    chunks = [data]
+    offset = len(data)
+    while offset < limit:
+        chunk = os.pread(fd, min(limit - offset, _CHUNK), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
     return b"".join(chunks)
 
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from gputop.probe import ring as layout
 from gputop.probe.reader import RingError, RingReader, RingRefused, RingUnfinished
+from gputop.sources.dirwatch import PrefixWatch
 from gputop.sources.procfs import read_bytes
 
 # A directory changed this recently may change again within the same timestamp (the kernel
@@ -186,8 +187,10 @@ class _Listing:
 class RingDirectory:
     """The rings of one directory that pass the checks, as of the last `scan()`."""
 
-    def __init__(self, directory: str | None = None) -> None:
+    def __init__(self, directory: str | None = None, *, watch: bool = False) -> None:
         self.directory = directory
+        self._watch_wanted = watch  # a live view: inotify says when to list again
+        self._watch: tuple[tuple[str, int, int], PrefixWatch] | None = None
         self.namespace = proc_namespace()  # ours, where /proc numbers processes in it
         self.rings: dict[int, TrustedRing] = {}  # live PID (as /proc numbers it) -> its ring
         self.refusals: dict[int, str] = {}  # PID -> why a ring named for it was refused
@@ -275,23 +278,49 @@ class RingDirectory:
         return self._others.get(namespace, {}).get(inner)
 
     def _names(self) -> list[RingName]:
-        """The directory's ring names, listed again only when its mtime moved (or moved so
-        lately that a later change could carry the same stamp): /dev/shm holds hundreds of
-        other files (semaphores, NCCL and torch segments), and listing them every tick
-        cost more than the rest of attaching."""
+        """The directory's ring names, listed again only when a ring's name came or went
+        (inotify), or where nothing tells that, when its mtime moved (or moved so lately
+        that a later change could carry the same stamp): /dev/shm holds hundreds of other
+        files (semaphores, NCCL and torch segments) that come and go all the time, and
+        listing them every tick cost more than the rest of attaching."""
         path = self.path()
         try:
             st = os.stat(path)
         except OSError:
             self._listed = None
             return []
-        stamp = (path, st.st_dev, st.st_ino, st.st_mtime_ns)
+        where = (path, st.st_dev, st.st_ino)
+        watch = self._watching(where)
+        if watch is not None:
+            if watch.changed() or self._listed is None or self._listed[0][:3] != where:
+                self._listed = ((*where, 0), ring_names(path))
+            return self._listed[1]
+        stamp = (*where, st.st_mtime_ns)
         if self._listed is not None and self._listed[0] == stamp:
             return self._listed[1]
         names = ring_names(path)
         settled = time.time_ns() - st.st_mtime_ns > SETTLED_NS
         self._listed = (stamp, names) if settled else None
         return names
+
+    def _watching(self, where: tuple[str, int, int]) -> PrefixWatch | None:
+        """The inotify watch on the directory at `where` (path, device, inode), made anew
+        when another directory is there now; None when not wanted or not available."""
+        if not self._watch_wanted:
+            return None
+        if self._watch is None or self._watch[0] != where:
+            self.close()
+            watch = PrefixWatch(where[0], layout.NAME_PREFIX)
+            self._watch = (where, watch)
+            self._listed = None  # events before the watch began are unknown: list now
+        watch = self._watch[1]
+        return watch if watch.watching else None
+
+    def close(self) -> None:
+        """Stop watching the directory."""
+        if self._watch is not None:
+            self._watch[1].close()
+            self._watch = None
 
     def remove_leftovers(self) -> None:
         """Unlink the leftovers of the last scan that are still the files it judged (the

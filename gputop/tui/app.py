@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import gc
 import signal
 import threading
@@ -310,7 +311,7 @@ class GputopApp(App[int]):
         paused = self.sampler.paused
         self._pane("header").set_lines(header_lines(frame, width, paused=paused,
                                                     replay=self._replay_place()))
-        self._pane("footer").set_lines([footer_line(self._footer_bindings(), width)])
+        self._pane("footer").set_lines([footer_line(self._footer_keys, width)])
         if frame is None:
             self.query_one(ProcessTable).show(Rows(), self.state, "waiting for the first sample…")
             return
@@ -386,9 +387,10 @@ class GputopApp(App[int]):
         tick, ticks = self.replay.position()
         return ReplayPlace(tick, ticks, self.replay.speed, self.sampler.paused)
 
-    def _footer_bindings(self) -> list[Binding]:
+    @functools.cached_property
+    def _footer_keys(self) -> list[Binding]:
         """The keys that do something here: a replay's own, or the live view's; `k` only
-        where signals may be sent."""
+        where signals may be sent (fixed for the app's life: worked out once)."""
         return [b for b in self.BINDINGS if isinstance(b, Binding)
                 and self.check_action(b.action.split("(")[0], _parameters(b.action))
                 and (self.signaller is not None or b.action != "signal")]

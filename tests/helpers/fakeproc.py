@@ -11,7 +11,8 @@ from typing import Generic, TypeVar
 
 TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
         "18446744073709551615")
-_IN_ACCESS = 0x1
+IN_ACCESS = 0x1  # a read(2)/pread(2) of a file, or a listing of a folder
+IN_OPEN = 0x20  # an open(2) of a file or folder
 K = TypeVar("K")
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 
@@ -57,18 +58,19 @@ class FakeProc:
 
 
 class ReadWatch(Generic[K]):
-    """Which files of the watched folders were read since the last `take()` (inotify's
-    IN_ACCESS: each read(2)/pread(2) of a file and each listing of a folder, counted by the
-    kernel, so the reader under test needs no hook)."""
+    """Which files of the watched folders were read (or, with `mask` IN_OPEN, opened) since
+    the last `take()` (inotify's IN_ACCESS: each read(2)/pread(2) of a file and each listing
+    of a folder, counted by the kernel, so the reader under test needs no hook)."""
 
-    def __init__(self, folders: Mapping[K, Path]) -> None:
+    def __init__(self, folders: Mapping[K, Path], mask: int = IN_ACCESS) -> None:
+        self._mask = mask
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self._fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")
         self._label_of: dict[int, K] = {}
         for label, folder in folders.items():
-            wd = self._libc.inotify_add_watch(self._fd, str(folder).encode(), _IN_ACCESS)
+            wd = self._libc.inotify_add_watch(self._fd, str(folder).encode(), mask)
             if wd < 0:
                 raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
             self._label_of[wd] = label
@@ -86,7 +88,7 @@ class ReadWatch(Generic[K]):
             while offset < len(data):
                 wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
                 name = data[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
-                if mask & _IN_ACCESS and wd in self._label_of:
+                if mask & self._mask and wd in self._label_of:
                     seen.add((self._label_of[wd], name.decode()))
                 offset += _EVENT.size + length
 

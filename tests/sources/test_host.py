@@ -9,6 +9,8 @@ import pytest
 
 from gputop.sources import procfs
 from gputop.sources.host import ProcHostSource
+from gputop.sources.membw import MemoryBandwidthMonitor
+from tests.helpers.fakeproc import IN_OPEN, ReadWatch
 
 STAT = """cpu  {u} 0 {s} {i} {w} 0 0 0 {g} 0
 cpu0 {u0} 0 0 {i0} 0 0 0 0 0 0
@@ -78,3 +80,32 @@ def test_real_host():
     assert 0 < sample.memory_available_bytes <= sample.memory_total_bytes
     assert 0 <= sample.swap_used_bytes <= sample.swap_total_bytes
     assert sample.uptime_s > 0 and sample.hostname
+
+
+def test_each_tick_reads_the_host_files_through_fds_kept_open(tmp_path: Path):
+    """A tick of the host and memory-pressure sources costs one read of each file: no open
+    (counted by the kernel), where reading a file afresh took open, fstat, reads and close."""
+    write_tree(tmp_path, u=1, s=1, i=1, w=0, g=0, u0=1, i0=1, u1=1, i1=1)
+    (tmp_path / "vmstat").write_text("nr_free_pages 5\npswpin 7\npgmajfault 9\n")
+    (tmp_path / "pressure").mkdir()
+    (tmp_path / "pressure/memory").write_text("some avg10=1.00 avg60=0 avg300=0 total=1\n"
+                                              "full avg10=0.50 avg60=0 avg300=0 total=1\n")
+    host = ProcHostSource(str(tmp_path))
+    membw = MemoryBandwidthMonitor(None, None, tmp_path, None)
+    opens = ReadWatch({"proc": tmp_path, "pressure": tmp_path / "pressure"}, mask=IN_OPEN)
+    reads = ReadWatch({"proc": tmp_path, "pressure": tmp_path / "pressure"})
+    try:
+        host.sample()
+        membw.sample()
+        assert len(opens.take()) == 6
+        reads.take()
+        for _ in range(3):
+            sample, pressure = host.sample(), membw.sample()
+            assert opens.take() == set()
+            assert reads.take() == {("proc", name) for name in (
+                "stat", "meminfo", "loadavg", "uptime", "vmstat")} | {("pressure", "memory")}
+        assert sample.memory_available_bytes == 600 * 1024 and sample.uptime_s == 3600.5
+        assert (pressure.psi_some_avg10, pressure.psi_full_avg10) == (1.0, 0.5)
+    finally:
+        opens.close()
+        reads.close()

@@ -3,11 +3,18 @@ kernel (inotify) on a /proc tree in a folder, so a regression shows without timi
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
-from gputop.model import GpuReport
-from gputop.sources.processes import REFRESH_TICKS, ProcProcessSource
+from gputop.model import GpuReport, ProcessSample
+from gputop.sources.processes import (
+    QUIET_REFRESH_TICKS,
+    QUIET_TICKS,
+    REFRESH_TICKS,
+    ProcProcessSource,
+)
+from gputop.sources.procfs import CLOCK_TICKS
 from tests.helpers.fakeproc import FakeProc, ReadWatch, stat_line
 
 GPU_NONE = GpuReport("none")
@@ -52,11 +59,14 @@ def test_quiet_processes_are_not_reread_while_others_vanish(tmp_path: Path) -> N
             rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
             ticks.append(watch.take())
         stat_reads = Counter(pid for tick in ticks for pid, name in tick if name == "stat")
-        assert {pid: stat_reads[pid] for pid in QUIET} == dict.fromkeys(QUIET, 1)  # the refresh
+        window = range(REFRESH_TICKS + 3, 2 * REFRESH_TICKS + 3)  # the source's tick numbers
+        assert {pid: stat_reads[pid] for pid in QUIET} == {  # only the refresh, long quiet now
+            pid: sum((pid + tick) % QUIET_REFRESH_TICKS == 0 for tick in window) for pid in QUIET}
         assert not {name for tick in ticks for pid, name in tick if pid in QUIET} - {
             "stat", "schedstat"}  # no cmdline, status or io again
         assert stat_reads[THREADED] == REFRESH_TICKS
-        assert (ORPHAN, "stat") in ticks[1]  # the tick after its parent vanished
+        # the tick after its (long-quiet) parent was seen gone: one tick, or two
+        assert (ORPHAN, "stat") in ticks[1] | ticks[2]
         assert rows[ORPHAN].ppid == 1
     finally:
         watch.close()
@@ -66,9 +76,9 @@ def test_quiet_processes_are_not_reread_while_others_vanish(tmp_path: Path) -> N
 def test_children_of_a_reused_pid_are_read_again(tmp_path: Path) -> None:
     proc, parents = _tree(tmp_path)
     warm = REFRESH_TICKS + 2
-    # a child whose periodic refresh falls on neither tick below, so only the re-read shows it
+    # a child whose periodic refresh falls on no tick below, so only the re-read shows it
     child = next(pid for pid in range(500, 520)
-                 if all((pid + tick) % REFRESH_TICKS for tick in (warm + 1, warm + 2)))
+                 if all((pid + tick) % REFRESH_TICKS for tick in range(warm + 1, warm + 4)))
     _put(proc, child, ppid=parents[0])
     source = ProcProcessSource(str(tmp_path), max_fds=0)
     try:
@@ -78,8 +88,9 @@ def test_children_of_a_reused_pid_are_read_again(tmp_path: Path) -> None:
         proc.add(parents[0], "sh", "sh", start=999)  # its pid went to a new process at once
         (tmp_path / str(parents[0]) / "schedstat").write_text("77 0 1\n")
         _put(proc, child, ppid=1)  # re-parented while asleep
-        source.sample(GPU_NONE)
-        rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
+        # the long-quiet parent's PID is looked at within two ticks, its children the next
+        for _ in range(3):
+            rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
         assert rows[parents[0]].start_ticks == 999
         assert rows[child].ppid == 1
     finally:
@@ -112,6 +123,50 @@ def test_births_are_found_without_listing_proc_and_threads_are_not_processes(
             assert ("proc", "") not in watch.take(), tick
             assert born[-1] in pids and thread not in pids, tick
         assert set(born) <= pids
+    finally:
+        watch.close()
+        source.close()
+
+
+def _sampled_at(source: ProcProcessSource) -> tuple[float, float, dict[int, ProcessSample]]:
+    """One sample, bracketed by the clock the source reads: (before, after, rows by PID)."""
+    before = time.clock_gettime(time.CLOCK_BOOTTIME)
+    rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
+    return before, time.clock_gettime(time.CLOCK_BOOTTIME), rows
+
+
+def test_long_quiet_processes_are_looked_at_every_other_tick(tmp_path: Path) -> None:
+    """A process that has not run for QUIET_TICKS is looked at every other tick, by its
+    schedstat, and by its stat only every QUIET_REFRESH_TICKS; one that wakes is seen at the
+    next tick it is looked at, its %CPU over the time since it was last seen asleep."""
+    proc, _parents = _tree(tmp_path)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    watch = ReadWatch({pid: tmp_path / str(pid) for pid in QUIET})
+    waking = QUIET[0]
+    try:
+        for _ in range(QUIET_TICKS + REFRESH_TICKS):
+            source.sample(GPU_NONE)
+        watch.take()
+        reads: Counter[tuple[int, str]] = Counter()
+        for _ in range(QUIET_REFRESH_TICKS):
+            source.sample(GPU_NONE)
+            reads.update(watch.take())
+        assert reads == {**{(pid, "schedstat"): QUIET_REFRESH_TICKS // 2 - 1 for pid in QUIET},
+                         **{(pid, "stat"): 1 for pid in QUIET}}
+        asleep = _sampled_at(source)  # the tick it was last seen asleep: this one or the next
+        if waking not in {pid for pid, _name in watch.take()}:
+            asleep = _sampled_at(source)
+            assert waking in {pid for pid, _name in watch.take()}
+        time.sleep(0.1)  # ticks apart, so a span of one tick and of two differ
+        source.sample(GPU_NONE)
+        assert waking not in {pid for pid, _name in watch.take()}  # not looked at
+        proc.add(waking, "sleep", "sleep 9", ut=CLOCK_TICKS)  # it ran for a second meanwhile
+        (tmp_path / str(waking) / "schedstat").write_text("20 0 2\n")
+        time.sleep(0.1)
+        woken = _sampled_at(source)
+        cpu = woken[2][waking].cpu_percent
+        assert cpu is not None
+        assert 100 / (woken[1] - asleep[0]) <= cpu <= 100 / (woken[0] - asleep[1])
     finally:
         watch.close()
         source.close()

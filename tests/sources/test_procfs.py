@@ -69,7 +69,7 @@ def test_meminfo_and_fallback_without_memavailable():
     text = "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 600 kB\nSwapTotal: 50 kB\n" \
            "SwapFree: 20 kB\nHugePages_Total: 0\n"
     assert procfs.parse_meminfo(text) == procfs.MemInfo(1024000, 614400, 51200, 20480)
-    old = "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 10 kB\nCached: 200 kB\n"
+    old = "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 10 kB\nSwapCached: 7 kB\nCached: 200 kB\n"
     assert procfs.parse_meminfo(old) == procfs.MemInfo(1024000, 310 * 1024, 0, 0)
     assert procfs.parse_meminfo("garbage") is None
 

@@ -1,5 +1,6 @@
-"""The ring directory is listed again only when it changed (counted by the kernel: inotify
-sees each listing), yet a ring that appears is found at the next tick."""
+"""The ring directory is listed again only when a ring's name came or went (or, without
+inotify, when its mtime moved), counted by the kernel: inotify sees each listing; yet a
+ring that appears is found at the next tick."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from gputop.probe import ring as layout
+from gputop.sources import dirwatch
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.fakeproc import ReadWatch
 
@@ -21,12 +25,51 @@ def _stamp(directory: Path, mtime_ns: int) -> None:
     os.utime(directory, ns=(mtime_ns, mtime_ns))
 
 
-def test_ring_directory_is_listed_again_only_when_it_changed(tmp_path: Path) -> None:
+def _shm_with_others(tmp_path: Path) -> Path:
+    """A directory holding OTHERS files that are not rings, last changed a minute ago."""
     directory = tmp_path / "shm"
     directory.mkdir()
     for i in range(OTHERS):
         (directory / f"sem.mp-{i:04d}").write_bytes(b"")
     _stamp(directory, time.time_ns() - MINUTE_NS)
+    return directory
+
+
+def test_other_files_coming_and_going_do_not_list_the_ring_directory(tmp_path: Path) -> None:
+    directory = _shm_with_others(tmp_path)
+    source = RingAttachSource(directory=str(directory))
+    watch = ReadWatch({"dir": directory})
+    writer = None
+    try:
+        assert source.probe_pids() == frozenset()
+        assert ("dir", "") in watch.take()
+        for i in range(3):  # a semaphore made, another unlinked: the mtime moves
+            (directory / f"sem.mp-new{i}").write_bytes(b"")
+            (directory / f"sem.mp-{i:04d}").unlink()
+            assert source.probe_pids() == frozenset()
+            assert ("dir", "") not in watch.take()
+        writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+        writer.append([RECORD])
+        assert source.probe_pids() == {os.getpid()}
+        assert ("dir", "") in watch.take()
+        (directory / "sem.mp-later").write_bytes(b"")
+        assert source.probe_pids() == {os.getpid()}
+        assert ("dir", "") not in watch.take()
+        writer.close()
+        writer = None
+        assert source.probe_pids() == frozenset()  # the ring's unlink is an event too
+    finally:
+        watch.close()
+        source.close()
+        if writer is not None:
+            writer.close()
+
+
+def test_without_inotify_the_directory_is_listed_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dirwatch, "_watch_fd", lambda path: None)  # no inotify instance left
+    directory = _shm_with_others(tmp_path)
     source = RingAttachSource(directory=str(directory))
     watch = ReadWatch({"dir": directory})
     writer = None

@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from gputop.model import GpuReport, GpuSample
-from gputop.sources.gpu import SCENARIOS, open_gpu_source
-from gputop.sources.simulated import MAX_DEVICES, SAWTOOTH_PERIOD, SimulatedGpuSource
+from gputop.sources.gpu import open_gpu_source
+from gputop.sources.simulated import MAX_DEVICES, SAWTOOTH_PERIOD, SCENARIOS, SimulatedGpuSource
 
 TICKS = 4 * SAWTOOTH_PERIOD
 

@@ -321,3 +321,44 @@ async def test_a_pane_asks_one_refresh_for_all_its_changed_lines(
             calls.append(len(regions)), real(*regions, **kw))[1])
         table.set_lines([((f"row {i} of tick 2", "plain"),) for i in range(20)])
         assert calls == [20]
+
+
+@sync
+async def test_a_frame_works_out_no_key_of_the_footer_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which keys the footer names is fixed for the app's life (a replay's, the live view's,
+    `k` where signals may go): asked once, not once per key per frame."""
+    app, _ = _app()
+    async with running(app, *first_frames(), size=(80, 24)) as pilot:
+        asked: list[str] = []
+        real = app.check_action
+        monkeypatch.setattr(app, "check_action", lambda action, parameters: (
+            asked.append(action), real(action, parameters))[1])
+        for frame in frames("data-starved", 10)[5:]:
+            app.show_frame(frame)
+        await pilot.pause()
+        assert asked == []
+
+
+@sync
+async def test_a_tick_formats_only_the_rows_that_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet process keeps its sample object from tick to tick (the source hands back the
+    same one): its row is not formatted again, wherever the sort moves it."""
+    from gputop.tui.widgets import table as table_module
+    from tests.helpers import builders
+
+    quiet = [builders.process(pid, cpu=0.0) for pid in range(100, 140)]
+    busy = [builders.process(pid, cpu=50.0 + pid) for pid in (200, 201)]
+    app, _ = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_frame(builders.frame(processes=[*busy, *quiet]))
+        await pilot.pause()
+        formatted: list[int] = []
+        real = table_module.row_line
+        monkeypatch.setattr(table_module, "row_line", lambda row, *args: (
+            formatted.append(row.process.pid), real(row, *args))[1])
+        moved = [replace(busy[0], cpu_percent=1.0), busy[1]]  # now below the other
+        app.show_frame(builders.frame(processes=[*moved, *quiet]))
+        await pilot.pause()
+        assert formatted == [200]

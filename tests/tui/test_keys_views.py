@@ -3,9 +3,13 @@ sort, the column under a click, what `k` names, and the advice page's wrapping."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from gputop.model import Advice, Frame, ProcessSample
+import pytest
+
+from gputop.model import Advice, Frame, ProcessSample, TrainerGroup
+from gputop.tui.views import processes as processes_view
 from gputop.tui.views.advice import advice_page_lines
 from gputop.tui.views.processes import (
     COMMAND_MIN,
@@ -125,3 +129,51 @@ def test_the_advice_page_wraps_every_item_whole() -> None:
     assert any("END-OF-EVIDENCE" in t for t in texts) and any("END-OF-ACTION" in t for t in texts)
     assert texts[:3] == ["advice: 1 item", "↑ ↓ PgUp PgDn scroll; Esc or A closes", ""]
     assert texts[3].startswith("✖ GPUs are waiting") and texts[4].startswith("  e e")
+
+
+def _busy_and_idle() -> Frame:
+    """Idle processes (0 %, unknown %) out of PID order, busy ones with ties, a trainer
+    that is idle itself but whose workers are busy."""
+    procs = [_proc(pid, 1, cpu=cpu) for pid, cpu in (
+        (90, 0.0), (7, 3.0), (55, 0.0), (12, 3.0), (3, 50.0), (70, 0.0), (40, 0.5))]
+    procs.append(replace(_proc(30, 1), cpu_percent=None))
+    trainer = replace(_proc(60, 1), role="trainer")
+    worker = replace(_proc(61, 60, cpu=20.0), role="worker", trainer_pid=60)
+    group = TrainerGroup(pid=60, worker_pids=(61,), workers_cpu_percent=20.0,
+                         num_threads_total=2, pin_memory_thread=False)
+    return replace(_frame(), processes=(*procs, trainer, worker), trainers=(group,))
+
+
+@pytest.mark.parametrize("ascending", [False, True])
+def test_the_cpu_sort_orders_busy_then_idle_by_pid(ascending: bool) -> None:
+    rows = table_rows(_busy_and_idle(), TableState(ascending=ascending))
+    order = [r.process.pid for r in rows if r.depth == 0]
+    descending = [3, 60, 7, 12, 40, 30, 55, 70, 90]  # %CPU (a trainer's with its workers), PID
+    assert order == (descending[::-1] if ascending else descending)
+
+
+def test_the_cpu_sort_asks_no_sort_key_of_idle_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most of a machine's processes are idle: they keep their PID order, no key made."""
+    asked: list[int] = []
+    real = processes_view._sort_value
+
+    def counting(sort: str, groups: dict[int, TrainerGroup]) -> Callable[[ProcessSample], object]:
+        value = real(sort, groups)
+        return lambda proc: (asked.append(proc.pid), value(proc))[1]
+
+    monkeypatch.setattr(processes_view, "_sort_value", counting)
+    table_rows(_busy_and_idle(), TableState())
+    assert sorted(set(asked)) == [3, 7, 12, 40, 60, 61]  # the busy, and the busy group's
+
+
+def test_trainer_groups_come_out_the_same_by_either_path() -> None:
+    """With nothing filtered the groups are spliced into the sorted processes; a fold of a
+    PID not listed sends the same frame down the filtering path: the rows agree."""
+    frame = _busy_and_idle()
+    for ascending in (False, True):
+        state = TableState(ascending=ascending)
+        spliced = table_rows(frame, state)
+        looped = table_rows(frame, replace(state, collapsed=frozenset({99999})))
+        assert [(r.process.pid, r.depth, r.group, r.last) for r in spliced] == [
+            (r.process.pid, r.depth, r.group, r.last) for r in looped]
+        assert any(r.group is not None for r in spliced) and any(r.depth for r in spliced)

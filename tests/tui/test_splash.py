@@ -121,11 +121,13 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
     try:
         def on_prime(frame) -> None:
             primed_pids.update(p.pid for p in frame.processes)
+            # Joined here, on the sampler thread before its gap: from the test's thread the
+            # imports raced the 0.1 s gap and lost on a loaded machine.
+            sampler.add_deferred_sources()
             primed.set()
 
         sampler.start(on_frame, on_prime=on_prime)
         assert primed.wait(30)
-        sampler.add_deferred_sources()
         assert got.wait(30)
     finally:
         sampler.stop()
@@ -136,12 +138,55 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
                if p.in_proc and p.pid in primed_pids)
 
 
+def test_after_an_early_look_the_first_frame_needs_no_priming_sample() -> None:
+    """The live view looks at the host and the processes before NVML and the UI load: its
+    first frame is the first sample (no priming sample, no gap after it), with rates."""
+    import threading
+
+    from gputop.wiring import build_sampler
+
+    sampler = build_sampler(demo="idle", defer=True, early=True)
+    samples: list[int] = []
+    real = sampler.sample
+    sampler.sample = lambda: (samples.append(1), real())[1]  # type: ignore[method-assign]
+    primed: list[object] = []
+    frames_seen: list = []
+    got = threading.Event()
+    try:
+        sampler.start(lambda frame: (frames_seen.append(frame), got.set()),
+                      on_prime=primed.append)
+        assert got.wait(30)
+    finally:
+        sampler.stop()
+    assert (len(samples), primed) == (1, [])
+    assert frames_seen[0].host.cpu_percent is not None
+    assert sum(p.cpu_percent is not None for p in frames_seen[0].processes) > 1
+
+
 def test_deferring_loads_neither_membw_nor_advice() -> None:
     code = ("import sys; from gputop.wiring import build_sampler; "
             "s = build_sampler(demo='idle', defer=True); s.sample(); "
             "print(sorted(m for m in ('gputop.advice', 'gputop.sources.membw', "
             "'gputop.sources.attach') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_live_view_loads_no_recorder_nor_simulated_gpus_on_the_way_to_its_first_frame(
+) -> None:
+    """Without --record nothing of the recorder (SQLite schema, rings, probe) is imported on
+    the way to the first frame (it took as long as every source's module together), nor
+    the simulated GPUs without --demo."""
+    code = ("import sys, gputop.wiring as wiring\n"
+            "def run_live(**kw):\n"
+            "    wiring.build_sampler(defer=True)\n"
+            "    print(sorted(m for m in ('gputop.export.recorder', 'gputop.sources.simulated')\n"
+            "                 if m in sys.modules))\n"
+            "wiring.run_live = run_live\n"
+            "from gputop.cli import main\n"
+            "main([])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=60)
     assert out.stdout.strip() == "[]"
 
 

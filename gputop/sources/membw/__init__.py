@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.model import MemoryBandwidthSample
+from gputop.sources import procfs
 from gputop.sources.membw.canary import (
     Canary,
     getconf_llc_bytes,
@@ -23,8 +24,9 @@ from gputop.sources.membw.corepmu import open_core_pmu
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
+    PsiMemory,
     VmstatReader,
-    read_psi,
+    parse_psi,
 )
 from gputop.sources.membw.layout import MemoryLayout, compare_peak
 from gputop.sources.membw.layoutcheck import check_layout, read_layout
@@ -68,6 +70,7 @@ class MemoryBandwidthMonitor:
         self.why = why
         self.limits = limits
         self._vmstat = VmstatReader(proc_root, clock)
+        self._psi = procfs.KeptFile(str(self.proc_root / "pressure/memory"))
         self._traffic: Traffic | None = None
 
     @property
@@ -79,7 +82,8 @@ class MemoryBandwidthMonitor:
 
     def sample(self) -> MemoryBandwidthSample:
         """Read the rung and the kernel's pressure counters (the canary only when it is due)."""
-        psi = read_psi(self.proc_root)
+        psi_text = self._psi.text()
+        psi = parse_psi(psi_text) if psi_text is not None else PsiMemory(None, None)
         vm = self._vmstat.read()
         layout = self.layout
         common = {

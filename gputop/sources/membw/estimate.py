@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from gputop.sources import procfs
 from gputop.sources.membw.canary import Calibration, Canary, calibrate, merge_peaks
 
 DEFAULT_PERIOD_S = 5.0
@@ -60,13 +61,12 @@ def read_psi(proc_root: Path | str = "/proc") -> PsiMemory:
 
 
 def parse_vmstat(text: str, keys: tuple[str, ...] = ("pswpin", "pgmajfault")) -> dict[str, int]:
-    """The named counters of /proc/vmstat."""
+    """The named counters of /proc/vmstat (found by name: the file has ~170 lines)."""
     out: dict[str, int] = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in keys:
-            with contextlib.suppress(ValueError):
-                out[name] = int(value)
+    for name in keys:
+        value = procfs.line_number(text, name + " ")
+        if value is not None:
+            out[name] = value
     return out
 
 
@@ -77,16 +77,17 @@ class VmstatReader:
         self, proc_root: Path | str = "/proc", clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.path = Path(proc_root) / "vmstat"
+        self._file = procfs.KeptFile(str(self.path))
         self._clock = clock
         self._last: tuple[float, dict[str, int]] | None = None
 
     def read(self) -> VmstatRates:
         """Rates since the last read; Nones on the first read or when a counter went backwards."""
         now = self._clock()
-        try:
-            values = parse_vmstat(self.path.read_text())
-        except OSError:
+        text = self._file.text()
+        if text is None:
             return VmstatRates(None, None)
+        values = parse_vmstat(text)
         last, self._last = self._last, (now, values)
         if last is None or now <= last[0]:
             return VmstatRates(None, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import overload
 
 from gputop import fmt
@@ -77,6 +78,10 @@ class Rows(Sequence[Row]):
         item = self._items[index]
         return item if isinstance(item, Row) else Row(item)
 
+    def item(self, index: int) -> ProcessSample | Row:
+        """Row `index` as held: a plain process row is its ProcessSample (no Row made)."""
+        return self._items[index]
+
     def find(self, key: tuple[int, int]) -> int | None:
         """The index of process `key`'s row (pid + start ticks), None when it is not listed."""
         for index, item in enumerate(self._items):
@@ -89,7 +94,7 @@ class Rows(Sequence[Row]):
 def table_rows(frame: Frame, state: TableState) -> Rows:
     """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
     (or, in tree mode, every process under its parent)."""
-    by_pid = {proc.pid: proc for proc in frame.processes}
+    by_pid = {proc.pid: proc for proc in frame.processes} if frame.trainers else {}
     groups = {group.pid: group for group in frame.trainers if group.pid in by_pid}
     if state.tree:
         return Rows(tree_rows(frame.processes, groups, state))
@@ -97,11 +102,11 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
 
-    tops = [proc for proc in frame.processes if proc.pid not in grouped or
-            by_pid.get(proc.trainer_pid or -1) is None]
-    tops.sort(key=value, reverse=not state.ascending)
-    if not (groups or needle or state.only_gpu or state.collapsed):
-        return Rows(tops)  # every row plain: nothing to make now
+    listed = [proc for proc in frame.processes if proc.pid not in grouped or
+              by_pid.get(proc.trainer_pid or -1) is None] if grouped else list(frame.processes)
+    tops = _in_order(listed, state, groups, value)
+    if not (needle or state.only_gpu or state.collapsed):  # every process listed
+        return Rows(_with_workers(tops, groups, by_pid, state, value) if groups else tops)
     rows: list[ProcessSample | Row] = []
     for proc in tops:
         group = groups.get(proc.pid)
@@ -112,11 +117,55 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
             continue
         collapsed = proc.pid in state.collapsed
         rows.append(Row(proc, 0, group, collapsed) if group or collapsed else proc)
-        if collapsed or not workers:
-            continue
-        workers.sort(key=value, reverse=not state.ascending)
-        rows += [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
+        if not collapsed:
+            rows += _worker_rows(workers, state, value)
     return Rows(rows)
+
+
+def _with_workers(
+    tops: list[ProcessSample], groups: dict[int, TrainerGroup],
+    by_pid: dict[int, ProcessSample], state: TableState,
+    value: Callable[[ProcessSample], tuple[float, int]],
+) -> list[ProcessSample | Row]:
+    """`tops` with each trainer's row followed by its workers' (the trainers found by a
+    comprehension; the rest stay plain processes, copied a run at a time)."""
+    rows: list[ProcessSample | Row] = []
+    start = 0
+    for at in [i for i, proc in enumerate(tops) if proc.pid in groups]:
+        rows += tops[start:at]
+        group = groups[tops[at].pid]
+        rows.append(Row(tops[at], 0, group))
+        rows += _worker_rows([by_pid[pid] for pid in group.worker_pids if pid in by_pid],
+                             state, value)
+        start = at + 1
+    rows += tops[start:]
+    return rows
+
+
+def _worker_rows(workers: list[ProcessSample], state: TableState,
+                 value: Callable[[ProcessSample], tuple[float, int]]) -> list[Row]:
+    """A trainer's workers as the rows beneath it, sorted by the key."""
+    workers.sort(key=value, reverse=not state.ascending)
+    return [Row(w, 1, last=i == len(workers) - 1) for i, w in enumerate(workers)]
+
+
+def _in_order(
+    procs: list[ProcessSample], state: TableState, groups: dict[int, TrainerGroup],
+    value: Callable[[ProcessSample], tuple[float, int]],
+) -> list[ProcessSample]:
+    """`procs` sorted by `value`. By %CPU, the idle (most of a machine's processes, their
+    key (0, -PID)) are put in PID order with no key made in Python: only the busy are."""
+    if state.sort != "cpu":
+        procs.sort(key=value, reverse=not state.ascending)
+        return procs
+    busy = [p for p in procs if p.cpu_percent or (p.pid in groups and value(p)[0] > 0)]
+    idle = [p for p in procs if not (p.cpu_percent or (p.pid in groups and value(p)[0] > 0))]
+    idle.sort(key=_PID, reverse=state.ascending)
+    busy.sort(key=value, reverse=not state.ascending)
+    return idle + busy if state.ascending else busy + idle
+
+
+_PID = attrgetter("pid")
 
 
 def tree_rows(
@@ -331,10 +380,12 @@ def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) ->
         spans.append((cells.fit(align(column.width), column.width) + " ", style))
     spans += _command(row)
     line = clip(tuple(spans), width)
-    if selected:
-        text = "".join(t for t, _ in line)
-        return ((text.ljust(width), "cursor"),)
-    return line
+    return cursor_line(line, width) if selected else line
+
+
+def cursor_line(line: Line, width: int) -> Line:
+    """`line` as the row under the cursor: its text in the cursor style, the full width."""
+    return (("".join(t for t, _ in line).ljust(width), "cursor"),)
 
 
 def _cell(name: str, proc: ProcessSample) -> tuple[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
+from gputop.model import ProcessSample
 from gputop.tui.lines import Line
 from gputop.tui.messages import HeaderClicked, RowActivated
 from gputop.tui.views.processes import (
@@ -12,6 +13,7 @@ from gputop.tui.views.processes import (
     Rows,
     TableState,
     columns_for,
+    cursor_line,
     header_line,
     row_line,
     sort_key_at,
@@ -107,6 +109,10 @@ class ProcessTable(CursorTable):
         self.state = TableState()
         self._cursor_key: tuple[int, int] | None = None
         self._empty_note = "waiting for the first sample…"
+        # The rows drawn last time and their lines, for the columns and width they had: a
+        # quiet process keeps its sample object, so its row is not formatted again.
+        self._drawn: dict[tuple[int, int], tuple[ProcessSample | Row, Line]] = {}
+        self._drawn_for: tuple[tuple[Column, ...], int] | None = None
 
     @property
     def selected(self) -> Row | None:
@@ -155,9 +161,18 @@ class ProcessTable(CursorTable):
             self._cursor_key = self.rows[self.cursor].key
         columns = self._columns()
         lines: list[Line] = [header_line(columns, self.state, width)]
+        before = self._drawn if self._drawn_for == (columns, width) else {}
+        drawn: dict[tuple[int, int], tuple[ProcessSample | Row, Line]] = {}
+        cursor = self.cursor if self.has_focus else -1
         for index in shown:
-            selected = index == self.cursor and self.has_focus
-            lines.append(row_line(self.rows[index], columns, width, selected))
+            item = self.rows.item(index)
+            key = item.key if isinstance(item, ProcessSample) else item.process.key
+            old = before.get(key)
+            line = old[1] if old is not None and old[0] == item else row_line(
+                self.rows[index], columns, width, False)
+            drawn[key] = (item, line)
+            lines.append(cursor_line(line, width) if index == cursor else line)
+        self._drawn, self._drawn_for = drawn, (columns, width)
         if not self.rows:
             lines.append(((f"  {self._empty_note}", "dim"),))
         self.set_lines(lines)
