@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shlex
@@ -24,8 +25,19 @@ _OTHER_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][0-9A-Za
 SOCKET = f"gputop-tests-{os.getpid()}"
 
 
+_server_started = False
+
+
 def tmux(*args: str) -> str:
-    """Run a tmux command on this run's server; its stdout."""
+    """Run a tmux command on this run's server (started on first use, kept until the run
+    ends: a server that exits with its last session races the next test's new one)."""
+    global _server_started
+    if not _server_started:
+        _server_started = True
+        subprocess.run(["tmux", "-L", SOCKET, "start-server", ";", "set-option", "-g",
+                        "exit-empty", "off"], check=True, capture_output=True, timeout=30)
+        atexit.register(subprocess.run, ["tmux", "-L", SOCKET, "kill-server"],
+                        capture_output=True, timeout=30)
     return subprocess.run(["tmux", "-L", SOCKET, *args], check=True, capture_output=True,
                           text=True, timeout=30).stdout
 
