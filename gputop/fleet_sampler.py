@@ -17,13 +17,13 @@ from gputop import debuglog
 from gputop.model import FleetReport, Frame
 from gputop.sources.base import HostSource
 from gputop.sources.fleet import FleetSource, fleet_frame
-from gputop.ticker import Ticker
+from gputop.ticker import PausableTicks, Ticker
 
 DEFAULT_INTERVAL_S = 15.0
 FrameCallback = Callable[[Frame], None]
 
 
-class FleetSampler:
+class FleetSampler(PausableTicks):
     """One Frame per refresh, each carrying the FleetReport; never blocks its caller."""
 
     def __init__(self, source: FleetSource, host: HostSource,
@@ -55,16 +55,6 @@ class FleetSampler:
     def focus(self, instance: str | None) -> None:
         """Ask for `instance` in detail from the next tick on (None: no host), at once."""
         self._focus = instance
-        self._ticker.wake()
-
-    @property
-    def paused(self) -> bool:
-        """Whether the thread holds off new frames."""
-        return self._paused
-
-    def set_paused(self, paused: bool) -> None:
-        """Pause or resume the refresh."""
-        self._paused = paused
         self._ticker.wake()
 
     def start(self, on_frame: FrameCallback, *,

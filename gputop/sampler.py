@@ -36,7 +36,7 @@ from gputop.sources.base import (
     MemoryBandwidthSource,
     ProcessSource,
 )
-from gputop.ticker import Ticker
+from gputop.ticker import PausableTicks, Ticker
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
@@ -100,7 +100,7 @@ class _Guard(Generic[T]):
         return fallback if self.last is None else self.last
 
 
-class Sampler:
+class Sampler(PausableTicks):
     """Samples every source once per tick; the next tick is scheduled after the last one ends."""
 
     def __init__(
@@ -269,16 +269,6 @@ class Sampler:
         """Stop reading the job of trainer `pid` from the next tick on (nothing attached to
         it: nothing to do)."""
         self._attach_requests.append((False, pid))
-        self._ticker.wake()
-
-    @property
-    def paused(self) -> bool:
-        """Whether the background thread is holding off new frames."""
-        return self._paused
-
-    def set_paused(self, paused: bool) -> None:
-        """Pause or resume the background ticks."""
-        self._paused = paused
         self._ticker.wake()
 
     def start(

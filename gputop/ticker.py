@@ -59,3 +59,21 @@ class Ticker:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=timeout_s)
         self._thread = None
+
+
+class PausableTicks:
+    """`paused` and `set_paused()` for a sampler whose loop runs on `self._ticker` and holds
+    off new frames while paused."""
+
+    _ticker: Ticker
+    _paused = False
+
+    @property
+    def paused(self) -> bool:
+        """Whether the thread holds off new frames."""
+        return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the ticks (at once: the loop's wait is cut short)."""
+        self._paused = paused
+        self._ticker.wake()
