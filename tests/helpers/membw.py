@@ -113,8 +113,8 @@ def sys_with_core_pmu(root: Path, cpus: str = "0-1", pmu: str | None = "cpu") ->
 
 
 def write_vmstat(root: Path, pswpin: int, pgmajfault: int) -> None:
-    """A /proc/vmstat in `root` with these swap-in and major-fault counters (replaced whole,
-    as a reader would see the kernel's)."""
-    tmp = root / "vmstat.tmp"
-    tmp.write_text(f"nr_free_pages 1000\npswpin {pswpin}\npswpout 0\npgmajfault {pgmajfault}\n")
-    tmp.replace(root / "vmstat")
+    """A /proc/vmstat in `root` with these swap-in and major-fault counters, rewritten in
+    place: the kernel's is one file whose contents change, which gputop reads through an fd
+    it keeps open."""
+    text = f"nr_free_pages 1000\npswpin {pswpin}\npswpout 0\npgmajfault {pgmajfault}\n"
+    (root / "vmstat").write_text(text)
