@@ -192,7 +192,7 @@ class RingWriter:
             self._mm = mmap.mmap(fd, FILE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
-            _unlink_quietly(self.path)
+            _remove_created(self.path)
             raise
         os.close(fd)
         HEADER.pack_into(
@@ -245,8 +245,7 @@ class RingWriter:
         """Remove the file when this process created it (no lock: a signal handler may call
         this; forked children inherit the writer but never the file)."""
         if os.getpid() == self.pid:
-            _unlink_quietly(self.path)
-            _created.pop(self.path, None)
+            _remove_created(self.path)
 
     def close(self, unlink: bool = True) -> None:
         """Unmap, and unlink the file when this process created it."""
@@ -307,8 +306,14 @@ def unlink_created() -> None:
     me = os.getpid()
     for path, pid in list(_created.items()):
         if pid == me:
-            _unlink_quietly(path)
-            _created.pop(path, None)
+            _remove_created(path)
+
+
+def _remove_created(path: str) -> None:
+    """Unlink a ring file this process created, and forget it: the name may be another's
+    next."""
+    _unlink_quietly(path)
+    _created.pop(path, None)
 
 
 def _owner(path: str) -> int:
