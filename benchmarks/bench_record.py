@@ -13,6 +13,10 @@ identity or command line, advice, a GPU's changed info) come at a rate per secon
 tick: they are counted per second and added to a 1 Hz tick. Frame ids start where a day's
 recording has them (3-byte integers after 9 hours at 1 Hz).
 
+Then a synthetic 8-GPU DDP node (tests/helpers/ddp_job.py: 8 ranks with 4 DataLoader workers
+each, every rank attached and closing ~5 steps a second, 600 processes), recorded without
+sampling: its bytes per tick by table, steps included, and what a day at 1 Hz comes to.
+
 Twice: first in a PID namespace of its own (root: `unshare`), where the 600 processes are
 the benchmark's alone, so the figures are the recorder's at 600 processes and one trainer;
 then on the machine as found, where other tenants' trainers, tests and browsers come and go
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import islice
 from pathlib import Path
 
 import psutil
@@ -51,11 +56,12 @@ INTERVAL_S = 0.25
 HOUR_S = 3600
 DAY_S = 86400
 TUI_SIZE = (200, 50)
-STEP_TABLES = ("steps", "gaps", "gaps_by_trainer")
+STEP_TABLES = ("steps", "step_ticks", "long_steps", "gaps", "gaps_by_trainer")  # layout 3's and 4's
 EVENT_TABLES = ("process_info", "texts", "texts_by_hash", "gpu_info", "advice", "advice_by_id",
-                "trainers")
+                "trainers", "trainer_changes", "group_changes")
 DAY_FRAME_ID = DAY_S // 2  # the frame ids of a day's recording take 3 bytes from 32768 on
 OWN = "--own-namespace"  # the run inside a PID namespace of its own
+DDP_TICKS = 600
 
 
 def table_bytes(path: str) -> dict[str, int]:
@@ -198,6 +204,34 @@ def run_host(host: str) -> None:
         kill_all(sleepers)
 
 
+def ddp_breakdown() -> None:
+    """Record the synthetic 8-rank DDP node and print its bytes per tick by table."""
+    from tests.helpers.ddp_job import ddp_ticks
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ddp.sqlite")
+        writer = RecordWriter(open_record(path))
+        writer.frame_id = DAY_FRAME_ID
+        frames = ddp_ticks()
+        for frame in islice(frames, WARMUP_TICKS):
+            writer.write(frame)
+        writer.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        empty, size, stored = table_bytes(path), os.path.getsize(path), writer.steps_written
+        for frame in islice(frames, DDP_TICKS):
+            writer.write(frame)
+        writer.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        writer.db.close()
+        grown = {name: (after - empty.get(name, 0)) / DDP_TICKS
+                 for name, after in table_bytes(path).items()}
+        tick = (os.path.getsize(path) - size) / DDP_TICKS
+        steps = (writer.steps_written - stored) / DDP_TICKS
+    tables = "  ".join(f"{name} {b:.0f}" for name, b in sorted(grown.items(), key=lambda i: -i[1])
+                       if b >= 1)
+    print(f"ddp    8 ranks x 4 workers, {steps:.1f} steps a tick: file {tick:.0f} B/tick, "
+          f"{tick * DAY_S / 1e6:.0f} MB/day at 1 Hz; cells and headers by table, B/tick: "
+          f"{tables}", flush=True)
+
+
 def run_in_own_namespace() -> None:
     """The same in a PID namespace of its own: 600 processes that are the benchmark's (its
     sleepers, the demo trainer and its workers), none of the other tenants' (their tests
@@ -229,6 +263,7 @@ def main() -> int:
           f"{'':>5} {'1 Hz':>6} {'1 Hz':>7} {'':>6} {'':>6} {'steps':>6}", flush=True)
     run_in_own_namespace()
     run_host("shared")
+    ddp_breakdown()
     print("medians per tick. host: own, a PID namespace holding the benchmark's 600 "
           "processes alone; shared, the machine's as found (other tenants' processes too). "
           "write cpu: the recorder's CPU to store one tick (its own thread); "

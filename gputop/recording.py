@@ -7,11 +7,13 @@ columns hold bytes in those units (NVML counts PCIe traffic in KiB/s, memory in 
 counts RSS in pages). NULL is "not measured", as in the model. Strings that repeat from tick
 to tick (a GPU's name, a trainer's settings, a process's command line, a source's note) are
 JSON in `texts`, stored once and referenced by id.
-The GPUs' and the kept processes' numbers of a tick are one BLOB each (a Packing: fixed
-width, big-endian, all bits set for NULL): a row per device or process repeated a key and a
-header byte per column, most of a tick's bytes. The `gpus` and `processes` views decode them
-back to a row per device and per process for SQL. A GPU's numbers no pane draws (memory
-util, clocks, SM occupancy, tensor activity) are stored every DETAIL_EVERY ticks.
+The GPUs', GPU processes' and kept processes' numbers of a tick are one BLOB each (a
+Packing: fixed width, big-endian, all bits set for NULL): a row per device or process
+repeated a key and a header byte per column, most of a tick's bytes. The `gpus`,
+`gpu_processes` and `processes` views decode them back to a row each for SQL. A GPU's
+numbers no pane draws (memory util, clocks, SM occupancy, tensor activity) are stored every
+DETAIL_EVERY ticks. The trainers' tables (groups, attached trainers, steps) are
+gputop/recorded_trainers.py's.
 README.md ("Recording") documents every table for people who query the file themselves.
 """
 
@@ -20,103 +22,27 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-import struct
-from collections.abc import Iterable, Sequence
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from gputop.packing import Packing
+from gputop.recorded_trainers import TRAINER_TABLES
 
 SCHEMA = "gputop.record/1"
-USER_VERSION = 3  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
-# processes too, and the GPU numbers no pane draws every DETAIL_EVERY ticks
-LAYOUTS_READ = (2, USER_VERSION)  # replay, report and export read these
+USER_VERSION = 4  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
+# processes too, and the GPU numbers no pane draws every DETAIL_EVERY ticks; 4 a tick's steps
+# of a trainer and its attached trainers too (gputop/recorded_trainers.py)
+LAYOUTS_READ = (2, 3, USER_VERSION)  # replay, report and export read these
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
-STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
 DETAIL_EVERY = 10  # ticks between two `gpu_details` rows
 KIB = 1 << 10
 MIB = 1 << 20
-HEX = "0123456789ABCDEF"
 CORES_IN_BYTES = 32  # CPUs stored a byte each, the whole percent the screen prints beside a bar
 # More CPUs than that are drawn a glyph each (their numbers would need a 367-column terminal):
 # a nibble each, the class of whole percent a glyph and its colour tell apart, by where each
 # class starts (eight heights, and the warn and crit colours from 75 and 90 %).
 CORE_CLASSES = (0, 13, 25, 38, 50, 63, 75, 88, 90)
-_STRUCT_CODES = {1: "B", 2: "H", 3: "BH", 4: "I", 5: "BI", 8: "Q"}
-
-
-class Packing:
-    """Records of unsigned big-endian integer fields of fixed width, one after another in a
-    BLOB; all bits set is NULL, a value beyond its field is clamped into it. A field given a
-    `coarse` factor keeps small values exact and, with its top bit set, larger ones divided
-    by that factor (a CPU time of years in four bytes, to the second where the screen
-    prints seconds)."""
-
-    def __init__(self, fields: Sequence[tuple[str, int] | tuple[str, int, int]]) -> None:
-        self.fields = tuple((f[0], f[1], f[2] if len(f) > 2 else 1) for f in fields)
-        self.names = tuple(name for name, _, _ in self.fields)
-        self.size = sum(size for _, size, _ in self.fields)
-        self.nulls = tuple((1 << 8 * size) - 1 for _, size, _ in self.fields)
-        self._struct = struct.Struct(">" + "".join(_STRUCT_CODES[s] for _, s, _ in self.fields))
-
-    def pack(self, records: Iterable[Sequence[int | None]]) -> bytes:
-        """Each record's values (None for NULL), one record after another."""
-        return b"".join(_encoded(v, size, null, coarse).to_bytes(size, "big")
-                        for values in records
-                        for v, (_, size, coarse), null in zip(values, self.fields, self.nulls,
-                                                              strict=True))
-
-    def unpack(self, blob: bytes) -> list[tuple[int | None, ...]]:
-        """`pack` read back: each record's values, None where NULL."""
-        whole = len(blob) - len(blob) % self.size
-        return [self._values(parts) for parts in self._struct.iter_unpack(blob[:whole])]
-
-    def _values(self, parts: tuple[int, ...]) -> tuple[int | None, ...]:
-        values: list[int | None] = []
-        at = 0
-        for (_, size, coarse), null in zip(self.fields, self.nulls, strict=True):
-            if size in (3, 5):
-                raw = parts[at] << 8 * (size - 1) | parts[at + 1]
-                at += 2
-            else:
-                raw = parts[at]
-                at += 1
-            values.append(_decoded_value(raw, size, null, coarse))
-        return tuple(values)
-
-    def sql_columns(self, blob: str, index: str) -> dict[str, str]:
-        """SQL reading each field of record `index` (an SQL expression) of BLOB `blob`, by
-        field name (SQLite has no function from bytes to an integer: hex digits)."""
-        columns, offset = {}, 0
-        for (name, size, coarse), null in zip(self.fields, self.nulls, strict=True):
-            part = f"substr({blob}, {index} * {self.size} + {offset + 1}, {size})"
-            raw = _sql_integer(part, size)
-            half = null + 1 >> 1
-            value = (f"CASE WHEN {raw} >= {half} THEN ({raw} - {half}) * {coarse} ELSE {raw} "
-                     "END" if coarse > 1 else raw)
-            columns[name] = f"CASE hex({part}) WHEN '{'F' * 2 * size}' THEN NULL ELSE {value} END"
-            offset += size
-        return columns
-
-
-def _encoded(value: int | None, size: int, null: int, coarse: int) -> int:
-    if value is None:
-        return null
-    value = max(value, 0)
-    if coarse == 1:
-        return min(value, null - 1)
-    half = null + 1 >> 1
-    return value if value < half else half + min(round(value / coarse), half - 2)
-
-
-def _decoded_value(raw: int, size: int, null: int, coarse: int) -> int | None:
-    if raw == null:
-        return None
-    half = null + 1 >> 1
-    return (raw - half) * coarse if coarse > 1 and raw >= half else raw
-
-
-def _sql_integer(part: str, size: int) -> str:
-    """SQL for the unsigned big-endian integer in BLOB expression `part` of `size` bytes."""
-    digits = f"hex({part})"
-    return "(" + " + ".join(f"(instr('{HEX}', substr({digits}, {k + 1}, 1)) - 1) * "
-                            f"{16 ** (2 * size - 1 - k)}" for k in range(2 * size)) + ")"
 
 
 # A tick's devices in `gpu_ticks.devices`: what the panes and the report draw.
@@ -138,6 +64,10 @@ GPU_TICK_2 = Packing((
 PROCESS_TICK = Packing((
     ("process", 4), ("state", 1), ("num_threads", 2), ("cpu_percent_x10", 2, 10),
     ("rss_kib", 4), ("cpu_time_s_x100", 4, 100)))
+# A tick's GPU compute processes in `gpu_process_ticks.processes`, by device and position.
+GPU_PROCESS_TICK = Packing((
+    ("gpu", 1), ("position", 1), ("pid", 4), ("memory_used_mib", 3),
+    ("sm_util_percent_x10", 2)))
 GPU_COLUMNS = GPU_TICK_2.names  # the `gpus` view's columns (after frame; info_id after gpu)
 GPUS_VIEWED = 64  # devices per tick the `gpus` view decodes
 
@@ -210,6 +140,30 @@ def _gpus_view() -> str:
             f"WHERE d.i * {GPU_TICK.size} < length(t.devices);\n")
 
 
+def gpu_process_rows(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
+    """(gpu, pid, memory_used_mib, sm_util_percent_x10) of each GPU process of tick `fid`, by
+    device and position."""
+    if layout < 4:
+        return db.execute("SELECT gpu, pid, memory_used_mib, sm_util_percent_x10 FROM "
+                          "gpu_processes WHERE frame = ? ORDER BY gpu, position",
+                          (fid,)).fetchall()
+    row = db.execute("SELECT processes FROM gpu_process_ticks WHERE frame = ?",
+                     (fid,)).fetchone()
+    return [(gpu, pid, mib, sm_x10) for gpu, _, pid, mib, sm_x10
+            in GPU_PROCESS_TICK.unpack(row[0] if row else b"")]
+
+
+def _gpu_processes_view() -> str:
+    """The view giving a row per tick, device and compute process, as layout 3's table did."""
+    columns = GPU_PROCESS_TICK.sql_columns("t.processes", "d.i")
+    named = [f"{columns[name]} AS {name}" for name in GPU_PROCESS_TICK.names]
+    return ("CREATE VIEW IF NOT EXISTS gpu_processes AS WITH RECURSIVE d(i) AS (SELECT 0 UNION "
+            "ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(processes)) FROM "
+            f"gpu_process_ticks) / {GPU_PROCESS_TICK.size}) SELECT t.frame AS frame, "
+            f"{', '.join(named)} FROM gpu_process_ticks t CROSS JOIN d "
+            f"WHERE d.i * {GPU_PROCESS_TICK.size} < length(t.processes);\n")
+
+
 def _processes_view() -> str:
     """The view giving a row per tick and process kept, as layout 2's table did (the state
     a letter again)."""
@@ -267,15 +221,10 @@ CREATE TABLE IF NOT EXISTS gpu_info (
     info_id INTEGER NOT NULL,
     PRIMARY KEY (gpu, frame)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS gpu_processes (
-    frame INTEGER NOT NULL,
-    gpu INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    pid INTEGER NOT NULL,
-    memory_used_mib INTEGER,
-    sm_util_percent_x10 INTEGER,
-    PRIMARY KEY (frame, gpu, position)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gpu_process_ticks (
+    frame INTEGER PRIMARY KEY,
+    processes BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS process_info (
     id INTEGER PRIMARY KEY,
     pid INTEGER NOT NULL,
@@ -293,16 +242,6 @@ CREATE TABLE IF NOT EXISTS process_ticks (
     frame INTEGER PRIMARY KEY,
     processes BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS trainer_groups (
-    frame INTEGER NOT NULL,
-    pid INTEGER NOT NULL,
-    workers_id INTEGER NOT NULL,
-    workers_cpu_percent_x10 INTEGER NOT NULL,
-    num_threads_total INTEGER NOT NULL,
-    pin_memory_thread INTEGER NOT NULL,
-    launcher_pid INTEGER,
-    PRIMARY KEY (frame, pid)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memory_bandwidth (
     frame INTEGER PRIMARY KEY,
     info_id INTEGER NOT NULL,
@@ -324,44 +263,6 @@ CREATE TABLE IF NOT EXISTS memory_consumers (
     name TEXT,
     bytes_per_s INTEGER,
     PRIMARY KEY (frame, position)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trainers (
-    id INTEGER PRIMARY KEY,
-    pid INTEGER NOT NULL,
-    first_frame INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS trainer_ticks (
-    frame INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    trainer INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    idle_ms INTEGER,
-    alive INTEGER NOT NULL,
-    dropped_records INTEGER NOT NULL,
-    first_step INTEGER,
-    last_step INTEGER,
-    config_id INTEGER,
-    error_id INTEGER,
-    PRIMARY KEY (frame, position)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS steps (
-    trainer INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    frame INTEGER NOT NULL,
-    end_ns INTEGER,
-    duration_ns INTEGER NOT NULL,
-    data_ns INTEGER,
-    h2d_ns INTEGER,
-    forward_ns INTEGER,
-    backward_ns INTEGER,
-    optimizer_ns INTEGER,
-    gpu_ns INTEGER,
-    gpu_gap_ns INTEGER,
-    batch_size INTEGER,
-    epoch INTEGER NOT NULL,
-    flags INTEGER NOT NULL,
-    verdict TEXT NOT NULL,
-    PRIMARY KEY (trainer, step)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS gaps (
     trainer INTEGER NOT NULL,
@@ -385,12 +286,14 @@ CREATE TABLE IF NOT EXISTS advice (
 CREATE INDEX IF NOT EXISTS advice_by_id ON advice (id, frame);
 CREATE INDEX IF NOT EXISTS gaps_by_trainer ON gaps (trainer, frame);
 CREATE INDEX IF NOT EXISTS texts_by_hash ON texts (hash);
-""" + _gpus_view() + _processes_view()
+""" + TRAINER_TABLES + _gpus_view() + _gpu_processes_view() + _processes_view()
 
-# Tables with a `frame` column, trimmed together when old data is dropped (steps by range).
-PER_FRAME_TABLES = ("gpu_ticks", "gpu_details", "gpu_info", "gpu_processes", "process_ticks",
-                    "trainer_groups", "memory_bandwidth", "memory_consumers", "trainer_ticks",
-                    "gaps")
+# Tables with a `frame` column, trimmed together when old data is dropped; the steps' by
+# each trainer's range of steps (their key).
+PER_FRAME_TABLES = ("gpu_ticks", "gpu_details", "gpu_info", "gpu_process_ticks", "process_ticks",
+                    "group_ticks", "group_changes", "memory_bandwidth", "memory_consumers",
+                    "attach_ticks", "trainer_changes", "gaps")
+STEP_TABLES = ("step_ticks",)
 
 
 
@@ -402,11 +305,6 @@ def in_units(value: float | None, unit: int) -> int | None:
 def from_units(value: int | None, unit: int) -> int | None:
     """A `_kib` / `_mib` column back to bytes."""
     return None if value is None else value * unit
-
-
-def step_flags(warmup: bool, implicit: bool, input_outside_model: bool) -> int:
-    """The step's flags as bits, in STEP_FLAGS order (1 warm-up, 2 implicit, 4 input outside)."""
-    return int(warmup) | int(implicit) << 1 | int(input_outside_model) << 2
 
 
 def scaled(value: float | None, factor: int) -> int | None:

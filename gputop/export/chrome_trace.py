@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.recording import STEP_FLAGS
+from gputop.recorded_trainers import (
+    STEP_COLUMNS,
+    STEP_FLAGS,
+    config_changes,
+    launcher_of,
+    read_steps,
+)
 from gputop.sources.replay import Recording
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
+END, DURATION = STEP_COLUMNS.index("end_ns"), STEP_COLUMNS.index("duration_ns")
 OUTSIDE_MODEL = 4  # STEP_FLAGS bit: no DataLoader, the data phase is host time before forward
 
 
@@ -54,23 +61,24 @@ def chrome_trace(path: str) -> dict[str, Any]:
     """The trace-event JSON object of the recording at `path`."""
     recording = Recording(path)
     try:
-        return _trace(recording.db, path)
+        return _trace(recording.db, recording.layout, path)
     except sqlite3.Error as exc:
         raise ExportError(f"cannot read {path}: {exc}") from None
     finally:
         recording.close()
 
 
-def _trace(db: sqlite3.Connection, path: str) -> dict[str, Any]:
+def _trace(db: sqlite3.Connection, layout: int, path: str) -> dict[str, Any]:
     host = _host(db)
-    tracks = {trainer: _track(db, trainer, pid, host)
+    tracks = {trainer: _track(db, layout, trainer, pid, host)
               for trainer, pid in db.execute("SELECT id, pid FROM trainers ORDER BY id")}
-    first = db.execute("SELECT min(end_ns - duration_ns) FROM steps "
-                       "WHERE end_ns IS NOT NULL").fetchone()[0] or 0
+    stored = {trainer: read_steps(db, layout, trainer) for trainer in tracks}
+    first = min((row[END] - row[DURATION] for rows in stored.values() for row in rows
+                 if row[END] is not None), default=0)
     events: list[dict[str, Any]] = []
     steps = 0
     for trainer, track in tracks.items():
-        for step_event, phases in _steps(db, trainer, track, first):
+        for step_event, phases in _steps(stored[trainer], track, first):
             events.append(step_event)
             events.extend(phases)
             steps += 1
@@ -95,16 +103,16 @@ def _host(db: sqlite3.Connection) -> str:
     return str(json.loads(row[0]).get("hostname", "?")) if row else "?"
 
 
-def _track(db: sqlite3.Connection, trainer: int, pid: int, host: str) -> Track:
+def _track(db: sqlite3.Connection, layout: int, trainer: int, pid: int, host: str) -> Track:
     """The job and rank of a trainer: its launcher's PID (else its own) and its rank (else
     its PID), from the newest tick that knew them."""
-    row = db.execute("SELECT t.text FROM trainer_ticks k JOIN texts t ON t.id = k.config_id "
-                     "WHERE k.trainer = ? ORDER BY k.frame DESC LIMIT 1", (trainer,)).fetchone()
+    known = [config_id for _, config_id in config_changes(db, layout, trainer)
+             if config_id is not None]
+    row = db.execute("SELECT text FROM texts WHERE id = ?", (known[-1],)).fetchone() if (
+        known) else None
     config = json.loads(row[0]) if row else {}
     rank, world = config.get("rank"), config.get("world_size")
-    row = db.execute("SELECT launcher_pid FROM trainer_groups WHERE pid = ? AND launcher_pid "
-                     "IS NOT NULL ORDER BY frame DESC LIMIT 1", (pid,)).fetchone()
-    launcher = row[0] if row else None
+    launcher = launcher_of(db, layout, pid)
     job = launcher if launcher is not None else pid
     process = f"{host}: job {launcher}" if launcher is not None else f"{host}: pid {pid}"
     if isinstance(rank, int):
@@ -128,16 +136,13 @@ def _metadata(tracks: list[Track]) -> list[dict[str, Any]]:
     return events
 
 
-def _steps(db: sqlite3.Connection, trainer: int, track: Track, origin_ns: int
+def _steps(rows: Iterable[Sequence[Any]], track: Track, origin_ns: int
            ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Each step of `trainer` in order, with its phases; a step that would overlap the one
-    before it (clocks of a restarted trainer) starts where that one ended."""
+    """Each step of a trainer (its stored rows, in order) with its phases; a step that would
+    overlap the one before it (clocks of a restarted trainer) starts where that one ended."""
     previous_end: int | None = None
-    for (step, end_ns, duration, data, h2d, forward, backward, optimizer, gpu, gap, batch,
-         epoch, flags, verdict) in db.execute(
-            "SELECT step, end_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, "
-            "optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, verdict FROM steps "
-            "WHERE trainer = ? ORDER BY step", (trainer,)):
+    for (step, _frame, end_ns, duration, data, h2d, forward, backward, optimizer, gpu, gap,
+         batch, epoch, flags, verdict) in rows:
         end = end_ns if end_ns is not None else (previous_end or origin_ns) + duration
         start = end - duration
         if previous_end is not None and start < previous_end:

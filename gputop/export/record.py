@@ -28,11 +28,19 @@ from gputop.model import (
     MemoryBandwidthSample,
     ProcessSample,
     StepRecord,
+    TrainerGroup,
+)
+from gputop.recorded_trainers import (
+    ATTACH_TICK,
+    GROUP_TICK,
+    attach_record,
+    step_runs,
 )
 from gputop.recording import (
     APPLICATION_ID,
     DETAIL_EVERY,
     GPU_DETAIL,
+    GPU_PROCESS_TICK,
     GPU_TICK,
     KIB,
     MIB,
@@ -44,7 +52,6 @@ from gputop.recording import (
     pack_cores,
     scaled,
     scaled_whole,
-    step_flags,
     text_hash,
 )
 from gputop.sources.attach import WINDOW
@@ -137,11 +144,13 @@ def _rss(p: ProcessSample) -> int:
 
 @dataclass
 class _TrainerLog:
-    """What the file holds of one attached trainer: its id, newest step, dropped records."""
+    """What the file holds of one attached trainer: its id, newest step, dropped records, and
+    its `trainer_changes` in effect (dropped records, settings, error)."""
 
     id: int
     last_step: int | None = None
     dropped: int = 0
+    change: tuple[int, int | None, int | None] | None = None
 
 
 class _Pending:
@@ -180,6 +189,7 @@ class RecordWriter:
         self._gpu_info = _Pending()  # device index -> the info id `gpu_info` last stored
         self._details = _Pending()  # "devices" -> the device indices `gpu_details` last held
         self._trainers = _Pending()  # pid -> _TrainerLog (replaced, never mutated)
+        self._group_changes = _Pending(TEXT_CACHE)  # pid -> its `group_changes` in effect
         self._advice: dict[str, tuple[Advice, float]] = {}  # shown, as stored at that time
         last = db.execute("SELECT max(id) FROM frames").fetchone()[0]
         self.frame_id = last or 0
@@ -211,7 +221,8 @@ class RecordWriter:
         return fid
 
     def _caches(self) -> tuple[_Pending, ...]:
-        return (self._texts, self._process_ids, self._trainers, self._gpu_info, self._details)
+        return (self._texts, self._process_ids, self._trainers, self._gpu_info, self._details,
+                self._group_changes)
 
     def _rows(self, frame: Frame, fid: int) -> int:
         host = frame.host
@@ -229,22 +240,24 @@ class RecordWriter:
             *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
             len(frame.processes), self._errors(frame), per_cpu_classes))
         self._gpus(fid, gpu.gpus)
-        self.db.executemany("INSERT INTO gpu_processes VALUES (?,?,?,?,?,?)", [
-            (fid, g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),
-             scaled(p.sm_util_percent, 10))
-            for g in gpu.gpus for i, p in enumerate(g.processes)])
+        on_gpus = [(g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),
+                    scaled(p.sm_util_percent, 10))
+                   for g in gpu.gpus for i, p in enumerate(g.processes)]
+        if on_gpus:
+            self.db.execute("INSERT INTO gpu_process_ticks VALUES (?, ?)",
+                            (fid, GPU_PROCESS_TICK.pack(on_gpus)))
         kept = [self._process_record(p) for p in processes_that_matter(frame, self.top)]
         if kept:
             self.db.execute("INSERT INTO process_ticks VALUES (?, ?)",
                             (fid, PROCESS_TICK.pack(kept)))
-        self.db.executemany("INSERT OR IGNORE INTO trainer_groups VALUES (?,?,?,?,?,?,?)", [
-            (fid, t.pid, self._text(list(t.worker_pids)), scaled_whole(t.workers_cpu_percent, 10),
-             t.num_threads_total, t.pin_memory_thread, t.launcher_pid)
-            for t in frame.trainers])
+        self._groups(fid, frame.trainers)
         if frame.memory_bandwidth is not None:
             self._membw(fid, frame.memory_bandwidth)
-        steps = sum(self._attached(fid, position, state)
-                    for position, state in enumerate(frame.attached))
+        attached = [self._attached(fid, state) for state in frame.attached]
+        if attached:
+            self.db.execute("INSERT INTO attach_ticks VALUES (?, ?)",
+                            (fid, ATTACH_TICK.pack(record for record, _ in attached)))
+        steps = sum(stored for _, stored in attached)
         self._advice_next = self._advice_changes(fid, frame.time, frame.advice)
         return steps
 
@@ -302,7 +315,7 @@ class RecordWriter:
     def _process_record(self, p: ProcessSample) -> tuple[int | None, ...]:
         """The tick's numbers of `p` (PROCESS_TICK); who the process is (and its role) is a
         `process_info` row, a new one whenever any of that changes, its command line a text
-        stored once. Its GPU memory and devices are the tick's `gpu_processes` rows."""
+        stored once. Its GPU memory and devices are the tick's GPU processes' records."""
         key = (p.pid, p.start_ticks, p.ppid, p.name, p.username, p.cmdline, p.role,
                p.trainer_pid, p.has_probe, p.in_proc)
         info_id: int | None = self._process_ids.get(key)
@@ -318,6 +331,25 @@ class RecordWriter:
         state = ord(p.state) if len(p.state) == 1 and ord(p.state) < 255 else None
         return (info_id, state, p.num_threads, scaled(p.cpu_percent, 10),
                 in_units(p.rss_bytes, KIB), scaled(p.cpu_time_s, 100))
+
+    def _groups(self, fid: int, groups: Iterable[TrainerGroup]) -> None:
+        """The tick's trainer groups as one `group_ticks` row (each PID once); a group's
+        workers, pin-memory thread and launcher a `group_changes` row when they change."""
+        records: dict[int, tuple[int | None, ...]] = {}
+        for group in groups:
+            if group.pid in records:
+                continue
+            change = (self._text(list(group.worker_pids)), int(group.pin_memory_thread),
+                      group.launcher_pid)
+            if self._group_changes.get(group.pid) != change:
+                self.db.execute("INSERT INTO group_changes VALUES (?,?,?,?,?)",
+                                (group.pid, fid, *change))
+                self._group_changes.put(group.pid, change)
+            records[group.pid] = (group.pid, scaled_whole(group.workers_cpu_percent, 10),
+                                  group.num_threads_total)
+        if records:
+            self.db.execute("INSERT INTO group_ticks VALUES (?, ?)",
+                            (fid, GROUP_TICK.pack(records.values())))
 
     def _membw(self, fid: int, m: MemoryBandwidthSample) -> None:
         check = m.layout_check
@@ -341,8 +373,9 @@ class RecordWriter:
             (fid, i, c.pid, c.name, scaled(c.bytes_per_s, 1))
             for i, c in enumerate(m.top_consumers)])
 
-    def _attached(self, fid: int, position: int, state: AttachState) -> int:
-        """The trainer's state this tick and its steps not stored yet (with any gap)."""
+    def _attached(self, fid: int, state: AttachState) -> tuple[tuple[int | None, ...], int]:
+        """The trainer's ATTACH_TICK record this tick, having stored its steps not stored yet
+        (with any gap) and its `trainer_changes` row if they changed; and how many steps."""
         log: _TrainerLog | None = self._trainers.get(state.pid)
         newest = state.steps[-1].step if state.steps else None
         if log is None or (newest is not None and log.last_step is not None
@@ -352,16 +385,18 @@ class RecordWriter:
             log = _TrainerLog(tid)
         new = [s for s in state.steps if log.last_step is None or s.step > log.last_step]
         self._gaps(fid, log, state, new)
-        self.db.executemany("INSERT OR IGNORE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                            [_step_row(log.id, fid, s) for s in new])
+        self.db.executemany("INSERT INTO step_ticks VALUES (?,?,?,?,?,?,?)",
+                            [run.row(log.id, fid) for run in step_runs(new)])
+        change = (state.dropped_records, self._text(_config(state.config)),
+                  self._text(state.error))
+        if change != log.change:
+            self.db.execute("INSERT INTO trainer_changes VALUES (?,?,?,?,?)",
+                            (log.id, fid, *change))
         last = new[-1].step if new else log.last_step
-        config = state.config
-        self.db.execute("INSERT INTO trainer_ticks VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
-            fid, position, log.id, state.state, scaled(state.idle_s, 1000), state.alive,
-            state.dropped_records, state.steps[0].step if state.steps else None,
-            newest, self._text(_config(config)), self._text(state.error)))
-        self._trainers.put(state.pid, _TrainerLog(log.id, last, state.dropped_records))
-        return len(new)
+        self._trainers.put(state.pid, _TrainerLog(log.id, last, state.dropped_records, change))
+        record = attach_record(log.id, state.state, state.alive, scaled(state.idle_s, 1000),
+                               state.steps)
+        return record, len(new)
 
     def _gaps(self, fid: int, log: _TrainerLog, state: AttachState,
               new: list[StepRecord]) -> None:
@@ -433,12 +468,6 @@ def _gap_reason(previous: int | None, dropped: int, window_steps: int) -> str:
     if window_steps >= WINDOW:
         return f"more steps closed in one tick than the {WINDOW}-step window holds"
     return "not training steps (another loader's batches) or never published"
-
-
-def _step_row(trainer: int, fid: int, s: StepRecord) -> tuple[object, ...]:
-    return (trainer, s.step, fid, s.end_ns, s.duration_ns, s.data_ns, s.h2d_ns, s.forward_ns,
-            s.backward_ns, s.optimizer_ns, s.gpu_ns, s.gpu_gap_ns, s.batch_size, s.epoch,
-            step_flags(s.warmup, s.implicit, s.input_outside_model), s.verdict)
 
 
 def _config(c: Any) -> dict[str, Any]:

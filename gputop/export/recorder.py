@@ -174,12 +174,17 @@ def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
         db.execute(
             "INSERT OR IGNORE INTO gpu_details SELECT ?, devices FROM gpu_details WHERE frame = "
             "(SELECT max(frame) FROM gpu_details WHERE frame < ?)", (cutoff, cutoff))
-        for trainer, last_step in db.execute(
-                "SELECT trainer, max(last_step) FROM trainer_ticks WHERE frame < ? "
-                "GROUP BY trainer", (cutoff,)).fetchall():
-            if last_step is not None:
-                db.execute("DELETE FROM steps WHERE trainer = ? AND step <= ?",
-                           (trainer, last_step))
+        db.execute(
+            "INSERT OR IGNORE INTO trainer_changes SELECT a.trainer, ?, a.dropped_records, "
+            "a.config_id, a.error_id FROM trainer_changes a WHERE a.frame = (SELECT max(frame) "
+            "FROM trainer_changes b WHERE b.trainer = a.trainer AND b.frame < ?)",
+            (cutoff, cutoff))
+        db.execute(
+            "INSERT OR IGNORE INTO group_changes SELECT a.pid, ?, a.workers_id, "
+            "a.pin_memory_thread, a.launcher_pid FROM group_changes a WHERE a.frame = (SELECT "
+            "max(frame) FROM group_changes b WHERE b.pid = a.pid AND b.frame < ?)",
+            (cutoff, cutoff))
+        _drop_steps_before(db, cutoff)
         for table in PER_FRAME_TABLES:
             db.execute(f"DELETE FROM {table} WHERE frame < ?", (cutoff,))
         db.execute("DELETE FROM frames WHERE id < ?", (cutoff,))
@@ -189,3 +194,13 @@ def drop_before(db: sqlite3.Connection, cutoff: int) -> int:
             db.execute("ROLLBACK")
         raise
     return int(gone)
+
+
+def _drop_steps_before(db: sqlite3.Connection, cutoff: int) -> None:
+    """Delete the steps stored before frame `cutoff`: each trainer's stored in step order, its
+    first kept is the first stored from the cutoff on (the scan stops there)."""
+    for (trainer,) in db.execute("SELECT id FROM trainers").fetchall():
+        kept = db.execute("SELECT first_step FROM step_ticks WHERE trainer = ? AND frame >= ? "
+                          "ORDER BY first_step LIMIT 1", (trainer, cutoff)).fetchone()
+        db.execute("DELETE FROM step_ticks WHERE trainer = ? AND first_step < ?",
+                   (trainer, kept[0] if kept else 1 << 62))

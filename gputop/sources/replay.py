@@ -1,4 +1,4 @@
-"""Reads a `gputop.record/1` recording (layout 2 or 3) back into Frames: the replay's source,
+"""Reads a `gputop.record/1` recording (layout 2, 3 or 4) back into Frames: the replay's source,
 as NVML and /proc are the live view's.
 
 Each Frame holds what the tick stored: the processes kept, each attached trainer's window
@@ -34,6 +34,7 @@ from gputop.model import (
     TrainerGroup,
     Trend,
 )
+from gputop.recorded_trainers import read_attached, read_groups, read_steps
 from gputop.recording import (
     APPLICATION_ID,
     KIB,
@@ -42,6 +43,7 @@ from gputop.recording import (
     PROCESS_TICK,
     SCHEMA,
     from_units,
+    gpu_process_rows,
     gpu_values,
     layout_refusal,
     unpack_cores,
@@ -74,6 +76,7 @@ class Recording:
             raise ReplayError(f"cannot read {path}: {exc}") from None
         self._texts: dict[int, Any] = {}
         self._identities: dict[int, tuple[Any, ...]] = {}  # process_info rows never change
+        self._trainer_pids: dict[int, int] = {}
         self.ids = array("q")
         self.times = array("d")
         self.refresh()
@@ -174,9 +177,7 @@ class Recording:
 
     def _gpus(self, fid: int, report: dict[str, Any]) -> GpuReport:
         owners: dict[int, list[GpuProcess]] = {}
-        for gpu, pid, mib, sm_x10 in self.db.execute(
-                "SELECT gpu, pid, memory_used_mib, sm_util_percent_x10 FROM gpu_processes "
-                "WHERE frame = ? ORDER BY gpu, position", (fid,)):
+        for gpu, pid, mib, sm_x10 in gpu_process_rows(self.db, self.layout, fid):
             owners.setdefault(gpu, []).append(
                 GpuProcess(pid, from_units(mib, MIB), unscaled(sm_x10, 10)))
         gpus = []
@@ -263,9 +264,8 @@ class Recording:
                          workers_cpu_percent=unscaled(cpu_x10, 10) or 0.0,
                          num_threads_total=threads, pin_memory_thread=bool(pin),
                          launcher_pid=launcher)
-            for pid, workers_id, cpu_x10, threads, pin, launcher in self.db.execute(
-                "SELECT pid, workers_id, workers_cpu_percent_x10, num_threads_total, "
-                "pin_memory_thread, launcher_pid FROM trainer_groups WHERE frame = ?", (fid,)))
+            for pid, workers_id, cpu_x10, threads, pin, launcher in read_groups(
+                self.db, self.layout, fid))
 
     def _membw(self, fid: int) -> MemoryBandwidthSample | None:
         row = self.db.execute("SELECT * FROM memory_bandwidth WHERE frame = ?", (fid,)).fetchone()
@@ -288,18 +288,22 @@ class Recording:
 
     def _attached(self, fid: int) -> tuple[AttachState, ...]:
         states = []
-        for (trainer, pid, state, idle_ms, alive, dropped, first, last, config_id,
-             error_id) in self.db.execute(
-                "SELECT t.trainer, r.pid, t.state, t.idle_ms, t.alive, t.dropped_records, "
-                "t.first_step, t.last_step, t.config_id, t.error_id FROM trainer_ticks t "
-                "JOIN trainers r ON r.id = t.trainer WHERE t.frame = ? ORDER BY t.position",
-                (fid,)):
+        for (trainer, state, idle_ms, alive, dropped, first, last, config_id,
+             error_id) in read_attached(self.db, self.layout, fid):
             steps = self._steps(trainer, first, last) if first is not None else ()
             states.append(AttachState(
-                pid=pid, config=_config(self._text(config_id)), dropped_records=dropped,
-                steps=steps, alive=bool(alive), error=self._text(error_id), state=state,
-                idle_s=unscaled(idle_ms, 1000)))
+                pid=self._trainer_pid(trainer), config=_config(self._text(config_id)),
+                dropped_records=dropped, steps=steps, alive=bool(alive),
+                error=self._text(error_id), state=state, idle_s=unscaled(idle_ms, 1000)))
         return tuple(states)
+
+    def _trainer_pid(self, trainer: int) -> int:
+        """The PID of `trainer` (a `trainers` id)."""
+        found = self._trainer_pids.get(trainer)
+        if found is None:
+            row = self.db.execute("SELECT pid FROM trainers WHERE id = ?", (trainer,)).fetchone()
+            found = self._trainer_pids[trainer] = int(row[0]) if row else 0
+        return found
 
     def _steps(self, trainer: int, first: int, last: int) -> tuple[StepRecord, ...]:
         return tuple(
@@ -308,12 +312,9 @@ class Recording:
                        gpu_ns=gpu, gpu_gap_ns=gap, batch_size=batch, epoch=epoch,
                        warmup=bool(flags & 1), implicit=bool(flags & 2),
                        input_outside_model=bool(flags & 4), verdict=verdict, end_ns=end)
-            for (step, end, duration, data, h2d, forward, backward, optimizer, gpu, gap, batch,
-                 epoch, flags, verdict) in self.db.execute(
-                "SELECT step, end_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, "
-                "optimizer_ns, gpu_ns, gpu_gap_ns, batch_size, epoch, flags, verdict FROM steps "
-                "WHERE trainer = ? AND step BETWEEN ? AND ? ORDER BY step",
-                (trainer, first, last)))
+            for (step, _frame, end, duration, data, h2d, forward, backward, optimizer, gpu, gap,
+                 batch, epoch, flags, verdict) in read_steps(self.db, self.layout, trainer,
+                                                             first, last))
 
     def _advice(self, fid: int) -> tuple[Advice, ...]:
         shown = []

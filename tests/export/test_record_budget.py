@@ -1,11 +1,13 @@
 """The recording's size, counted in bytes and never timed: a day at 1 Hz of an 8-GPU server
-with 600 processes and an attached trainer stays within 50 MB (steps come on top)."""
+with 600 processes and an attached trainer stays within 50 MB (steps come on top); an 8-rank
+DDP job on it, every rank attached and closing steps, within its own budget, steps included."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 
 from gputop.export.record import RecordWriter, open_record
@@ -19,6 +21,7 @@ from gputop.model import (
     TrainerConfig,
 )
 from tests.helpers.builders import GIB, gpu, host, process, steps, trainer_with_workers
+from tests.helpers.ddp_job import RANKS, STEPS_PER_S, ddp_ticks
 
 DAY_S = 86_400
 DAY_BUDGET_BYTES = 50_000_000
@@ -29,6 +32,8 @@ PROCESSES = 600
 TRAINER = 4000
 WARMUP = 60  # GPU names, process identities, command lines: stored once, then referenced
 TICKS = 1200  # the file grows by 4 KiB pages: ticks are counted by the thousand
+DDP_TICKS = 600
+DDP_TICK_BUDGET = 3_600  # bytes a tick, steps included: 311 MB a day at 1 Hz
 CONFIG = TrainerConfig(num_workers=3, pin_memory=True, batch_size=64, device="cuda:0")
 STARVED = Advice("gpu-starved", "critical", "GPUs are waiting for input, not computing",
                  "GPU 0 idle in 61% of samples", "Raise num_workers or cache the dataset.")
@@ -110,3 +115,28 @@ def test_a_day_of_an_8_gpu_server_with_600_processes_fits_50_mb(tmp_path: Path) 
     per_tick = (_grown(path, writer) - before) / TICKS
     writer.db.close()
     assert per_tick <= DAY_BUDGET_BYTES / DAY_S, per_tick
+
+
+def test_a_day_of_an_8_rank_ddp_job_fits_its_budget(tmp_path: Path) -> None:
+    """8 ranks with 4 DataLoader workers each, every rank attached and closing ~5.3 steps a
+    second, on the 8-GPU server with 600 processes: every step kept, within 3.6 KB a tick,
+    steps included. 5345 before (a row per step, 75 bytes each; a row per rank, group and
+    GPU process every tick); 3407 after (a tick's steps of a rank one row, 37 bytes a step,
+    exact to the ns; the ranks, groups and GPU processes of a tick one row each)."""
+    path = tmp_path / "ddp.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    writer.frame_id = DAY_S // 2  # frame ids as a day's recording has them (3 bytes)
+    frames = ddp_ticks()
+    for frame in islice(frames, WARMUP):
+        writer.write(frame)
+    before, stored = _grown(path, writer), writer.steps_written
+    for frame in islice(frames, DDP_TICKS):
+        writer.write(frame)
+    per_tick = (_grown(path, writer) - before) / DDP_TICKS
+    closed = sum(state.steps[-1].step + 1 for state in frame.attached)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*), count(DISTINCT trainer) FROM steps").fetchone() == (
+            closed, RANKS)
+    writer.db.close()
+    assert (writer.steps_written - stored) / DDP_TICKS > RANKS * STEPS_PER_S
+    assert per_tick <= DDP_TICK_BUDGET, per_tick

@@ -1,6 +1,7 @@
-"""Recordings of layout 2 (users made them before layout 3 packed a tick's processes):
-replay, report and export read them as before; the README's queries run on both layouts;
-a layout-2 file is never appended to."""
+"""Recordings of layouts 2 and 3 (users made them before layout 3 packed a tick's processes,
+and before layout 4 packed a tick's steps and attached trainers): replay, report and export
+read them as before; the README's queries run on every layout; an older file is never
+appended to."""
 
 from __future__ import annotations
 
@@ -13,26 +14,28 @@ import pytest
 from gputop.export.chrome_trace import chrome_trace
 from gputop.export.record import RecordError, RecordWriter, open_record
 from gputop.export.report.data import open_recording, report_data
+from gputop.recording import LAYOUTS_READ, USER_VERSION
 from gputop.sources.replay import Recording
 from tests.helpers.probe import ROOT
 from tests.helpers.tui import drawn_lines, recordable_frames
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "layout2.sql"
-TICKS = 6  # the fixture's: recordable_frames(6)
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TICKS = 6  # the fixtures': recordable_frames(6)
+OLDER = [layout for layout in LAYOUTS_READ if layout != USER_VERSION]
 
 
-def _layout2(tmp_path: Path) -> Path:
-    """The checked-in layout-2 recording, as a file."""
-    path = tmp_path / "layout2.sqlite"
+def _older(tmp_path: Path, layout: int) -> Path:
+    """The checked-in recording of `layout`, as a file."""
+    path = tmp_path / f"layout{layout}.sqlite"
     db = sqlite3.connect(path)
-    db.executescript(FIXTURE.read_text())
+    db.executescript((FIXTURES / f"layout{layout}.sql").read_text())
     db.close()
     return path
 
 
-def _layout3(tmp_path: Path) -> Path:
-    """The fixture's frames recorded by this gputop."""
-    path = tmp_path / "layout3.sqlite"
+def _current(tmp_path: Path) -> Path:
+    """The fixtures' frames recorded by this gputop."""
+    path = tmp_path / "current.sqlite"
     writer = RecordWriter(open_record(str(path)))
     for frame in recordable_frames(TICKS):
         writer.write(frame)
@@ -40,11 +43,16 @@ def _layout3(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_layout_2_recording_replays_what_it_recorded(tmp_path: Path) -> None:
+def test_the_older_layouts_have_fixtures() -> None:
+    assert OLDER == [2, 3]
+
+
+@pytest.mark.parametrize("layout", OLDER)
+def test_an_older_recording_replays_what_it_recorded(tmp_path: Path, layout: int) -> None:
     """Each tick of the old file draws the lines the same tick recorded now draws, with the
     same processes, trainers, steps and advice."""
-    old, new = Recording(str(_layout2(tmp_path))), Recording(str(_layout3(tmp_path)))
-    assert (old.layout, new.layout, len(old), len(new)) == (2, 3, TICKS, TICKS)
+    old, new = Recording(str(_older(tmp_path, layout))), Recording(str(_current(tmp_path)))
+    assert (old.layout, new.layout, len(old), len(new)) == (layout, USER_VERSION, TICKS, TICKS)
     for index in range(TICKS):
         before, now = old.frame(index), new.frame(index)
         kept = {p.pid for p in now.processes}
@@ -57,8 +65,9 @@ def test_a_layout_2_recording_replays_what_it_recorded(tmp_path: Path) -> None:
     assert old.trend(TICKS - 1, TICKS) == new.trend(TICKS - 1, TICKS)
 
 
-def test_a_layout_2_recording_makes_the_same_report_and_trace(tmp_path: Path) -> None:
-    old, new = _layout2(tmp_path), _layout3(tmp_path)
+@pytest.mark.parametrize("layout", OLDER)
+def test_an_older_recording_makes_the_same_report_and_trace(tmp_path: Path, layout: int) -> None:
+    old, new = _older(tmp_path, layout), _current(tmp_path)
     pages = []
     for path in (old, new):
         db = open_recording(str(path))
@@ -77,17 +86,19 @@ def _readme_queries() -> list[str]:
                                                         section)]
 
 
-@pytest.mark.parametrize("layout", [2, 3])
-def test_the_readme_queries_answer_on_either_layout(tmp_path: Path, layout: int) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS_READ)
+def test_the_readme_queries_answer_on_every_layout(tmp_path: Path, layout: int) -> None:
     queries = _readme_queries()
     assert len(queries) >= 3
-    path = _layout2(tmp_path) if layout == 2 else _layout3(tmp_path)
+    path = _current(tmp_path) if layout == USER_VERSION else _older(tmp_path, layout)
     with sqlite3.connect(path) as db:
         for sql in queries:
             assert db.execute(sql).fetchall(), sql
 
 
-def test_a_layout_2_recording_is_not_appended_to(tmp_path: Path) -> None:
-    path = _layout2(tmp_path)
-    with pytest.raises(RecordError, match=r"layout 2, not 3\).*record to a new file"):
+@pytest.mark.parametrize("layout", OLDER)
+def test_an_older_recording_is_not_appended_to(tmp_path: Path, layout: int) -> None:
+    path = _older(tmp_path, layout)
+    with pytest.raises(RecordError, match=rf"layout {layout}, not {USER_VERSION}\).*record to "
+                       "a new file"):
         open_record(str(path))

@@ -12,17 +12,21 @@ from pathlib import Path
 from gputop.export.record import RecordWriter, open_record
 from gputop.export.recorder import TRIM_EVERY, Recorder, Retention, drop_before, trim
 from gputop.model import Advice, AttachState, StepRecord, TrainerConfig
-from gputop.recording import PER_FRAME_TABLES
-from tests.helpers.builders import frame, gpu, process
+from gputop.recording import PER_FRAME_TABLES, STEP_TABLES
+from gputop.sources.replay import Recording
+from tests.helpers.builders import frame, gpu, process, trainer_with_workers
 
 MS = 1_000_000
 SWAP = Advice("swap", "warn", "Host is swapping", "2 GiB swapped", "add memory")
 
 
+CONFIG = TrainerConfig(num_workers=3, batch_size=32)
+
+
 def _attach(first: int, last: int) -> AttachState:
     steps = tuple(StepRecord(step=n, duration_ns=10 * MS, data_ns=5 * MS) for n in
                   range(first, last + 1))
-    return AttachState(pid=100, config=TrainerConfig(), dropped_records=0, steps=steps)
+    return AttachState(pid=100, config=CONFIG, dropped_records=0, steps=steps)
 
 
 def _count(db: sqlite3.Connection, table: str, where: str = "") -> int:
@@ -32,14 +36,15 @@ def _count(db: sqlite3.Connection, table: str, where: str = "") -> int:
 def test_keep_drops_the_ticks_older_than_the_duration_with_their_steps(tmp_path: Path) -> None:
     path = tmp_path / "run.sqlite"
     writer = RecordWriter(open_record(str(path)))
-    base = frame(gpus=(gpu(0),), processes=[process(100, role="trainer")])
+    rows, group = trainer_with_workers(100, workers=2, worker_cpu=10.0)
+    base = frame(gpus=(gpu(0),), processes=rows, trainers=(group,))
     for tick in range(100):  # 10 steps a tick; the swap advice from tick 5 on
         writer.write(replace(base, time=base.time + tick, attached=(_attach(0, 10 * tick + 9),),
                              advice=(SWAP,) if tick >= 5 else ()))
     db = writer.db
     assert trim(db, Retention(keep_s=30)) == 69  # ticks 69..99: at most 30 s before the newest
     assert db.execute("SELECT min(id), count(*) FROM frames").fetchone() == (70, 31)
-    for table in PER_FRAME_TABLES:
+    for table in PER_FRAME_TABLES + STEP_TABLES:
         assert _count(db, table, "WHERE frame < 70") == 0, table
     assert _count(db, "gpus") == 31
     assert _count(db, "gpus", "WHERE info_id IS NULL") == 0  # its name, carried to the cut
@@ -48,6 +53,8 @@ def test_keep_drops_the_ticks_older_than_the_duration_with_their_steps(tmp_path:
     assert db.execute("SELECT frame, shown, title FROM advice").fetchall() == [
         (70, 1, "Host is swapping")]  # still shown at the first tick kept
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    cut = Recording(str(path)).frame(0)  # settings and groups stored once, carried to the cut
+    assert cut.attached[0].config == CONFIG and cut.trainers[0].worker_pids == (101, 102)
 
 
 def test_max_size_keeps_the_file_from_growing(tmp_path: Path) -> None:

@@ -24,11 +24,13 @@ from gputop.analysis.steps import (
     split,
 )
 from gputop.model import StepRecord
+from gputop.recorded_trainers import STEP_COLUMNS, config_changes, group_series, read_steps
 from gputop.recording import APPLICATION_ID, LAYOUTS_READ, SCHEMA, gpu_values, layout_refusal
 
 NAN = float("nan")
 MS = 1e6  # ns per ms
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
+FLAGS = STEP_COLUMNS.index("flags")  # of a step row
 CONFIG_KEYS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
                "persistent_workers", "num_threads", "device", "rank", "world_size")
 
@@ -108,6 +110,7 @@ def report_data(db: sqlite3.Connection, path: str) -> dict[str, Any]:
         host_ids.append(host_id)
     start = times[0]
     index = {fid: i for i, fid in enumerate(ids)}
+    layout = db.execute("PRAGMA user_version").fetchone()[0]
     host = texts(host_ids[-1]) or {}
     cores = host.get("cpu_count") or 0
     return {
@@ -122,10 +125,10 @@ def report_data(db: sqlite3.Connection, path: str) -> dict[str, Any]:
                   "data_bound": DATA_BOUND_PERCENT},
         "t": packed((t - start for t in times), "d"),
         "host_cores_busy": packed(None if c is None else c * cores for c in cpu),
-        "gpus": _gpus(db, texts, index, db.execute("PRAGMA user_version").fetchone()[0]),
-        "workers": _workers(db, texts, index),
+        "gpus": _gpus(db, texts, index, layout),
+        "workers": _workers(db, texts, index, layout),
         "membw": _membw(db, texts, index),
-        "trainers": _trainers(db, texts, times, start, index),
+        "trainers": _trainers(db, texts, times, start, index, layout),
         "advice": _advice(db, times, start, index),
     }
 
@@ -162,17 +165,16 @@ def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
     return out
 
 
-def _workers(db: sqlite3.Connection, texts: _Texts,
-             index: dict[int, int]) -> list[dict[str, Any]]:
+def _workers(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
+             layout: int) -> list[dict[str, Any]]:
     """Each trainer's DataLoader workers' CPU (% of one core, summed), one value per tick,
     with the most workers it had at once."""
     groups: dict[int, list[float | None]] = {}
     most: dict[int, int] = {}
-    for fid, pid, cpu_x10, workers_id in db.execute(
-            "SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM trainer_groups"):
+    for fid, pid, cpu_x10, workers_id in group_series(db, layout):
         series = groups.setdefault(pid, _aligned(len(index)))
         if fid in index:
-            series[index[fid]] = cpu_x10 / 10
+            series[index[fid]] = None if cpu_x10 is None else cpu_x10 / 10
         most[pid] = max(most.get(pid, 0), len(texts(workers_id) or ()))
     return [{"pid": pid, "name": _process_name(db, pid), "workers": most[pid],
              "cpu": packed(series)} for pid, series in sorted(groups.items())]
@@ -210,17 +212,15 @@ def _membw(db: sqlite3.Connection, texts: _Texts,
 
 
 def _trainers(db: sqlite3.Connection, texts: _Texts, times: Sequence[float], start: float,
-              index: dict[int, int]) -> list[dict[str, Any]]:
+              index: dict[int, int], layout: int) -> list[dict[str, Any]]:
     out = []
     for tid, pid, first_frame in db.execute(
             "SELECT id, pid, first_frame FROM trainers ORDER BY id").fetchall():
-        steps = db.execute(
-            "SELECT step, frame, end_ns, duration_ns, data_ns, h2d_ns, forward_ns, backward_ns, "
-            "optimizer_ns, gpu_ns, gpu_gap_ns, flags FROM steps WHERE trainer = ? "
-            "ORDER BY step", (tid,)).fetchall()
+        steps = read_steps(db, layout, tid)
         out.append({"id": tid, "pid": pid, "name": _process_name(db, pid),
                     "first": times[index[first_frame]] - start if first_frame in index else 0,
-                    "settings": _settings(db, texts, tid, times, start, index),
+                    "settings": _settings(texts, config_changes(db, layout, tid), times, start,
+                                          index),
                     "gaps": _gaps(db, tid, times, start, index),
                     **_steps(steps, times, start, index)})
     return out
@@ -252,7 +252,7 @@ def _steps(rows: Sequence[tuple[Any, ...]], times: Sequence[float], start: float
         "steps": len(rows),
         "first_step": rows[0][0] if rows else None,
         "last_step": rows[-1][0] if rows else None,
-        "outside_model": any(r[11] & 4 for r in rows),
+        "outside_model": any(r[FLAGS] & 4 for r in rows),
         "gpu_timed": any(r[9] is not None and r[10] is not None for r in rows),
         "median_step_s": statistics.median(r[3] for r in rows) / 1e9 if rows else None,
         "end": packed(ends, "d"),
@@ -263,14 +263,12 @@ def _steps(rows: Sequence[tuple[Any, ...]], times: Sequence[float], start: float
     }
 
 
-def _settings(db: sqlite3.Connection, texts: _Texts, trainer: int, times: Sequence[float],
+def _settings(texts: _Texts, changes: Iterable[tuple[int, int | None]], times: Sequence[float],
               start: float, index: dict[int, int]) -> list[dict[str, Any]]:
     """The trainer's settings as the probe reported them, one entry per change."""
     out: list[dict[str, Any]] = []
     last = None
-    for fid, config_id in db.execute(
-            "SELECT frame, config_id FROM trainer_ticks WHERE trainer = ? ORDER BY frame",
-            (trainer,)):
+    for fid, config_id in changes:
         if config_id == last or config_id is None:
             continue
         last = config_id

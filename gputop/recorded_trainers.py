@@ -1,0 +1,308 @@
+"""The trainers in a recording (the attached ones and their steps, and every trainer's
+group of workers): layout 4's encoding, and one reader for every layout the replay, the
+report and the trace export read.
+
+Layout 4 stores a tick's new steps of a trainer as runs of consecutive steps, each run one
+`step_ticks` row whose BLOB holds a STEP_TICK record per step (the numbers in ns, exact;
+its end as an offset from the run's first end; its flags and verdict in a byte), and the
+run's step number, epoch and batch size once. A step a record cannot hold exactly (a phase
+of 4.3 s or more) is a run of its own in a STEP_WIDE record (8 bytes a field, a BLOB length
+no run of STEP_TICK records has), so one view reads every step. Each tick's attached
+trainers are one `attach_ticks` BLOB (ATTACH_TICK records, in screen order); what rarely
+changes (dropped records, settings, error) is a `trainer_changes` row when it changes. A
+tick's trainer groups are one `group_ticks` BLOB (GROUP_TICK: the numbers that move), their
+workers, pin-memory thread and launcher a `group_changes` row when they change. The `steps`,
+`trainer_ticks` and `trainer_groups` views give layout 3's tables back for SQL.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputop.model import StepRecord
+from gputop.packing import Packing
+
+STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
+VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code
+TRAINER_STATES = ("running", "stalled", "exited")
+ALIVE = 4  # ATTACH_TICK `state` bit: the process is alive (the low bits: TRAINER_STATES)
+RUN_STEPS = 64  # steps a `step_ticks` row holds at most
+STEP_PHASES = ("duration_ns", "data_ns", "h2d_ns", "forward_ns", "backward_ns",
+               "optimizer_ns", "gpu_ns", "gpu_gap_ns")
+# A step in `step_ticks.steps`: its end after the run's `end_ns`, its phases, and `marks`:
+# the flags (STEP_FLAGS bits) plus 8 times the verdict's code in VERDICTS.
+STEP_TICK = Packing((("end_offset_ns", 4), *((name, 4) for name in STEP_PHASES),
+                     ("marks", 1)))
+STEP_WIDE = Packing((("end_offset_ns", 8), *((name, 8) for name in STEP_PHASES),
+                     ("marks", 1)))  # 73 bytes: not a whole number of STEP_TICK records
+# A trainer attached at a tick, in `attach_ticks.trainers` (idle: to the ms up to 2.3 h,
+# whole seconds beyond).
+ATTACH_TICK = Packing((("trainer", 3), ("state", 1), ("idle_ms", 3, 1000),
+                       ("first_step", 4), ("last_step", 4)))
+# A trainer group at a tick, in `group_ticks.groups`.
+GROUP_TICK = Packing((("pid", 4), ("workers_cpu_percent_x10", 3), ("num_threads_total", 2)))
+GROUP_COLUMNS = ("pid", "workers_id", "workers_cpu_percent_x10", "num_threads_total",
+                 "pin_memory_thread", "launcher_pid")  # of `trainer_groups`, after `frame`
+STEP_COLUMNS = ("step", "frame", "end_ns", *STEP_PHASES, "batch_size", "epoch", "flags",
+                "verdict")  # the `steps` table's (layout 3) and view's, after `trainer`
+TRAINER_COLUMNS = ("trainer", "state", "idle_ms", "alive", "dropped_records", "first_step",
+                   "last_step", "config_id", "error_id")  # of `trainer_ticks`, in order
+
+
+@dataclass
+class StepRun:
+    """Consecutive steps of one trainer stored as one `step_ticks` row (a wide one: a step
+    alone, in a STEP_WIDE record)."""
+
+    first: StepRecord
+    wide: bool = False
+    records: list[tuple[int | None, ...]] = field(default_factory=list)
+
+    def takes(self, step: StepRecord) -> bool:
+        """Whether `step` can follow this run's steps in its row."""
+        first = self.first
+        if (self.wide or step.step != first.step + len(self.records)
+                or len(self.records) >= RUN_STEPS
+                or (step.epoch, step.batch_size) != (first.epoch, first.batch_size)):
+            return False
+        if step.end_ns is None:
+            return True
+        return first.end_ns is not None and STEP_TICK.exact("end_offset_ns",
+                                                             step.end_ns - first.end_ns)
+
+    def row(self, trainer: int, fid: int) -> tuple[object, ...]:
+        """The run as a `step_ticks` row."""
+        first = self.first
+        return (trainer, first.step, fid, first.end_ns, first.epoch, first.batch_size,
+                (STEP_WIDE if self.wide else STEP_TICK).pack(self.records))
+
+
+def step_runs(steps: Iterable[StepRecord]) -> list[StepRun]:
+    """`steps` (in order) as runs of records."""
+    runs: list[StepRun] = []
+    for step in steps:
+        phases = tuple(getattr(step, name) for name in STEP_PHASES)
+        if not all(STEP_TICK.exact(name, value)
+                   for name, value in zip(STEP_PHASES, phases, strict=True)):
+            runs.append(StepRun(step, wide=True))
+        elif not runs or not runs[-1].takes(step):
+            runs.append(StepRun(step))
+        run = runs[-1]
+        offset = None if step.end_ns is None or run.first.end_ns is None else (
+            step.end_ns - run.first.end_ns)
+        verdict = VERDICTS.index(step.verdict) if step.verdict in VERDICTS else 0
+        run.records.append((offset, *phases, step_flags(step) | 8 * verdict))
+    return runs
+
+
+def step_flags(step: StepRecord) -> int:
+    """The step's flags as bits, in STEP_FLAGS order (1 warm-up, 2 implicit, 4 input outside)."""
+    return int(step.warmup) | int(step.implicit) << 1 | int(step.input_outside_model) << 2
+
+
+def read_steps(db: sqlite3.Connection, layout: int, trainer: int, first: int | None = None,
+               last: int | None = None) -> list[tuple[Any, ...]]:
+    """The stored steps of `trainer` (STEP_COLUMNS), in step order; those from `first` to
+    `last` when given."""
+    low = -(1 << 62) if first is None else first
+    high = 1 << 62 if last is None else last
+    if layout < 4:
+        return db.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE trainer = ? "
+                          "AND step BETWEEN ? AND ? ORDER BY step",
+                          (trainer, low, high)).fetchall()
+    return [row for run in db.execute(
+        "SELECT first_step, frame, end_ns, epoch, batch_size, steps FROM step_ticks "
+        "WHERE trainer = ? AND first_step BETWEEN ? AND ? ORDER BY first_step",
+        (trainer, low - RUN_STEPS + 1, high)) for row in _decoded(*run)
+        if low <= row[0] <= high]
+
+
+def _decoded(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: int | None,
+             blob: bytes) -> list[tuple[Any, ...]]:
+    """A `step_ticks` row's steps (STEP_COLUMNS)."""
+    rows = []
+    packing = STEP_WIDE if len(blob) == STEP_WIDE.size else STEP_TICK
+    for i, (offset, *phases, marks) in enumerate(packing.unpack(blob)):
+        end = None if offset is None or end_ns is None else end_ns + offset
+        code = (marks or 0) >> 3
+        rows.append((first_step + i, fid, end, *phases, batch, epoch, (marks or 0) & 7,
+                     VERDICTS[code] if code < len(VERDICTS) else "unknown"))
+    return rows
+
+
+def read_attached(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
+    """The trainers attached at tick `fid` in screen order (TRAINER_COLUMNS)."""
+    if layout < 4:
+        return db.execute(f"SELECT {', '.join(TRAINER_COLUMNS)} FROM trainer_ticks "
+                          "WHERE frame = ? ORDER BY position", (fid,)).fetchall()
+    row = db.execute("SELECT trainers FROM attach_ticks WHERE frame = ?", (fid,)).fetchone()
+    out = []
+    for trainer, state, idle_ms, first, last in ATTACH_TICK.unpack(row[0] if row else b""):
+        change = db.execute(
+            "SELECT dropped_records, config_id, error_id FROM trainer_changes WHERE trainer = ? "
+            "AND frame <= ? ORDER BY frame DESC LIMIT 1", (trainer, fid)).fetchone()
+        dropped, config_id, error_id = change or (0, None, None)
+        code = (state or 0) & 3
+        out.append((trainer, TRAINER_STATES[code] if code < len(TRAINER_STATES) else "exited",
+                    idle_ms, int(bool((state or 0) & ALIVE)), dropped, first, last, config_id,
+                    error_id))
+    return out
+
+
+def config_changes(db: sqlite3.Connection, layout: int, trainer: int) -> list[tuple[int, Any]]:
+    """(frame, config_id) of `trainer` in frame order: every tick's (layout 2 and 3), or each
+    change (layout 4)."""
+    table = "trainer_ticks" if layout < 4 else "trainer_changes"
+    return db.execute(f"SELECT frame, config_id FROM {table} WHERE trainer = ? ORDER BY frame",
+                      (trainer,)).fetchall()
+
+
+def read_groups(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
+    """The trainer groups of tick `fid` (GROUP_COLUMNS), in the order stored."""
+    if layout < 4:
+        return db.execute(f"SELECT {', '.join(GROUP_COLUMNS)} FROM trainer_groups "
+                          "WHERE frame = ?", (fid,)).fetchall()
+    row = db.execute("SELECT groups FROM group_ticks WHERE frame = ?", (fid,)).fetchone()
+    out = []
+    for pid, cpu_x10, threads in GROUP_TICK.unpack(row[0] if row else b""):
+        change = db.execute(
+            "SELECT workers_id, pin_memory_thread, launcher_pid FROM group_changes WHERE pid = ? "
+            "AND frame <= ? ORDER BY frame DESC LIMIT 1", (pid, fid)).fetchone()
+        workers_id, pin, launcher = change or (None, 0, None)
+        out.append((pid, workers_id, cpu_x10, threads, pin, launcher))
+    return out
+
+
+def group_series(db: sqlite3.Connection, layout: int) -> Iterator[tuple[Any, ...]]:
+    """(frame, pid, workers_cpu_percent_x10, workers_id) of every stored tick's groups."""
+    if layout < 4:
+        yield from db.execute("SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM "
+                              "trainer_groups")
+        return
+    changes: dict[int, tuple[list[int], list[int]]] = {}
+    for pid, fid, workers_id in db.execute(
+            "SELECT pid, frame, workers_id FROM group_changes ORDER BY pid, frame"):
+        frames, ids = changes.setdefault(pid, ([], []))
+        frames.append(fid)
+        ids.append(workers_id)
+    for fid, blob in db.execute("SELECT frame, groups FROM group_ticks ORDER BY frame"):
+        for pid, cpu_x10, _threads in GROUP_TICK.unpack(blob):
+            frames, ids = changes.get(pid or 0, ([], []))
+            at = bisect.bisect_right(frames, fid) - 1
+            yield fid, pid, cpu_x10, ids[at] if at >= 0 else None
+
+
+def launcher_of(db: sqlite3.Connection, layout: int, pid: int) -> int | None:
+    """The launcher the newest tick that knew one gave trainer `pid`."""
+    table = "trainer_groups" if layout < 4 else "group_changes"
+    row = db.execute(f"SELECT launcher_pid FROM {table} WHERE pid = ? AND launcher_pid IS NOT "
+                     "NULL ORDER BY frame DESC LIMIT 1", (pid,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _groups_view() -> str:
+    """The view giving a row per tick and trainer group, as layout 3's table did."""
+    columns = GROUP_TICK.sql_columns("t.groups", "d.i")
+    change = ("c.frame = (SELECT max(frame) FROM group_changes WHERE pid = c.pid AND frame <= "
+              "t.frame)")
+    named = ["t.frame AS frame", f"{columns['pid']} AS pid", "c.workers_id AS workers_id",
+             f"{columns['workers_cpu_percent_x10']} AS workers_cpu_percent_x10",
+             f"{columns['num_threads_total']} AS num_threads_total",
+             "c.pin_memory_thread AS pin_memory_thread", "c.launcher_pid AS launcher_pid"]
+    return ("CREATE VIEW IF NOT EXISTS trainer_groups AS WITH RECURSIVE d(i) AS (SELECT 0 "
+            "UNION ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(groups)) FROM "
+            f"group_ticks) / {GROUP_TICK.size}) SELECT {', '.join(named)} FROM group_ticks t "
+            f"CROSS JOIN d LEFT JOIN group_changes c ON c.pid = {columns['pid']} AND {change} "
+            f"WHERE d.i * {GROUP_TICK.size} < length(t.groups);\n")
+
+
+def _steps_view() -> str:
+    """The view giving a row per stored step, as layout 3's `steps` table did."""
+    narrow = STEP_TICK.sql_columns("t.steps", "d.i")
+    wide = STEP_WIDE.sql_columns("t.steps", "0")
+    columns = {name: f"CASE WHEN length(t.steps) = {STEP_WIDE.size} THEN {wide[name]} ELSE "
+                     f"{narrow[name]} END" for name in STEP_TICK.names}
+    marks = columns["marks"]
+    verdict = " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(VERDICTS))
+    named = ["t.trainer AS trainer", "t.first_step + d.i AS step", "t.frame AS frame",
+             f"t.end_ns + {columns['end_offset_ns']} AS end_ns",
+             *(f"{columns[name]} AS {name}" for name in STEP_PHASES),
+             "t.batch_size AS batch_size", "t.epoch AS epoch", f"({marks}) & 7 AS flags",
+             f"CASE ({marks}) >> 3 {verdict} ELSE 'unknown' END AS verdict"]
+    return ("CREATE VIEW IF NOT EXISTS steps AS WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL "
+            f"SELECT i + 1 FROM d WHERE i + 1 < {RUN_STEPS}) SELECT {', '.join(named)} "
+            f"FROM step_ticks t CROSS JOIN d WHERE d.i < length(t.steps) / {STEP_TICK.size};\n")
+
+
+def _trainer_ticks_view() -> str:
+    """The view giving a row per tick and attached trainer, as layout 3's table did."""
+    columns = ATTACH_TICK.sql_columns("t.trainers", "d.i")
+    state = columns["state"]
+    words = " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(TRAINER_STATES))
+    change = ("c.frame = (SELECT max(frame) FROM trainer_changes WHERE trainer = c.trainer "
+              "AND frame <= t.frame)")
+    named = ["t.frame AS frame", "d.i AS position", f"{columns['trainer']} AS trainer",
+             f"CASE ({state}) & 3 {words} END AS state", f"{columns['idle_ms']} AS idle_ms",
+             f"(({state}) & {ALIVE}) / {ALIVE} AS alive", "c.dropped_records AS dropped_records",
+             f"{columns['first_step']} AS first_step", f"{columns['last_step']} AS last_step",
+             "c.config_id AS config_id", "c.error_id AS error_id"]
+    return ("CREATE VIEW IF NOT EXISTS trainer_ticks AS WITH RECURSIVE d(i) AS (SELECT 0 "
+            "UNION ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(trainers)) FROM "
+            f"attach_ticks) / {ATTACH_TICK.size}) SELECT {', '.join(named)} FROM attach_ticks t "
+            f"CROSS JOIN d LEFT JOIN trainer_changes c ON c.trainer = {columns['trainer']} AND "
+            f"{change} WHERE d.i * {ATTACH_TICK.size} < length(t.trainers);\n")
+
+
+TRAINER_TABLES = """
+CREATE TABLE IF NOT EXISTS trainers (
+    id INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    first_frame INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS group_ticks (
+    frame INTEGER PRIMARY KEY,
+    groups BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS group_changes (
+    pid INTEGER NOT NULL,
+    frame INTEGER NOT NULL,
+    workers_id INTEGER NOT NULL,
+    pin_memory_thread INTEGER NOT NULL,
+    launcher_pid INTEGER,
+    PRIMARY KEY (pid, frame)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS attach_ticks (
+    frame INTEGER PRIMARY KEY,
+    trainers BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trainer_changes (
+    trainer INTEGER NOT NULL,
+    frame INTEGER NOT NULL,
+    dropped_records INTEGER NOT NULL,
+    config_id INTEGER,
+    error_id INTEGER,
+    PRIMARY KEY (trainer, frame)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS step_ticks (
+    trainer INTEGER NOT NULL,
+    first_step INTEGER NOT NULL,
+    frame INTEGER NOT NULL,
+    end_ns INTEGER,
+    epoch INTEGER NOT NULL,
+    batch_size INTEGER,
+    steps BLOB NOT NULL,
+    PRIMARY KEY (trainer, first_step)
+) WITHOUT ROWID;
+""" + _groups_view() + _steps_view() + _trainer_ticks_view()
+
+
+def attach_record(trainer: int, state: str, alive: bool, idle_ms: int | None,
+                  window: Sequence[StepRecord]) -> tuple[int | None, ...]:
+    """An attached trainer's ATTACH_TICK record."""
+    code = TRAINER_STATES.index(state) if state in TRAINER_STATES else 2
+    return (trainer, code | (ALIVE if alive else 0), idle_ms,
+            window[0].step if window else None, window[-1].step if window else None)
