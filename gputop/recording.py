@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import os
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -108,6 +109,42 @@ def unpack_cores(percent: bytes | None, classes: bytes | None) -> tuple[float, .
         return tuple(float(b) for b in percent or b"")
     found = (n for byte in classes for n in (byte >> 4, byte & 15))
     return tuple(float(CORE_CLASSES[n]) for n in found if n < len(CORE_CLASSES))
+
+
+def open_read_only(path: str, fail: type[Exception]) -> tuple[sqlite3.Connection, int]:
+    """`path` opened read-only (a recorder may still be appending) and checked to be a
+    recording this gputop reads: the connection and its layout. A refusal is one line raised
+    as `fail`, the file closed."""
+    if not os.path.isfile(path):
+        raise fail(f"no recording at {path}" if not os.path.exists(path)
+                   else f"{path} is not a file")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise fail(f"cannot read {path}: {exc}") from None
+    try:
+        refusal, layout = _refusal(db, path)
+    except sqlite3.Error as exc:
+        refusal, layout = f"cannot read {path}: {exc}", 0
+    if refusal is not None:
+        db.close()
+        raise fail(refusal)
+    return db, layout
+
+
+def _refusal(db: sqlite3.Connection, path: str) -> tuple[str | None, int]:
+    """Why the file at `path` is not a recording this gputop reads (None: it is one), and its
+    layout."""
+    if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        return f"{path} is not a gputop recording", 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is None or row[0] != SCHEMA:
+        return (f"{path} is a recording of schema {row[0] if row else 'none'}; "
+                f"this gputop reads {SCHEMA}"), 0
+    layout = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if layout not in LAYOUTS_READ:
+        return f"{path} {layout_refusal(layout)}", layout
+    return None, layout
 
 
 def layout_refusal(layout: int) -> str:

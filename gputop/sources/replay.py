@@ -10,8 +10,6 @@ import analysis), which derives them as it did live.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import threading
 from array import array
 from typing import Any
@@ -36,16 +34,13 @@ from gputop.model import (
 )
 from gputop.recorded_trainers import read_attached, read_groups, read_steps
 from gputop.recording import (
-    APPLICATION_ID,
     KIB,
-    LAYOUTS_READ,
     MIB,
     PROCESS_TICK,
-    SCHEMA,
     from_units,
     gpu_process_rows,
     gpu_values,
-    layout_refusal,
+    open_read_only,
     unpack_cores,
     unscaled,
 )
@@ -66,31 +61,13 @@ class Recording:
     def __init__(self, path: str) -> None:
         self.path = path
         self._reading = threading.Lock()
-        if not os.path.isfile(path):
-            raise ReplayError(f"no recording at {path}" if not os.path.exists(path)
-                              else f"{path} is not a file")
-        try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-            self._check()
-        except sqlite3.Error as exc:
-            raise ReplayError(f"cannot read {path}: {exc}") from None
+        self.db, self.layout = open_read_only(path, ReplayError)
         self._texts: dict[int, Any] = {}
         self._identities: dict[int, tuple[Any, ...]] = {}  # process_info rows never change
         self._trainer_pids: dict[int, int] = {}
         self.ids = array("q")
         self.times = array("d")
         self.refresh()
-
-    def _check(self) -> None:
-        if self.db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            raise ReplayError(f"{self.path} is not a gputop recording")
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None or row[0] != SCHEMA:
-            raise ReplayError(f"{self.path} is a recording of schema "
-                              f"{row[0] if row else 'none'}; this gputop reads {SCHEMA}")
-        self.layout = int(self.db.execute("PRAGMA user_version").fetchone()[0])
-        if self.layout not in LAYOUTS_READ:
-            raise ReplayError(f"{self.path} {layout_refusal(self.layout)}")
 
     def refresh(self) -> None:
         """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""

@@ -25,7 +25,7 @@ from gputop.analysis.steps import (
 )
 from gputop.model import StepRecord
 from gputop.recorded_trainers import STEP_COLUMNS, config_changes, group_series, read_steps
-from gputop.recording import APPLICATION_ID, LAYOUTS_READ, SCHEMA, gpu_values, layout_refusal
+from gputop.recording import gpu_values, open_read_only
 
 NAN = float("nan")
 MS = 1e6  # ns per ms
@@ -41,37 +41,16 @@ class ReportError(Exception):
 
 def open_recording(path: str) -> sqlite3.Connection:
     """`path` opened read-only, checked to be a recording of our schema holding ticks."""
-    if not os.path.exists(path):
-        raise ReportError(f"no recording at {path}")
-    if not os.path.isfile(path):
-        raise ReportError(f"{path} is not a file")
+    db, _ = open_read_only(path, ReportError)
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ReportError(f"cannot read {path}: {exc}") from None
-    try:
-        _check(db, path)
+        ticks = db.execute("SELECT id FROM frames LIMIT 1").fetchone()
     except sqlite3.Error as exc:
         db.close()
         raise ReportError(f"cannot read {path}: {exc}") from None
-    except ReportError:
+    if ticks is None:
         db.close()
-        raise
-    return db
-
-
-def _check(db: sqlite3.Connection, path: str) -> None:
-    if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-        raise ReportError(f"{path} is not a gputop recording")
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is None or row[0] != SCHEMA:
-        raise ReportError(f"{path} is a recording of schema {row[0] if row else 'none'}; "
-                          f"this gputop reports on {SCHEMA}")
-    layout = db.execute("PRAGMA user_version").fetchone()[0]
-    if layout not in LAYOUTS_READ:
-        raise ReportError(f"{path} {layout_refusal(layout)}")
-    if db.execute("SELECT id FROM frames LIMIT 1").fetchone() is None:
         raise ReportError(f"{path} holds no ticks yet")
+    return db
 
 
 def packed(values: Iterable[float | None], code: str = "f") -> str:
