@@ -122,6 +122,7 @@ def process_json(p: ProcessSample) -> dict[str, Any]:
         "runqueue_wait_percent": p.runqueue_wait_percent,
         "io_wait_percent": p.io_wait_percent,
         "read_bytes_per_s": p.read_bytes_per_s,
+        "main_thread_busy_percent": p.main_thread_busy_percent,
     }
 
 

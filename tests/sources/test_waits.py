@@ -232,6 +232,8 @@ def test_derive_reads_waits_for_trainers_and_their_workers_only() -> None:
 def test_waits_are_in_the_json_snapshot() -> None:
     from gputop.export.snapshot import process_json
 
-    row = process_json(process(7, wait=12.5, io_wait=3.0, reads=4096.0))
-    assert (row["runqueue_wait_percent"], row["io_wait_percent"], row["read_bytes_per_s"]) == (
-        12.5, 3.0, 4096.0)
+    sample = replace(process(7, wait=12.5, io_wait=3.0, reads=4096.0),
+                     main_thread_busy_percent=96.0)
+    row = process_json(sample)
+    assert (row["runqueue_wait_percent"], row["io_wait_percent"], row["read_bytes_per_s"],
+            row["main_thread_busy_percent"]) == (12.5, 3.0, 4096.0, 96.0)
