@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import gputop
+
 pytestmark = pytest.mark.slow  # every test runs the real `python -m gputop`
 TOP_KEYS = {"schema", "time", "hostname", "gpu_source", "gpus", "host", "processes",
             "trainers", "memory_bandwidth", "attach", "advice"}
@@ -25,13 +27,6 @@ TRAINER_KEYS = {"pid", "worker_pids", "workers_cpu_percent", "num_threads_total"
                 "pin_memory_thread"}
 MEMBW_KEYS = {"source", "read_bytes_per_s", "write_bytes_per_s", "peak_bytes_per_s", "pressure",
               "psi_some_avg10", "swap_in_per_s", "major_faults_per_s"}
-
-
-def gputop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the real command line in a fresh interpreter."""
-    env = {**os.environ, "GPUTOP_DEBUG": ""}
-    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
 
 
 def test_once_json_without_a_driver_is_cpu_only_mode() -> None:

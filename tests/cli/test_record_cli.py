@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputop.export.record import RecordWriter, open_record
-from tests.cli.test_cli import gputop
 from tests.helpers.builders import frame
+from tests.helpers.cli import gputop
 
 pytestmark = pytest.mark.slow  # every test runs the real `python -m gputop`
 UI_LIBS = {"textual", "rich"}

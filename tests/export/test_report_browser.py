@@ -6,15 +6,13 @@ under the probe (the recorder's own test helper), one of 100 000 steps."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers.chromium import CHROMIUM, Chromium, Image, decode_png, net_log_requests
-from tests.helpers.probe import ROOT
+from tests.helpers.cli import gputop
 from tests.helpers.recording import record_counted_trainer
 from tests.helpers.synthetic_recording import write_synthetic_recording
 
@@ -27,11 +25,6 @@ CHARTS = """Array.from(document.querySelectorAll("section.chart")).filter((s) =>
     return { id: s.id, x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height,
              empty: gputopReport.charts.find((c) => c.id === s.id).empty }; })"""
 RANGE = "document.getElementById('range').textContent"
-
-
-def gputop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
 
 
 def wait_ready(chromium: Chromium) -> None:
@@ -99,7 +92,7 @@ def test_the_request_log_sees_a_page_that_fetches(tmp_path: Path) -> None:
 def test_report_of_a_real_recording_draws_every_chart_offline(tmp_path: Path) -> None:
     recording = record_counted_trainer(tmp_path, min_steps=300).path
     page = tmp_path / "report.html"
-    out = gputop("report", str(recording), "-o", str(page))
+    out = gputop("report", str(recording), "-o", str(page), timeout=120)
     assert out.returncode == 0, out.stderr
     with sqlite3.connect(recording) as db:
         gpus, advice = (db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -134,7 +127,7 @@ def test_a_series_at_its_charts_maximum_is_drawn_inside_the_frame(tmp_path: Path
     """GPUs (or a host) busy 100 % all run long: the line shows, not hidden on the frame."""
     recording, page = tmp_path / "run.sqlite", tmp_path / "report.html"
     write_synthetic_recording(str(recording), 200, gpu_util=100.0)
-    out = gputop("report", str(recording), "-o", str(page))
+    out = gputop("report", str(recording), "-o", str(page), timeout=120)
     assert out.returncode == 0, out.stderr
     with Chromium(1280, 900) as chromium:
         chromium.open(page.as_uri())
@@ -147,7 +140,7 @@ def test_a_series_at_its_charts_maximum_is_drawn_inside_the_frame(tmp_path: Path
 def test_report_of_100000_steps_draws_and_zooms_offline(tmp_path: Path) -> None:
     recording, page = tmp_path / "run.sqlite", tmp_path / "report.html"
     write_synthetic_recording(str(recording), 100_000)
-    out = gputop("report", str(recording), "-o", str(page))
+    out = gputop("report", str(recording), "-o", str(page), timeout=120)
     assert out.returncode == 0, out.stderr
     with Chromium(1280, 900, net_log=str(tmp_path / "net.json")) as chromium:
         chromium.open(page.as_uri())

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager, suppress
-from pathlib import Path
+
+from tests.helpers.processes import children
 
 FAVOURED_NICE = -10
 
@@ -50,23 +51,8 @@ def favoured_children(pid: int, known: Set[int]) -> set[int]:
     """`known` and the children of `pid` not in it, whose sessions are favoured now: torchrun
     starts each rank in a session of its own, outside the launcher's favoured one (their own
     nice, inherited, still counts)."""
-    found = _children(pid) - known
+    found = children(pid) - known
     for child in found:
         with suppress(OSError), open(f"/proc/{child}/autogroup", "w") as group:
             group.write(str(FAVOURED_NICE))
     return {*known, *found}
-
-
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is `pid` (this kernel may lack /proc/PID/task/*/children)."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:  # after the name: state ppid ...
-            out.add(int(entry.name))
-    return out

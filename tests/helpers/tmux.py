@@ -58,9 +58,14 @@ def session(cwd: Path, width: int = 120, height: int = 40) -> Iterator[str]:
                        timeout=30)
 
 
-def spawn(name: str, command: str) -> None:
-    """Run `command` under bash in the pane; bash prints EXIT=code when it ends."""
-    script = f"trap : INT; {command}; echo EXIT=$?; sleep 60"
+TTY_MODE = 'stty -a | tr " " "\\n" | grep -x -- "-*icanon"'  # "icanon": the tty is cooked again
+
+
+def spawn(name: str, command: str, *, tty_mode: bool = False) -> None:
+    """Run `command` under bash in the pane; bash prints EXIT=code when it ends (tmux can be
+    slow to reap a dead pane on a loaded box), then with `tty_mode` the tty's icanon flag."""
+    after = f"; {TTY_MODE}" if tty_mode else ""
+    script = f"trap : INT; {command}; echo EXIT=$?{after}; sleep 60"
     tmux("respawn-pane", "-k", "-t", name, f"bash -c {shlex.quote(script)}")
 
 

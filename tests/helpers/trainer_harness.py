@@ -13,6 +13,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
+from tests.helpers.processes import alive
+
 REPO = Path(__file__).resolve().parents[2]
 LOADER_TRAINER = REPO / "tests" / "sources" / "loader_trainer.py"
 READY_TIMEOUT_S = 120.0
@@ -94,15 +96,6 @@ def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat.rpartition(b")")[2].split()[0] != b"Z"
 
 
 def _pids() -> list[int]:

@@ -4,7 +4,6 @@ reach every output escaped, so none of them can steer the terminal."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -25,9 +24,10 @@ from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from gputop.tui import build_app
 from gputop.tui.widgets.linepane import LinePane
+from tests.helpers.cli import gputop
+from tests.helpers.nvml import open_source
 from tests.helpers.probe import ROOT, trainer_env
 from tests.helpers.tui import FedSampler, frames, sync
-from tests.sources.test_nvml import nv, open_source  # noqa: F401  (nv is a fixture)
 
 TITLE = "\x1b]2;PWNED\x07"  # OSC 2: would set the terminal's window title
 ARGV0 = f"{TITLE}\x1b[2J\u202eevil"
@@ -103,21 +103,14 @@ def test_a_crafted_argv_and_comm_enter_the_process_model_escaped(
     assert rows[comm_pid].name == "\\x1b[31m[b]red"
 
 
-def _gputop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gputop", "--once", "--membw", "off", "--interval", "0.5", *args],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "GPUTOP_DEBUG": ""},
-    )
-
-
 @pytest.mark.slow
 def test_once_text_and_json_show_a_crafted_argv_escaped(hostile: tuple[int, int]) -> None:
     argv_pid, comm_pid = hostile
-    text = _gputop()
+    text = gputop("--once", "--membw", "off", "--interval", "0.5")
     assert text.returncode == 0, text.stderr
     assert not steering(text.stdout.replace("\n", ""))
     assert "\\x1b]2;PWNED\\x07" in text.stdout  # the busy `yes` is among the top by %CPU
-    out = _gputop("--json")
+    out = gputop("--once", "--membw", "off", "--interval", "0.5", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     rows = {p["pid"]: p for p in doc["processes"] if p["pid"] in hostile}
@@ -157,7 +150,7 @@ def test_hostile_annotate_strings_enter_the_trainer_config_escaped(tmp_path: Pat
     assert config.device == "cuda\\x07"
 
 
-def test_nvml_names_uuid_and_driver_version_enter_escaped(nv: ModuleType) -> None:  # noqa: F811
+def test_nvml_names_uuid_and_driver_version_enter_escaped(nv: ModuleType) -> None:
     nv.fake_driver.devices = [nv.FakeDevice(name=f"{TITLE}H100", uuid="GPU-\u202e1")]
     nv.fake_driver.driver_version = "580\x1b[2J"
     report = open_source(nv).sample()

@@ -27,29 +27,9 @@ from gputop.sources.nvml import (
     NvmlSource,
 )
 from tests.helpers.modules import load_file
+from tests.helpers.nvml import load_stand_in, open_source
 
-STAND_IN = Path(__file__).parent / "stand_in_pynvml" / "pynvml.py"
 MIB = 1 << 20
-
-
-def load_stand_in() -> ModuleType:
-    """A fresh stand-in module, so no fake-driver state leaks between tests."""
-    return load_file("pynvml", STAND_IN)
-
-
-@pytest.fixture
-def nv(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The stand-in as `pynvml` (what `import pynvml` inside the source finds), one healthy GPU."""
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # so teardown restores what was there
-    module = load_stand_in()
-    module.fake_install(module.FakeDriver(devices=[module.FakeDevice()]))
-    return module
-
-
-def open_source(nv: ModuleType) -> NvmlSource:
-    source = open_gpu_source()
-    assert isinstance(source, NvmlSource), source.sample().note
-    return source
 
 
 def device(nv: ModuleType, **fields: Any) -> Any:

@@ -13,7 +13,8 @@ from gputop.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample,
 from gputop.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
-from tests.helpers.trainer_harness import REPO, alive, running_trainer
+from tests.helpers.processes import alive
+from tests.helpers.trainer_harness import REPO, running_trainer
 
 pytestmark = pytest.mark.slow
 GPU_BYTES = 3 << 30

@@ -18,7 +18,8 @@ import pytest
 
 from gputop.tui.views.signals import READ_ONLY
 from tests.helpers import tmux
-from tests.helpers.trainer_harness import LOADER_TRAINER, alive, running_trainer
+from tests.helpers.processes import alive
+from tests.helpers.trainer_harness import LOADER_TRAINER, running_trainer
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"

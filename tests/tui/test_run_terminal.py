@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import tmux
-from tests.tui.test_terminal import _children, _exit_code, _gone, _screen, _spawn, _tmux, _wait_for
+from tests.helpers.processes import children, gone
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -50,7 +50,7 @@ def trainers() -> Iterator[list[int]]:
 
 def _run(name: str, log: Path, mark: Path, steps: int = 0, code: int = 7,
          interval: str = "0.5") -> None:
-    _spawn(name, f"env PYTHONPATH={REPO} TERM=xterm {PYTHON} -m gputop run --membw off "
+    tmux.spawn(name, f"env PYTHONPATH={REPO} TERM=xterm {PYTHON} -m gputop run --membw off "
                  f"--interval {interval} --log {log} -- {PYTHON} {TRAINER} {mark} {steps} {code}")
 
 
@@ -70,7 +70,7 @@ def _attached(name: str, log: Path, mark: Path, **run: Any) -> tuple[int, int]:
     trainer's PID and session."""
     _run(name, log, mark, **run)
     pid, sid = _trainer(log)
-    _wait_for(name, lambda s: f"attached {pid}" in s and "steps" in s)
+    tmux.wait_for(name, lambda s: f"attached {pid}" in s and "steps" in s)
     return pid, sid
 
 
@@ -91,7 +91,7 @@ def _keeps_logging(log: Path, timeout_s: float = 60.0) -> bool:
 
 def _printed(name: str) -> str:
     """Everything the pane shows and scrolled by, wrapped lines joined."""
-    return _tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", name)
+    return tmux.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", name)
 
 
 def test_q_asks_and_d_leaves_the_trainer_running(session: str, tmp_path: Path,
@@ -99,28 +99,28 @@ def test_q_asks_and_d_leaves_the_trainer_running(session: str, tmp_path: Path,
     log, mark = tmp_path / "run.log", tmp_path / "saved"
     pid, sid = _attached(session, log, mark)
     trainers.append(pid)
-    _tmux("send-keys", "-t", session, "q")
-    _wait_for(session, lambda s: QUESTION in s)
-    _tmux("send-keys", "-t", session, "Escape")  # cancel: the app carries on
-    _wait_for(session, lambda s: QUESTION not in s and f"attached {pid}" in s)
-    _tmux("send-keys", "-t", session, "q")
-    _wait_for(session, lambda s: QUESTION in s)
-    _tmux("send-keys", "-t", session, "d")
-    assert _exit_code(session) == 0, _screen(session)
+    tmux.tmux("send-keys", "-t", session, "q")
+    tmux.wait_for(session, lambda s: QUESTION in s)
+    tmux.tmux("send-keys", "-t", session, "Escape")  # cancel: the app carries on
+    tmux.wait_for(session, lambda s: QUESTION not in s and f"attached {pid}" in s)
+    tmux.tmux("send-keys", "-t", session, "q")
+    tmux.wait_for(session, lambda s: QUESTION in s)
+    tmux.tmux("send-keys", "-t", session, "d")
+    assert tmux.exit_code(session) == 0, tmux.screen(session)
     printed = _printed(session)
     assert f"left {PYTHON} (PID {pid}) running; its output goes to {log}" in printed
     assert f"ATTACHED {pid}" in printed and "verdict" in printed
     assert sid == pid  # a session of its own: the terminal's hang-up is not its concern
     assert _keeps_logging(log), "the trainer stopped writing steps after gputop left"
-    assert not _gone(pid, timeout_s=0.5) and not mark.exists()
+    assert not gone(pid, timeout_s=0.5) and not mark.exists()
 
 
 def test_ctrl_c_reaches_the_trainer_and_gputop_exits_with_its_code(
         session: str, tmp_path: Path) -> None:
     log, mark = tmp_path / "run.log", tmp_path / "saved"
     pid, _ = _attached(session, log, mark, code=7)
-    _tmux("send-keys", "-t", session, "C-c")
-    assert _exit_code(session, timeout_s=60) == 7, _screen(session)
+    tmux.tmux("send-keys", "-t", session, "C-c")
+    assert tmux.exit_code(session, timeout_s=60) == 7, tmux.screen(session)
     assert mark.read_text().startswith("KeyboardInterrupt after ")  # its handler ran
     printed = _printed(session)
     assert f"exited with code 7; its output is in {log}" in printed
@@ -132,11 +132,11 @@ def test_after_the_trainer_exits_the_summary_stays_and_is_printed_on_exit(
     log, mark = tmp_path / "run.log", tmp_path / "saved"
     _run(session, log, mark, steps=400)
     pid, _ = _trainer(log)
-    _wait_for(session, lambda s: "exited, final summary" in s)
-    screen = _screen(session)  # the summary and its advice are frozen once it exited
+    tmux.wait_for(session, lambda s: "exited, final summary" in s)
+    screen = tmux.screen(session)  # the summary and its advice are frozen once it exited
     assert f"attached {pid}" in screen
-    _tmux("send-keys", "-t", session, "q")  # nothing runs any more: no question
-    assert _exit_code(session) == 0, _screen(session)
+    tmux.tmux("send-keys", "-t", session, "q")  # nothing runs any more: no question
+    assert tmux.exit_code(session) == 0, tmux.screen(session)
     printed = _printed(session)
     assert f"exited with code 0; its output is in {log}" in printed
     assert f"ATTACHED {pid} (exited, final summary)" in printed
@@ -155,9 +155,9 @@ def test_a_hang_up_leaves_the_trainer_running(session: str, tmp_path: Path,
     log, mark = tmp_path / "run.log", tmp_path / "saved"
     pid, _ = _attached(session, log, mark)
     trainers.append(pid)
-    shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-    (gputop,) = _children(shell)
-    _tmux("kill-pane", "-t", session)  # the terminal hangs up
-    assert _gone(gputop, timeout_s=30), "gputop outlived its terminal"
+    shell = int(tmux.tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    (gputop,) = children(shell)
+    tmux.tmux("kill-pane", "-t", session)  # the terminal hangs up
+    assert gone(gputop, timeout_s=30), "gputop outlived its terminal"
     assert _keeps_logging(log), "the hang-up ended the training job"
     assert not mark.exists()

@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import tmux
+from tests.helpers.processes import children, gone
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
 _tmux, _screen, _wait_for, _exit_code = tmux.tmux, tmux.screen, tmux.wait_for, tmux.exit_code
+
+
+def _spawn(name: str, command: str) -> None:
+    """Run `command` in the pane, reporting its exit code and the tty's mode after it."""
+    tmux.spawn(name, command, tty_mode=True)
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
@@ -34,14 +40,6 @@ def session() -> Iterator[str]:
     """A detached 100x30 tmux session whose pane stays after the program exits."""
     with tmux.session(REPO, 100, 30) as name:
         yield name
-
-
-def _spawn(name: str, command: str) -> None:
-    """Run `command` under bash, which reports its exit code on screen: tmux can be slow to
-    reap a dead pane on a loaded box (seen: a zombie left unreaped for 15 s)."""
-    tty_mode = 'stty -a | tr " " "\\n" | grep -x -- "-*icanon"'  # icanon: cooked again
-    script = f"trap : INT; {command}; echo EXIT=$?; {tty_mode}; sleep 60"
-    _tmux("respawn-pane", "-k", "-t", name, f"bash -c '{script}'")
 
 
 def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> None:
@@ -64,7 +62,7 @@ def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> 
 
     _tmux("send-keys", "-t", session, "q")
     assert _exit_code(session) == 0
-    assert _gone(trainer_pid), "the demo trainer outlived gputop"
+    assert gone(trainer_pid), "the demo trainer outlived gputop"
 
 
 def test_ctrl_c_exits_cleanly(session: str) -> None:
@@ -75,20 +73,6 @@ def test_ctrl_c_exits_cleanly(session: str) -> None:
     assert _exit_code(session) == 0, _screen(session)
 
 
-def _gone(pid: int, timeout_s: float = 10.0) -> bool:
-    """True once `pid` has exited (a zombie counts: its parent is gone too)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.25)
-    return False
-
-
 def _own_demo_trainer(session: str) -> int:
     """The demo trainer this session's gputop started (other gputops may run here too)."""
     queue = [int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())]
@@ -97,18 +81,10 @@ def _own_demo_trainer(session: str) -> int:
         try:
             if b"gputop.demo_trainer" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
-            queue += _children(pid)
+            queue += children(pid)
         except OSError:  # gone meanwhile
             continue
     raise AssertionError(f"no demo trainer under tmux session {session}")
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found += [int(child) for child in text]
-    return found
 
 
 def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
@@ -120,13 +96,13 @@ def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
     screen = _wait_for(session, lambda s: "SIMULATED GPUs" in s and "[3w" in s)
     trainer_pid = _own_demo_trainer(session)
     shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-    (gputop_pid,) = _children(shell)
+    (gputop_pid,) = children(shell)
     os.kill(gputop_pid, signal.SIGHUP)
     screen = _wait_for(session, lambda s: "EXIT=" in s and "icanon" in s, timeout_s=30)
     lines = screen.splitlines()
     assert "EXIT=0" in lines, screen
     assert "icanon" in lines and "-icanon" not in lines, screen  # canonical mode is back
-    assert _gone(trainer_pid), "the demo trainer outlived gputop"
+    assert gone(trainer_pid), "the demo trainer outlived gputop"
 
 
 def _splash_then_app(name: str) -> list[str]:
