@@ -317,6 +317,8 @@ class InputStraggler:
     median_input_ns: int
     others_median_input_ns: int
     median_step_ns: int
+    low_input_ns: int  # its quartile wait: 3 of 4 steps wait longer
+    others_high_input_ns: int  # the other ranks' 90th percentile: 9 of 10 wait less
 
     @property
     def who(self) -> str:
@@ -329,7 +331,9 @@ class InputStraggler:
         return (
             f"{self.who} waits {self.median_input_ns / 1e6:.1f} ms for input per step (median), "
             f"the other ranks {self.others_median_input_ns / 1e6:.1f} ms, "
-            f"in steps of {self.median_step_ns / 1e6:.1f} ms"
+            f"in steps of {self.median_step_ns / 1e6:.1f} ms; it waits over "
+            f"{self.low_input_ns / 1e6:.1f} ms in 3 of 4 steps, the others under "
+            f"{self.others_high_input_ns / 1e6:.1f} ms in 9 of 10"
         )
 
 

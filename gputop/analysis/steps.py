@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
+from typing import NamedTuple
 
 from gputop.model import (
     AttachState,
@@ -34,6 +35,7 @@ WAIT_FLOOR_NS = 200_000  # a next() faster than this did not wait: the batch was
 PHASE_NAMES = ("data", "h2d", "forward", "backward", "optimizer", "gpu", "gpu_gap", "other")
 STRAGGLER_FACTOR = 2.0
 STRAGGLER_MIN_SHARE = 0.10
+STRAGGLER_MIN_STEPS = 20  # fewer, and a rank's quartile or 90th percentile is one or two steps
 STALL_MIN_S = 5.0
 STALL_STEPS = 10
 OUTLIER_FACTOR = 4.0  # compute this many times the window's median is not the model's cost
@@ -226,27 +228,50 @@ def _percentile(ordered: Sequence[int], q: float) -> int | None:
     return ordered[int(rank) - 1]
 
 
-def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
-    """The rank that waits for input much longer than the rest (never a compute straggler).
+class _Waits(NamedTuple):
+    """One rank's input waits: quartile, median and 90th percentile, and its median step."""
 
-    A compute straggler cannot be named: the all-reduce makes every rank's backward as long
-    as the slowest one's, so only the input side tells ranks apart.
+    low: int
+    median: int
+    high: int
+    step: int
+    state: AttachState
+
+
+def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
+    """The rank whose short input waits outlast the other ranks' long ones: its quartile
+    at least STRAGGLER_FACTOR times their 90th percentile (never a compute straggler).
+
+    A slower loader makes its rank wait in nearly every step (the others' loaders have slack:
+    their batches are ready). Loaders alike but out of phase, for hundreds of steps at a time
+    (one rank waits for its batch, the other in the all-reduce), only overlap: the rank behind
+    still finds a batch ready in many steps, the one ahead waits in its loader's bursts. The
+    all-reduce makes every rank's backward as long as the slowest one's, so only the input
+    side tells ranks apart.
     """
-    medians = []
-    for state in ranks:
-        inputs = sorted(p[0] for p in (split(s) for s in state.steps if not s.warmup) if p)
-        steps = sorted(s.duration_ns for s in state.steps if not s.warmup)
-        median_input, median_step = _percentile(inputs, 50), _percentile(steps, 50)
-        if median_input is not None and median_step is not None:
-            medians.append((median_input, median_step, state))
-    if len(medians) < 2:
+    judged = [w for w in map(_rank_waits, ranks) if w is not None]
+    if len(judged) < 2:
         return None
-    medians.sort(key=lambda m: m[0])
-    worst_input, worst_step, worst = medians[-1]
-    others = _percentile([m[0] for m in medians[:-1]], 50) or 0
-    if worst_input < STRAGGLER_FACTOR * others or worst_input < STRAGGLER_MIN_SHARE * worst_step:
+    worst = max(judged, key=attrgetter("low"))
+    others = [w for w in judged if w is not worst]
+    others_median = _percentile(sorted(w.median for w in others), 50) or 0
+    others_high = _percentile(sorted(w.high for w in others), 50) or 0
+    if (worst.low < STRAGGLER_FACTOR * others_high
+            or worst.median < STRAGGLER_MIN_SHARE * worst.step):
         return None
-    return InputStraggler(worst.pid, worst.config.rank, worst_input, others, worst_step)
+    return InputStraggler(worst.state.pid, worst.state.config.rank, worst.median,
+                          others_median, worst.step, worst.low, others_high)
+
+
+def _rank_waits(state: AttachState) -> _Waits | None:
+    """A rank's input waits, or None with fewer than STRAGGLER_MIN_STEPS steps measured."""
+    counted = [s for s in state.steps if not s.warmup]
+    inputs = sorted(p[0] for p in map(split, counted) if p)
+    if len(inputs) < STRAGGLER_MIN_STEPS:
+        return None
+    step = _percentile(sorted(s.duration_ns for s in counted), 50) or 0
+    low, median, high = (_percentile(inputs, q) or 0 for q in (25, 50, 90))
+    return _Waits(low, median, high, step, state)
 
 
 def trainer_state(state: AttachState, now_ns: int) -> tuple[TrainerState, float | None]:

@@ -279,14 +279,19 @@ def number(pattern: str, text: str) -> float:
 
 
 def followed(tmp_path: Path, args: tuple[str, ...],
-             gpu: Callable[[int], GpuSource] | None = None) -> list[Frame]:
-    """FOLLOWED_TICKS frames of the trainer run with `args` (the advice followed), under the
-    probe and the real sampler, once its window holds FOLLOWED_MIN_STEPS steps."""
-    with probed_trainer(tmp_path / "followed", *args) as trainer, \
+             gpu: Callable[[int], GpuSource] | None = None, ranks: int = 0,
+             ticks: int = FOLLOWED_TICKS, min_steps: int = FOLLOWED_MIN_STEPS) -> list[Frame]:
+    """`ticks` frames of the trainer run with `args` (the advice followed), under the probe
+    and the real sampler, from when every rank (`ranks` under torchrun, else the one
+    process) is attached and its window holds `min_steps` steps."""
+    def started(frame: Frame) -> bool:
+        return len(frame.attached) == max(1, ranks) and all(
+            s.summary.steps >= min_steps for s in frame.attached)
+
+    with probed_trainer(tmp_path / "followed", *args, ranks=ranks) as trainer, \
             watching(trainer, gpu=gpu(trainer.pid) if gpu else None) as sampler:
-        frames = [sample_until(sampler, lambda f: bool(f.attached)
-                               and state(f).summary.steps >= FOLLOWED_MIN_STEPS)]
-        while len(frames) < FOLLOWED_TICKS:
+        frames = [sample_until(sampler, started)]
+        while len(frames) < ticks:
             time.sleep(TICK_S)
             frames.append(sampler.sample())
     return frames
