@@ -18,6 +18,10 @@ cached); --table-mb gives each sample a label from a table of that many MiB (a d
 annotations), built once before the workers fork and shared by them, or, with
 --table-per-worker, built by each worker for itself (a full copy per worker, as a Dataset
 that loads its annotations lazily in each worker has).
+--image-kb makes each sample a decoded image of that many KiB of uint8, handed on as it is
+(uint8 until the model, which converts and pools it to its width); --float64-round-trips
+normalizes it in float64 and back to float32 that many times in the worker instead, as a
+pipeline that round-trips through numpy float64 does, handing on float32.
 Under torchrun, --rank-workers gives each rank its own num_workers (DDP over gloo); rank 0
 writes --ready and --stats, with the job's samples/s (every rank's batches).
 """
@@ -117,11 +121,13 @@ class Samples(Dataset):
     a record of a data file when there are `records`."""
 
     def __init__(self, sleep_ms: float, spin_ms: float, records: Records | Mapped | None = None,
-                 table: Table | None = None) -> None:
+                 table: Table | None = None, image_bytes: int = 0, round_trips: int = 0) -> None:
         self.sleep_s = sleep_ms / 1000
         self.spin_ns = int(spin_ms * 1e6)
         self.records = records
         self.table = table
+        self.image_bytes = image_bytes
+        self.round_trips = round_trips
 
     def __len__(self) -> int:
         return 10_000_000
@@ -132,7 +138,19 @@ class Samples(Dataset):
         _spin(self.spin_ns)
         value = index if self.records is None else self.records.first_byte(index)
         label = index % 2 if self.table is None else self.table.label(index)
+        if self.image_bytes:
+            return self._image(value), torch.tensor(label)
         return torch.full((WIDTH,), float(value % 7)), torch.tensor(label)
+
+    def _image(self, value: int) -> torch.Tensor:
+        """A decoded uint8 image, or its float32 after the float64 round trips."""
+        image = torch.full((self.image_bytes,), value % 251, dtype=torch.uint8)
+        if not self.round_trips:
+            return image
+        pixels = image.to(torch.float64)
+        for _ in range(self.round_trips):
+            pixels = ((pixels - 127.5) / 64.0).to(torch.float32).to(torch.float64)
+        return pixels.to(torch.float32)
 
 
 def main() -> None:
@@ -160,6 +178,9 @@ def main() -> None:
     parser.add_argument("--table-mb", type=int, default=0, help="a label table this large")
     parser.add_argument("--table-per-worker", action="store_true",
                         help="each worker builds its own copy of the label table")
+    parser.add_argument("--image-kb", type=int, default=0, help="each sample a uint8 image")
+    parser.add_argument("--float64-round-trips", type=int, default=0,
+                        help="the worker normalizes each image in float64 this many times")
     parser.add_argument("--rank-workers", help="under torchrun: each rank's num_workers, "
                         "comma-separated (DDP over gloo)")
     args = parser.parse_args()
@@ -178,7 +199,8 @@ def main() -> None:
     elif args.mmap_file:
         records = Mapped(args.mmap_file, args.record_kb * 1024)
     table = Table(args.table_mb * 2**20, args.table_per_worker) if args.table_mb else None
-    loader = DataLoader(Samples(args.sleep_ms, args.spin_ms, records, table),
+    loader = DataLoader(Samples(args.sleep_ms, args.spin_ms, records, table,
+                                args.image_kb * 1024, args.float64_round_trips),
                         batch_size=args.batch_size, num_workers=workers,
                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
     hidden = args.hidden
@@ -201,6 +223,8 @@ def main() -> None:
         x, y = next(it)
         t1 = time.perf_counter_ns()
         x = copy(x)
+        if x.shape[1] != WIDTH:  # an image: converted and pooled where the model starts
+            x = x.to(torch.float32).view(x.shape[0], WIDTH, -1).mean(-1)
         _spin(step_spin_ns)
         for _ in range(args.passes):
             loss = nn.functional.cross_entropy(model(x), y)

@@ -203,11 +203,13 @@ def watching(trainer: Trainer | None, gpu: GpuSource | None = None,
 
 @dataclass(frozen=True)
 class Need:
-    """A host condition a rule needs and other work on a shared host can take away (an
-    idle core, say), as `holds` finds it in a frame; `what` names it for a skip."""
+    """A host condition a rule needs and other work on a shared host (or the machine itself)
+    can take away (an idle core, say), as `holds` finds it in a frame; `what` names it for a
+    skip, and `words` says what the host did instead over the frames seen."""
 
     what: str
     holds: Callable[[Frame], bool]
+    words: Callable[[list[Frame]], str] | None = None
 
 
 def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
@@ -231,8 +233,9 @@ def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
         time.sleep(TICK_S)
     last = seen[-1] if seen else None
     if need is not None and held < NEEDED_FRAMES:
-        pytest.skip(f"{need.what} in {held} of {len(seen)} frames over {wait_s:.0f} s: "
-                    f"{host_words(seen)} (other work on a shared host)")
+        words = (need.words(seen) if need.words is not None
+                 else f"{host_words(seen)} (other work on a shared host)")
+        pytest.skip(f"{need.what} in {held} of {len(seen)} frames over {wait_s:.0f} s: {words}")
     summary = last.attached[0].summary if last and last.attached else None
     held_words = f"; {need.what} in {held} frames" if need is not None else ""
     pytest.fail(f"condition never met{held_words}; last advice {last.advice if last else ()}, "
