@@ -53,6 +53,7 @@ screenshots: $(TESTING)
 gpu-check:
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check.py
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check_probe.py
+	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check_advice.py
 
 hw-check:
 	PYTHONPATH=$(CURDIR) python3 scripts/hw_check.py

@@ -3,7 +3,8 @@
 Checks that steps carry GPU times (gpu_ns, gpu_gap_ns) and sensible verdicts for a
 data-starved and a compute-heavy run, and measures the slowdown with vs without the probe
 from alternating runs of the same script. No textual. Exit 0 when every check passes.
-The tests dry-run its trainer on the CPU (GPU_CHECK_DEVICE=cpu).
+The tests dry-run its trainer on the CPU (GPU_CHECK_DEVICE=cpu). Its trainer's other
+modes serve scripts/gpu_check_advice.py, which follows the GPU advice.
 """
 
 from __future__ import annotations
@@ -25,44 +26,89 @@ from gputop.sources.attach import RingAttachSource  # noqa: E402
 
 TRAINER = r'''
 import json, os, sys, time
+from contextlib import nullcontext
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 mode, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 device = os.environ.get("GPU_CHECK_DEVICE", "cuda")  # "cpu": the tests' dry run
+cuda = device == "cuda"
+# Per mode: seconds each sample waits (storage-like), floats per sample, the model's width,
+# passes a step, square matmuls a step (GPU time the host need not wait for), workers,
+# batch size, pin_memory. A fifth argument sets the workers (the number an advice named).
+MODES = {
+    "starved": (0.0005, 1024, 256, 1, 0, 2, 256, cuda),
+    "heavy": (0.0, 1024, 4096, 4, 0, 2, 256, cuda),
+    "pageable": (0.0, 2**18 if cuda else 2**16, 16, 1, 1, 6, 32, False),  # 32 MiB batches
+    "pinned": (0.0, 2**18 if cuda else 2**16, 16, 1, 1, 6, 32, True),
+    "waiting": (0.003, 1024, 256, 1, 2, 1, 64, cuda),  # one worker: a batch per ~0.2 s
+    "saturating": (0.0, 1024, 256, 1, 8, 2, 256, cuda),
+}
+wait_s, floats, width, passes, matmuls, workers, batch, pin = MODES[mode]
+workers = int(sys.argv[4]) if len(sys.argv) > 4 else workers
+copies = mode in ("pageable", "pinned")  # timed as the probe's h2d phase
+if copies and "gputop.probe" in sys.modules:
+    from gputop import probe
+    h2d = lambda: probe.phase("h2d")
+else:
+    h2d = nullcontext
 
 class Samples(Dataset):
     def __len__(self):
         return 10**6
     def __getitem__(self, i):
-        if mode == "starved":
-            time.sleep(0.0005)
+        if wait_s:
+            time.sleep(wait_s)
+        if floats > 1024:
+            return torch.full((floats,), float(i % 7)), i % 10
         return torch.randn(1024), i % 10
 
+def barrier():
+    # The jobs of one run (GPU_CHECK_BARRIER: a folder, and how many) start timing together.
+    where, count = os.environ["GPU_CHECK_BARRIER"].split(",")
+    open(os.path.join(where, str(os.getpid())), "w").close()
+    while len(os.listdir(where)) < int(count):
+        time.sleep(0.01)
+
 torch.manual_seed(0)
-width = 4096 if mode == "heavy" else 256
-model = nn.Sequential(nn.Linear(1024, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+model = nn.Sequential(nn.Linear(floats, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
                       nn.Linear(width, 10)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Samples(), batch_size=256, num_workers=2, pin_memory=device == "cuda")
+side = torch.randn(4096 if cuda else 128, 4096 if cuda else 128, device=device)
+if cuda and mode == "waiting":  # a trainer holding most of the card: a big model or cache
+    held = torch.empty(int(0.9 * torch.cuda.mem_get_info()[0]), dtype=torch.uint8,
+                       device=device)
+loader = DataLoader(Samples(), batch_size=batch, num_workers=workers, pin_memory=pin)
 t0 = None
 for i, (x, y) in enumerate(loader):
     if i == 10:
-        if device == "cuda":
+        if "GPU_CHECK_BARRIER" in os.environ:
+            barrier()
+        if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
     if i == steps:
         break
-    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-    for _ in range(4 if mode == "heavy" else 1):
+    if i == 1 and os.environ.get("GPU_CHECK_CLAIM_DEVICE"):  # the dry run says it is CUDA
+        from gputop import probe
+        probe.annotate(device=os.environ["GPU_CHECK_CLAIM_DEVICE"])
+    with h2d():
+        if cuda:
+            x, y = x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)
+        elif copies:
+            x = x.clone()  # on the CPU, what .to(device) does from pageable memory
+    for _ in range(matmuls):
+        side = torch.tanh(side @ side)
+    for _ in range(passes):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-if device == "cuda":
+if cuda:
     torch.cuda.synchronize()
-json.dump({"loop_s": time.perf_counter() - t0}, open(out, "w"))
+loop_s = time.perf_counter() - t0
+json.dump({"loop_s": loop_s, "samples_per_s": (steps - 10) * batch / loop_s}, open(out, "w"))
 '''
 
 

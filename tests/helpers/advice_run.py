@@ -33,6 +33,7 @@ from gputop.sources.base import GpuSource, MemoryBandwidthSource
 from gputop.sources.host import ProcHostSource
 from gputop.sources.nvml import NoGpuSource
 from gputop.sources.processes import ProcProcessSource
+from tests.helpers.memcg import MemoryCgroup
 from tests.helpers.probe import ROOT, torchrun, trainer_env
 from tests.helpers.scheduling import favoured, favoured_children
 
@@ -62,18 +63,19 @@ class Trainer:
 
 @contextmanager
 def probed_trainer(tmp_path: Path, *args: str, cpus: Set[int] | None = None,
-                   ranks: int = 0) -> Iterator[Trainer]:
+                   ranks: int = 0, cgroup: MemoryCgroup | None = None) -> Iterator[Trainer]:
     """`python -m gputop.probe trainer.py ARGS` in a favoured session of its own, on `cpus`
-    if given; killed with its workers afterwards. With `ranks`, torchrun's that many ranks
-    of it under the probe, the Trainer being rank 0; a job that ends before its first step
-    is started once more, saying so (torchrun on a busy host now and then aborts at start)."""
+    if given, in `cgroup` if given; killed with its workers afterwards. With `ranks`,
+    torchrun's that many ranks of it under the probe, the Trainer being rank 0; a job that
+    ends before its first step is started once more, saying so (torchrun on a busy host now
+    and then aborts at start)."""
     where = tmp_path
-    job, trainer = _start_probed(where, args, cpus, ranks)
+    job, trainer = _start_probed(where, args, cpus, ranks, cgroup)
     if trainer is None and ranks:
         print(f"\n{tmp_path.name}: torchrun ended at start "
               f"({start_failure(_stderr(where))}); retried once")
         where = tmp_path / "retry"
-        job, trainer = _start_probed(where, args, cpus, ranks)
+        job, trainer = _start_probed(where, args, cpus, ranks, cgroup)
     try:
         if trainer is None:
             pytest.fail(f"trainer ended before its first step (rc={job.proc.returncode}): "
@@ -99,10 +101,11 @@ class Job:
 
     @classmethod
     def start(cls, command: list[str], err: IO[bytes], cpus: Set[int] | None = None,
-              ranks: int = 0, env: dict[str, str] | None = None) -> Job:
-        """Start `command`, its stderr to `err`."""
+              ranks: int = 0, env: dict[str, str] | None = None,
+              cgroup: MemoryCgroup | None = None) -> Job:
+        """Start `command`, its stderr to `err`, in `cgroup` from its start when given."""
         return cls(subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True,
-                                    preexec_fn=favoured(cpus), stdout=subprocess.DEVNULL,
+                                    preexec_fn=_placed(cpus, cgroup), stdout=subprocess.DEVNULL,
                                     stderr=err), ranks)
 
     def poll(self) -> int | None:
@@ -124,8 +127,19 @@ class Job:
         self.proc.wait(timeout=30)
 
 
+def _placed(cpus: Set[int] | None, cgroup: MemoryCgroup | None) -> Callable[[], None]:
+    """A preexec_fn: favoured (and pinned to `cpus`), and in `cgroup` when given."""
+    favour = favoured(cpus)
+
+    def setup() -> None:
+        if cgroup is not None:
+            cgroup.join()
+        favour()
+    return setup
+
+
 def _start_probed(tmp_path: Path, args: tuple[str, ...], cpus: Set[int] | None,
-                  ranks: int) -> tuple[Job, Trainer | None]:
+                  ranks: int, cgroup: MemoryCgroup | None) -> tuple[Job, Trainer | None]:
     """The probed trainer started and ready, or None (and the job gone) when it ended
     before its first step; fails when it takes longer than READY_TIMEOUT_S."""
     ring_dir, ready, stats = tmp_path / "rings", tmp_path / "READY", tmp_path / "stats.json"
@@ -136,7 +150,7 @@ def _start_probed(tmp_path: Path, args: tuple[str, ...], cpus: Set[int] | None,
     env = probe_env(trainer_env(ring_dir)) if ranks else trainer_env(ring_dir)
     with open(tmp_path / "stderr.txt", "wb") as err:
         job = Job.start([*command, "--ready", str(ready), "--stats", str(stats), *args], err,
-                        cpus, ranks, env)
+                        cpus, ranks, env, cgroup)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not (ready.exists() and stats.exists()):
         if job.poll() is not None:
@@ -189,11 +203,13 @@ def watching(trainer: Trainer | None, gpu: GpuSource | None = None,
 
 @dataclass(frozen=True)
 class Need:
-    """A host condition a rule needs and other work on a shared host can take away (an
-    idle core, say), as `holds` finds it in a frame; `what` names it for a skip."""
+    """A host condition a rule needs and other work on a shared host (or the machine itself)
+    can take away (an idle core, say), as `holds` finds it in a frame; `what` names it for a
+    skip, and `words` says what the host did instead over the frames seen."""
 
     what: str
     holds: Callable[[Frame], bool]
+    words: Callable[[list[Frame]], str] | None = None
 
 
 def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
@@ -217,8 +233,9 @@ def sample_until(sampler: Sampler, done: Callable[[Frame], bool],
         time.sleep(TICK_S)
     last = seen[-1] if seen else None
     if need is not None and held < NEEDED_FRAMES:
-        pytest.skip(f"{need.what} in {held} of {len(seen)} frames over {wait_s:.0f} s: "
-                    f"{host_words(seen)} (other work on a shared host)")
+        words = (need.words(seen) if need.words is not None
+                 else f"{host_words(seen)} (other work on a shared host)")
+        pytest.skip(f"{need.what} in {held} of {len(seen)} frames over {wait_s:.0f} s: {words}")
     summary = last.attached[0].summary if last and last.attached else None
     held_words = f"; {need.what} in {held} frames" if need is not None else ""
     pytest.fail(f"condition never met{held_words}; last advice {last.advice if last else ()}, "

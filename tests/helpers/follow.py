@@ -24,6 +24,7 @@ from statistics import median
 import pytest
 
 from tests.helpers.advice_run import Job, start_failure, trainer_command
+from tests.helpers.memcg import MemoryCgroup
 from tests.helpers.scheduling import favoured
 
 HOG = "while True:\n    pass"
@@ -38,12 +39,14 @@ RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
 class Setting:
     """One way to run the test trainer: its flags, the steps it takes before its samples/s
     count (start-up, and the batches its workers loaded ahead at start), the CPUs it and
-    its workers are pinned to (None: any), and the ranks torchrun starts (0: no torchrun)."""
+    its workers are pinned to (None: any), the ranks torchrun starts (0: no torchrun), and
+    the memory cgroup it runs in (None: the test's own)."""
 
     args: tuple[str, ...]
     warm_steps: int = START_STEPS
     cpus: frozenset[int] | None = None
     ranks: int = 0
+    cgroup: MemoryCgroup | None = None
 
 
 def with_workers(workers: int, *args: str, cpus: frozenset[int] | None = None) -> Setting:
@@ -101,7 +104,7 @@ def _one_run(out: Path, setting: Setting, steps: int) -> Run | str:
     host_before, wall_before = _host_busy_s(), time.monotonic()
     job = Job.start([*trainer_command(setting.ranks), "--ready", str(ready), "--stats",
                      str(stats), "--measure-after", str(setting.warm_steps), *setting.args],
-                    err, setting.cpus, setting.ranks)
+                    err, setting.cpus, setting.ranks, cgroup=setting.cgroup)
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while True:

@@ -52,12 +52,13 @@ def cpu_ns(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def sysbench_hog(block_size: str, cpu: int | None = None) -> Iterator[int]:
-    """`sysbench memory` (1 thread, `block_size` blocks), favoured and pinned to `cpu` when
-    given, streaming before this yields its pid (0.2 s of its CPU spent: past allocation)."""
+def sysbench_hog(block_size: str, cpu: int | None = None, seconds: int = 60) -> Iterator[int]:
+    """`sysbench memory` (1 thread, `block_size` blocks, for at most `seconds`), favoured and
+    pinned to `cpu` when given, streaming before this yields its pid (0.2 s of its CPU
+    spent: past allocation)."""
     proc = subprocess.Popen(
         ["sysbench", "memory", "--threads=1", f"--memory-block-size={block_size}",
-         "--memory-total-size=1000T", "--time=60", "run"],
+         "--memory-total-size=1000T", f"--time={seconds}", "run"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         # Before exec: sysbench's worker thread inherits the weight and the pinning.
         preexec_fn=favoured(None if cpu is None else {cpu}),
