@@ -232,6 +232,8 @@ def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
     A compute straggler cannot be named: the all-reduce makes every rank's backward as long
     as the slowest one's, so only the input side tells ranks apart.
     """
+    if len(ranks) < 2:  # nothing to compare with (most jobs): no window walked each tick
+        return None
     medians = []
     for state in ranks:
         inputs = sorted(p[0] for p in (split(s) for s in state.steps if not s.warmup) if p)
