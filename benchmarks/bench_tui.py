@@ -348,31 +348,61 @@ def rows_shown(screen: str, header: str) -> bool:
     return False
 
 
-def first_rows_s(command: list[str], header: str, size: tuple[int, int] = (120, 40)) -> float:
-    """Seconds from launch until process rows, sorted by CPU, are on the screen."""
+def first_rows_s(command: list[str], header: str,
+                 size: tuple[int, int] = (120, 40)) -> tuple[float, float]:
+    """Seconds from launch until process rows, sorted by CPU, are on the screen, and the CPU
+    ms the tool spent until then (which a loaded box stretches less than the seconds)."""
     name = f"bench-first-{uuid.uuid4().hex[:6]}"
     with btop_home() as home:
         t0 = time.monotonic()
         pid = start(name, command, size, tool_env(home))
         try:
             wait_screen(name, lambda screen: rows_shown(screen, header))
-            return time.monotonic() - t0
+            return time.monotonic() - t0, cpu_ns(pid) / 1e6
         finally:
             stop(name, pid)
 
 
-def first_frames(runs: int) -> dict[str, list[float]]:
-    """gputop's and htop's first useful frame, warm (one start each first), in turns."""
+def compile_bytecode(checkout: Path) -> None:
+    """Write gputop's bytecode, as installing it does: under PYTHONDONTWRITEBYTECODE (set on
+    some machines, this one included) every start would compile every module, 50 ms of CPU."""
+    subprocess.run([gputop_command()[0], "-m", "compileall", "-q", str(checkout / "gputop")],
+                   check=True, capture_output=True, timeout=300)
+
+
+def first_frames(runs: int, reference: str | None = None) -> dict[str, list[tuple[float, float]]]:
+    """gputop's and htop's first useful frame, warm (one start each first), in turns (and
+    gputop-ref's: the `reference` checkout's, e.g. the code before a change): seconds and
+    CPU ms of each start."""
     commands = {"gputop": (gputop_command(), "%CPU")}
+    if reference:
+        commands["gputop-ref"] = (tools(reference)["gputop-ref"], "%CPU")
     if shutil.which("htop"):
         commands["htop"] = (["htop", "-d", "10"], "CPU%")
+    for checkout in (REPO, *([Path(reference)] if reference else [])):
+        compile_bytecode(checkout)
     for command, header in commands.values():
         first_rows_s(command, header)  # warm: imports and binaries in the page cache
-    times: dict[str, list[float]] = {tool: [] for tool in commands}
+    times: dict[str, list[tuple[float, float]]] = {tool: [] for tool in commands}
     for _ in range(runs):
         for tool, (command, header) in commands.items():
             times[tool].append(first_rows_s(command, header))
     return times
+
+
+def report_first_frames(times: dict[str, list[tuple[float, float]]]) -> None:
+    """Medians and ranges of the seconds and CPU ms to the first useful frame, per tool."""
+    def spread(values: list[float], unit: str, digits: int) -> str:
+        return (f"{statistics.median(values):.{digits}f} {unit} "
+                f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+    runs = len(next(iter(times.values())))
+    print(f"\nfirst useful frame (process rows sorted by CPU on screen, via tmux), warm, at "
+          f"{process_count()} processes, median (range) of {runs} in turns; then the CPU it "
+          f"took:")
+    for tool, pairs in times.items():
+        print(f"  {tool:12s} {spread([s for s, _ in pairs], 's', 2)}, "
+              f"CPU {spread([c for _, c in pairs], 'ms', 0)}")
 
 
 def main() -> int:
@@ -388,6 +418,8 @@ def main() -> int:
                         help="also run gputop from this checkout (gputop-ref), e.g. main's")
     parser.add_argument("--cpu-only", action="store_true",
                         help="the side-by-side CPU windows only (no --interval 0.1, first frame)")
+    parser.add_argument("--first-only", action="store_true",
+                        help="the first useful frame only (with --reference: beside it)")
     parser.add_argument("--serve-replay", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_replay:
@@ -404,7 +436,7 @@ def main() -> int:
     sleepers: list[subprocess.Popen[bytes]] = []
     try:
         summary: list[str] = []
-        for count in counts:
+        for count in [] if args.first_only else counts:
             for size in SIZES:
                 reach(count, sleepers)
                 window = measure(commands, size, rounds, window_s, warmup_s)
@@ -418,24 +450,25 @@ def main() -> int:
         if args.cpu_only:
             return 0
         reach(counts[0], sleepers)
-        cpu, answered, rss = fast_refresh(SIZES[0], window_s, rounds,
-                                          4 if args.quick else KEY_PRESSES)
-        print(f"\n--interval 0.1 at {process_count()} processes, {SIZES[0][0]}x{SIZES[0][1]}: "
-              f"{statistics.median(cpu):.1f} ms CPU per second (median of {len(cpu)} rounds), "
-              f"peak RSS {rss / 1024:.1f} MiB; ticks from a key to its answer on screen: "
-              f"{answered} (max {max(answered)}: "
-              f"{'within one tick' if max(answered) <= 1 else 'NOT within one tick'})")
-        times = first_frames(3 if args.quick else FIRST_RUNS)
-        print(f"\nfirst useful frame (process rows sorted by CPU on screen, via tmux), warm, "
-              f"median of {len(times['gputop'])} in turns: " + ", ".join(
-                  f"{tool} {statistics.median(t):.2f} s (range {min(t):.2f}-{max(t):.2f})"
-                  for tool, t in times.items()))
+        if not args.first_only:
+            report_fast_refresh(window_s, rounds, 4 if args.quick else KEY_PRESSES)
+        report_first_frames(first_frames(3 if args.quick else FIRST_RUNS, args.reference))
     finally:
         for proc in sleepers:
             proc.kill()
         for proc in sleepers:
             proc.wait(timeout=30)
     return 0
+
+
+def report_fast_refresh(window_s: float, rounds: int, presses: int) -> None:
+    """Print `--interval 0.1`'s CPU, peak RSS and ticks from a key to its answer."""
+    cpu, answered, rss = fast_refresh(SIZES[0], window_s, rounds, presses)
+    print(f"\n--interval 0.1 at {process_count()} processes, {SIZES[0][0]}x{SIZES[0][1]}: "
+          f"{statistics.median(cpu):.1f} ms CPU per second (median of {len(cpu)} rounds), "
+          f"peak RSS {rss / 1024:.1f} MiB; ticks from a key to its answer on screen: "
+          f"{answered} (max {max(answered)}: "
+          f"{'within one tick' if max(answered) <= 1 else 'NOT within one tick'})")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from gputop import __version__
+from gputop.sources import first_look
 from gputop.wiring import BadInput
 
 if TYPE_CHECKING:
@@ -214,6 +215,17 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --once (see gputop --help)")
     if args.gpus is not None and args.demo is None:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
+    # The live view looks at the processes before loading the rest of gputop, so its first
+    # %CPU covers that loading instead of a wait after it.
+    look = None if args.once or args.fleet is not None else first_look.take()
+    try:
+        return _main_after_look(args, look)
+    finally:
+        if look is not None:
+            look.close()
+
+
+def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None) -> int:
     from gputop.wiring import check_attach, check_scenario
 
     if args.demo is not None:
@@ -238,7 +250,7 @@ def _main(args: argparse.Namespace) -> int:
                         record=args.record,
                         retention=_retention(args) if args.record else None,
                         readonly=args.readonly,
-                        on_exit=_say_final if args.demo is None else None)
+                        on_exit=_say_final if args.demo is None else None, first_look=look)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 

@@ -1,4 +1,4 @@
-"""Frozen dataclasses shared by every layer: one Frame is everything a tick knows.
+"""Frozen dataclasses (`record`s) shared by every layer: one Frame is everything a tick knows.
 
 Units follow psutil: bytes, seconds, percent (0..100 per core for processes).
 `None` always means "not measured / not available", never zero.
@@ -6,8 +6,10 @@ Units follow psutil: bytes, seconds, percent (0..100 per core for processes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from gputop.records import record
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 Role = Literal["trainer", "worker", "launcher", "other"]
@@ -19,7 +21,7 @@ SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "s
                      "record"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuProcess:
     """One compute process NVML reports on a device."""
 
@@ -28,7 +30,7 @@ class GpuProcess:
     sm_util_percent: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuSample:
     """One device at one tick; fields NVML could not give are None."""
 
@@ -53,7 +55,7 @@ class GpuSample:
     processes_known: bool = True  # False: NVML refused every process query, so () means n/a
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuReport:
     """All devices from one source; `note` explains a missing driver or a simulation."""
 
@@ -64,7 +66,7 @@ class GpuReport:
     scenario: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HostSample:
     """Host-wide CPU and memory at one tick."""
 
@@ -80,7 +82,7 @@ class HostSample:
     uptime_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProcessSample:
     """One process; `in_proc` is False for an NVML PID with no /proc entry (other namespace)."""
 
@@ -114,7 +116,7 @@ class ProcessSample:
         return (self.pid, self.start_ticks)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TrainerGroup:
     """A trainer and the DataLoader workers grouped beneath it."""
 
@@ -126,7 +128,7 @@ class TrainerGroup:
     launcher_pid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryConsumer:
     """A process and the memory traffic its cache misses stand for (bytes/s, cache lines x 64)."""
 
@@ -135,7 +137,7 @@ class MemoryConsumer:
     bytes_per_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryLayoutCheck:
     """The memory modules judged against the board's channels and each other.
 
@@ -155,7 +157,7 @@ class MemoryLayoutCheck:
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryBandwidthSample:
     """Host memory-bandwidth pressure, always labelled with where it came from."""
 
@@ -180,7 +182,7 @@ class MemoryBandwidthSample:
     layout_check: MemoryLayoutCheck | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TrainerConfig:
     """Facts the probe recorded about the trainer (annotate() and the patched loader)."""
 
@@ -206,7 +208,7 @@ class TrainerConfig:
         return self.device.split(":")[0] != "cpu"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepRecord:
     """One training step; a phase the probe did not see is None, not zero."""
 
@@ -244,7 +246,7 @@ class StepRecord:
         return max(0, self.duration_ns - seen)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepSummary:
     """A rolling window of non-warm-up steps, reduced to what decides a verdict."""
 
@@ -282,7 +284,7 @@ class StepSummary:
 EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttachState:
     """What the ring of one attached trainer says right now.
 
@@ -308,7 +310,7 @@ class AttachState:
         return self.state == "running"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InputStraggler:
     """A rank whose steps wait for input far longer than the other ranks' do."""
 
@@ -337,7 +339,7 @@ class InputStraggler:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceError:
     """A source that failed: its part of the Frame is the last good one (or empty)."""
 
@@ -357,7 +359,7 @@ class SourceError:
                 f"{self.retry_in_s:.0f} s{stale})")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Advice:
     """One piece of advice with the measured numbers it rests on."""
 
@@ -372,7 +374,7 @@ class Advice:
 FLEET_PRESSURE_RATIO = 0.6  # host memory-bandwidth pressure the fleet counts as trouble
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetHost:
     """One `gputop serve` target as Prometheus has it; a target that is down has no figures
     (None), never zeros."""
@@ -404,7 +406,7 @@ class FleetHost:
                                                 self.data_bound_trainers, self.stragglers))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetGpu:
     """One GPU of a fleet host, as its exporter last published it."""
 
@@ -416,7 +418,7 @@ class FleetGpu:
     memory_total_bytes: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetTrainer:
     """One trainer of a fleet host; `pid` is its PID on that host (the `trainer` label)."""
 
@@ -437,7 +439,7 @@ class FleetTrainer:
     gpu_memory_bytes: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetAdvice:
     """A piece of advice active on a fleet host (`trainer` is "" for host-wide advice)."""
 
@@ -446,7 +448,7 @@ class FleetAdvice:
     trainer: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetHostDetail:
     """One host's GPUs, trainers and advice: what Enter on a fleet row shows."""
 
@@ -456,7 +458,7 @@ class FleetHostDetail:
     advice: tuple[FleetAdvice, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetReport:
     """Every host a Prometheus server scrapes `gputop serve` on, worst first."""
 
@@ -467,7 +469,7 @@ class FleetReport:
     detail: FleetHostDetail | None = None  # the host the user drilled into, if any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Trend:
     """A recording's sparkline values for the ticks up to one, oldest first: each GPU's
     util (None while lost) and the memory-bandwidth pressure 0..1 (None: not measured)."""
@@ -476,7 +478,7 @@ class Trend:
     membw_pressure: list[float | None]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Frame:
     """Everything one tick measured; immutable and complete, so rendering never samples."""
 

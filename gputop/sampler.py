@@ -226,7 +226,8 @@ class Sampler(PausableTicks):
         self._deferred = build
 
     def add_deferred_sources(self) -> None:
-        """Build and add the deferred sources (after a first tick, memory bandwidth reads now)."""
+        """Build and add the deferred sources (after a first tick, memory bandwidth reads now);
+        with attach requests waiting for them, the next tick comes at once."""
         build, self._deferred = self._deferred, None
         if build is None:
             return
@@ -238,6 +239,8 @@ class Sampler(PausableTicks):
             self.membw = later.membw or self.membw
             self.attach_source = later.attach or self.attach_source
             self.advisor = later.advisor or self.advisor
+        if self._attach_requests:
+            self._ticker.wake()
 
     def add_sink(self, sink: FrameSink) -> None:
         """Hand every frame the background thread delivers to `sink` too (before `on_frame`;

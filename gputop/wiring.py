@@ -5,22 +5,25 @@ receives a ready sampler and never imports a source."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from gputop.sampler import DeferredSources, Sampler, look_early
+if TYPE_CHECKING:  # the sampler and subprocess load when used: the CLI imports this module
+    import subprocess  # before the live view's first look (gputop.sources.first_look)
 
-if TYPE_CHECKING:
     from gputop.children import RunCommand
     from gputop.export.http import Tls
     from gputop.export.recorder import Recorder, Retention
     from gputop.fleet_sampler import FleetSampler
     from gputop.model import AttachState, Frame
     from gputop.playback import Playback
+    from gputop.sampler import DeferredSources, Sampler
     from gputop.signalling import ProcessSignaller
+    from gputop.sources.first_look import FirstLook
+    from gputop.sources.host import ProcHostSource
+    from gputop.sources.processes import ProcProcessSource
 
 
 class BadInput(Exception):
@@ -66,6 +69,7 @@ def build_sampler(
     defer: bool = False,
     owner_pids: Sequence[int] = (),
     early: bool = False,
+    first_look: FirstLook | None = None,
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
 
@@ -73,13 +77,18 @@ def build_sampler(
     `Sampler.add_deferred_sources()`: a
     live view paints its first frame from GPUs, host and processes alone. With `early`,
     the host and the processes get a first look before the GPU source opens (NVML takes
-    a while to start): the live view's first frame then needs no priming sample.
+    a while to start): the live view's first frame then needs no priming sample. A
+    `first_look` (taken before gputop loaded) serves as that look.
     """
+    from gputop.sampler import Sampler, look_early
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
     host, processes = ProcHostSource(), ProcProcessSource()
-    looked_at = look_early(host, processes) if early else None
+    if first_look is not None:
+        looked_at: float | None = _seed(host, processes, first_look)
+    else:
+        looked_at = look_early(host, processes) if early else None
     from gputop.sources.gpu import open_gpu_source
 
     gpu = (open_gpu_source(simulate=demo, owner_pids=owner_pids) if gpus is None
@@ -92,8 +101,16 @@ def build_sampler(
     return sampler
 
 
+def _seed(host: ProcHostSource, processes: ProcProcessSource, look: FirstLook) -> float:
+    """Make `look` the host's and the processes' previous sample; when it was taken."""
+    host.seed(look.host_stat)
+    processes.seed(look)
+    return look.monotonic
+
+
 def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
     from gputop.advice import Advisor
+    from gputop.sampler import DeferredSources
     from gputop.sources.attach import RingAttachSource
     from gputop.sources.membw import open_membw_source
 
@@ -159,12 +176,12 @@ def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
     record: str | None = None, retention: Retention | None = None, readonly: bool = False,
-    on_exit: Callable[[Frame], None] | None = None,
+    on_exit: Callable[[Frame], None] | None = None, first_look: FirstLook | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
     `ascii` draws with ASCII characters only; `record` also writes what it shows there;
     `readonly` sends no signals; `on_exit` gets the last frame, with the advice then on
-    screen, once the terminal is back."""
+    screen, once the terminal is back; `first_look`: the CLI's, taken as it started."""
     from gputop.tui import run_tui
 
     recorder = open_recorder(record, retention) if record is not None else None
@@ -178,7 +195,7 @@ def run_live(
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else (),
-                                early=True)
+                                early=True, first_look=first_look)
         if recorder is not None:
             sampler.add_sink(recorder)
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)

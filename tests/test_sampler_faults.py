@@ -126,3 +126,24 @@ def test_attach_requests_run_on_the_sampling_thread() -> None:
     assert source.attached == []  # nothing touched the source from here
     _frames(sampler, 2)
     assert source.attached == [(4242, "gputop-sampler")]
+
+
+def test_an_attach_waiting_for_the_deferred_sources_ticks_as_soon_as_they_join() -> None:
+    """At a one-hour interval, the frame after the deferred sources join comes only from the
+    wake-up they give an attach that waited for them."""
+    from gputop.sampler import DeferredSources
+
+    source = RecordsAttachThread()
+    sampler = _sampler()
+    sampler.interval_s = 3600.0
+    sampler.defer_sources(lambda: DeferredSources(attach=source))  # type: ignore[arg-type]
+    sampler.attach(4242)
+    got: queue.Queue[Frame] = queue.Queue()
+    sampler.start(got.put, first_gap_s=0.02)
+    try:
+        got.get(timeout=30)
+        sampler.add_deferred_sources()
+        got.get(timeout=30)
+    finally:
+        sampler.stop()
+    assert source.attached == [(4242, "gputop-sampler")]

@@ -249,6 +249,8 @@ def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
     all-reduce makes every rank's backward as long as the slowest one's, so only the input
     side tells ranks apart.
     """
+    if len(ranks) < 2:  # nothing to compare with (most jobs): no window walked each tick
+        return None
     judged = [w for w in map(_rank_waits, ranks) if w is not None]
     if len(judged) < 2:
         return None

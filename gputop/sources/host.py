@@ -22,6 +22,10 @@ class ProcHostSource:
             procfs.KeptFile(f"{proc_root}/{name}") for name in (
                 "stat", "meminfo", "loadavg", "uptime"))
 
+    def seed(self, stat_text: str) -> None:
+        """Take /proc/stat's text read earlier (a first look) as the previous sample."""
+        self._last = procfs.parse_cpu_lines(stat_text)
+
     def sample(self) -> HostSample:
         """Host-wide figures now; CPU percentages are None until a previous sample exists."""
         total, per_cpu = procfs.parse_cpu_lines(self._stat.text() or "")

@@ -16,12 +16,15 @@ import re
 import time
 import weakref
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gputop.model import GpuReport, ProcessSample
 from gputop.printable import printable
 from gputop.sources import procfs
 from gputop.sources.base import ProcessScan, ProcessWaits
+
+if TYPE_CHECKING:
+    from gputop.sources.first_look import FirstLook
 
 FOREIGN_NAME = "?"
 FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
@@ -187,6 +190,27 @@ class ProcProcessSource:
         )
         moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
         return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone))
+
+    def seed(self, look: FirstLook) -> None:
+        """Take `look` (gputop.sources.first_look's, taken before gputop loaded) as the
+        previous tick, keeping its stat fds: the first sample's %CPU then covers the time
+        since the look. A source that sampled already, or reads another /proc, ignores it."""
+        if self._times[0] is not None or look.proc_root != self.proc_root:
+            look.close()
+            return
+        self._ticks += 1
+        tracked: dict[int, _Tracked] = {}
+        for pid, (fd, data) in sorted(look.hand_over().items()):
+            st = procfs.parse_stat(data)
+            if st is None:
+                os.close(fd)
+                continue
+            self._reader.adopt(pid, fd)
+            tracked[pid] = t = self._new(pid, st, data, look.boottime, None)
+            self._row(t)
+        self._tracked, self._order = tracked, list(tracked)
+        self._times = (look.boottime, None)
+        self._listed_at, self._relisted_tick = look.last_pid, self._ticks
 
     @property
     def open_fds(self) -> int:

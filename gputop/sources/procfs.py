@@ -423,6 +423,13 @@ class StatReader:
             os.close(fd)
         return data
 
+    def adopt(self, pid: int, fd: int) -> None:
+        """Keep `fd`, open on `pid`'s file elsewhere (a first look), as if `read` had opened it."""
+        if pid in self._fds or len(self._fds) >= self.max_fds:
+            os.close(fd)
+        else:
+            self._fds[pid] = fd
+
     def forget(self, pid: int) -> None:
         """Close the fd of a process that vanished or was replaced."""
         fd = self._fds.pop(pid, None)

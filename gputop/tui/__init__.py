@@ -43,8 +43,10 @@ def build_app(
     slot = FrameSlot()
     pending = attach_pid
     if start:
-        if pending is not None or splash is None:
+        if splash is None:
             sampler.add_deferred_sources()  # attach first, so the first frame has steps
+        # With a splash, an attach waits for the deferred sources (their import would hold
+        # the first paint up), which join after it and tick again at once with the steps.
         pending = _attach_now(sampler, pending)
         if splash is None:
             sampler.start(slot.put)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gputop.analysis.steps import (
     WAIT_FLOOR_NS,
     band,
@@ -97,3 +99,23 @@ def test_no_straggler_when_ranks_wait_alike_or_alone() -> None:
     assert input_straggler([_rank(100, 0, 9.0)]) is None
     # twice the others' wait but a negligible share of the step: not worth naming
     assert input_straggler([_rank(1, 0, 0.1), _rank(2, 1, 0.1), _rank(3, 2, 0.5)]) is None
+
+
+class _CountedSteps(tuple):
+    """A window that counts how often it is walked."""
+
+    walks = 0
+
+    def __iter__(self):
+        _CountedSteps.walks += 1
+        return super().__iter__()
+
+
+def test_a_single_rank_is_not_searched_for_a_straggler() -> None:
+    """One trainer (most jobs) has no rank to compare with: its window is not walked each
+    tick for medians that cannot name a straggler."""
+    one = _rank(100, 0, 9.0)
+    _CountedSteps.walks = 0
+    counted = replace(one, steps=_CountedSteps(one.steps))
+    assert input_straggler([counted]) is None
+    assert _CountedSteps.walks == 0

@@ -250,3 +250,39 @@ def test_textual_is_imported_after_the_first_rows_are_painted() -> None:
     out = subprocess.run([sys.executable, "-c", ROWS_FIRST], capture_output=True, text=True,
                          check=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.split() == ["rows", "textual"]
+
+
+ATTACH_FIRST_ROWS = r"""
+import os, pty, sys
+from gputop.tui import build_app
+from gputop.tui.splash import Splash
+from gputop.wiring import build_sampler
+
+DEFERRED = ("gputop.advice", "gputop.sources.attach", "gputop.sources.membw")
+real_show = Splash.show
+
+
+def show(self, frame, *, rates=True):
+    real_show(self, frame, rates=rates)
+    if rates:
+        print(sorted(m for m in DEFERRED if m in sys.modules), flush=True)
+        os._exit(0)
+
+
+Splash.show = show
+master, slave = pty.openpty()
+with os.fdopen(os.dup(slave), "w") as stream:
+    splash = Splash.open(stream)
+    build_app(build_sampler(demo="idle", defer=True, early=True), attach_pid=os.getpid(),
+              splash=splash)
+"""
+
+
+def test_attaching_holds_up_no_first_rows_with_the_deferred_sources_imports() -> None:
+    """`gputop --demo`, `--attach` and `gputop run` paint their first rows before memory
+    bandwidth, the rings and the advice are imported (~40 ms of CPU); the attach waits for
+    them."""
+    out = subprocess.run([sys.executable, "-c", ATTACH_FIRST_ROWS], capture_output=True,
+                         text=True, check=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,65 @@
+"""gputop.model's records: dataclasses that compile less on import, and behave the same."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from gputop import model
+
+RECORDS = [cls for _, cls in inspect.getmembers(model, inspect.isclass)
+           if dataclasses.is_dataclass(cls) and cls.__module__ == model.__name__]
+
+
+def test_importing_the_model_compiles_only_init_and_the_frozen_setters() -> None:
+    """Counted where dataclasses compiles each generated method: __eq__, __hash__ and
+    __repr__ are shared, so the import on the way to the first frame compiles half as much."""
+    code = ("import collections, dataclasses\n"
+            "made = collections.Counter()\n"
+            "real = dataclasses._create_fn\n"
+            "def counted(name, *args, **kwargs):\n"
+            "    made[name] += 1\n"
+            "    return real(name, *args, **kwargs)\n"
+            "dataclasses._create_fn = counted\n"
+            "import gputop.model\n"
+            "print(sorted(made))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "['__delattr__', '__init__', '__setattr__']"
+
+
+def _twin(cls: type) -> type:
+    """The same fields as a plain frozen, slotted dataclass: the behaviour to match."""
+    return dataclasses.make_dataclass(
+        cls.__name__,
+        [(f.name, Any, dataclasses.field(compare=f.compare, hash=f.hash, repr=f.repr))
+         for f in dataclasses.fields(cls)],
+        frozen=True, slots=True)
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda cls: cls.__name__)
+def test_a_record_compares_hashes_and_shows_as_its_dataclass_twin_does(cls: type) -> None:
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {name: (i, f"v{i}") for i, name in enumerate(names)}
+    one, same = cls(**values), cls(**values)
+    twin = _twin(cls)(**values)
+    assert (one == same, hash(one) == hash(same), repr(one)) == (True, True, repr(twin))
+    assert hash(one) == hash(twin)
+    assert one != twin and one.__eq__(twin) is NotImplemented
+    for name in names:
+        other = dataclasses.replace(one, **{name: "changed"})
+        twin_other = dataclasses.replace(twin, **{name: "changed"})
+        assert (one == other) == (twin == twin_other), name
+        assert (hash(one) == hash(other)) == (hash(twin) == hash(twin_other)), name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(one, names[0], 1)
+    assert not hasattr(one, "__dict__")
+
+
+def test_every_model_class_is_a_record() -> None:
+    assert [cls.__name__ for cls in RECORDS if cls.__repr__.__module__ != "gputop.records"] == []
