@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gputop.analysis import grouping, steps
+from gputop.analysis import grouping, step_window, steps
 from gputop.model import (
     AttachState,
     InputStraggler,
     ProcessSample,
-    StepRecord,
-    StepSummary,
     TrainerGroup,
 )
 from gputop.sources.base import ProcessScan, ProcessSource
@@ -33,10 +31,7 @@ class Derivation:
         self._inputs: tuple[frozenset[int], frozenset[int]] | None = None
         self._involved: frozenset[int] = frozenset()  # PIDs the grouping rests on
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
-        self._verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}  # id -> (raw, classified)
-        # trainer PID -> its raw window last tick, that window classified, and its summary
-        self._windows: dict[int, tuple[tuple[StepRecord, ...], tuple[StepRecord, ...],
-                                       StepSummary]] = {}
+        self._windows: dict[int, step_window.StepWindow] = {}  # trainer PID -> its window
 
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
@@ -94,36 +89,17 @@ class Derivation:
     ) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
         """Each trainer with its steps classified, its window summarized and its
         running/stalled/exited state; and the job's input straggler."""
-        verdicts: dict[int, tuple[StepRecord, StepRecord]] = {}
         windows = {}
         out = []
         for state in states:
-            known = self._windows.get(state.pid)
-            if known is not None and known[0] == state.steps:  # no step closed since: as it was
-                classified, summary = known[1], known[2]
-                verdicts.update((id(raw), (raw, done)) for raw, done in zip(
-                    state.steps, classified, strict=True))
-            else:
-                classified = tuple(self._classified(step, verdicts) for step in state.steps)
-                summary = steps.summarize(classified)
-            windows[state.pid] = (state.steps, classified, summary)
-            state = replace(state, steps=classified, summary=summary)
+            window = self._windows.get(state.pid) or step_window.StepWindow()
+            window.update(state.steps)  # costs the steps that closed or left since last tick
+            windows[state.pid] = window
+            state = replace(state, steps=window.classified, summary=window.summary)
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
-        self._verdicts = verdicts  # only the current windows' steps are kept
-        self._windows = windows
+        self._windows = windows  # only the current trainers' windows are kept
         return tuple(out), _first_straggler(out)
-
-    def _classified(
-        self, step: StepRecord, verdicts: dict[int, tuple[StepRecord, StepRecord]]
-    ) -> StepRecord:
-        """`step` with its verdict; each step object (the source keeps the same one across
-        ticks) is classified once."""
-        raw, done = self._verdicts.get(id(step), (None, step))
-        if raw is not step:  # new (the memo holds its raw step, so an id is never reused)
-            done = replace(step, verdict=steps.classify(step))
-        verdicts[id(step)] = (step, done)
-        return done
 
 
 def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grouping.Grouping,

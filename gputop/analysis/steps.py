@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from gputop.model import (
     AttachState,
@@ -47,6 +47,7 @@ NO_DATA_PHASE = "no data wait measured (the probe saw no DataLoader fetch)"
 UNBOUNDED = "no DataLoader: steps are timed only from backward to optimizer.step"
 INPUT_WORDS = "input-bound"
 OUTSIDE_MODEL_WORDS = "input (outside the model)"  # a loop without a DataLoader: not its wait
+_T = TypeVar("_T")
 
 
 def input_words(s: StepSummary) -> str:
@@ -74,7 +75,19 @@ def classify(step: StepRecord) -> Verdict:
 
 def classified(steps: Iterable[StepRecord]) -> tuple[StepRecord, ...]:
     """The steps with their verdicts filled in."""
-    return tuple(replace(s, verdict=classify(s)) for s in steps)
+    return tuple(map(with_verdict, steps))
+
+
+def with_verdict(step: StepRecord) -> StepRecord:
+    """`step` with its verdict filled in (built from its fields: half what replace() costs,
+    paid for every step that closes)."""
+    values: tuple[Any, ...] = (*_BEFORE_VERDICT(step), classify(step), *_AFTER_VERDICT(step))
+    return StepRecord(*values)
+
+
+_FIELDS = [f.name for f in fields(StepRecord)]
+_BEFORE_VERDICT = attrgetter(*_FIELDS[:_FIELDS.index("verdict")])
+_AFTER_VERDICT = attrgetter(*_FIELDS[_FIELDS.index("verdict") + 1:])
 
 
 def band(input_percent: float | None) -> Band:
@@ -220,7 +233,7 @@ def _median_phase(steps: Sequence[StepRecord], name: str) -> int | None:
 _PHASE_NS = {name: attrgetter(f"{name}_ns") for name in PHASE_NAMES}  # other_ns: never None
 
 
-def _percentile(ordered: Sequence[int], q: float) -> int | None:
+def _percentile(ordered: Sequence[_T], q: float) -> _T | None:
     """Nearest-rank percentile of an ascending sequence."""
     if not ordered:
         return None
