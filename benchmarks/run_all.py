@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("bench_sampler.py", "bench_record.py", "bench_report.py", "bench_probe.py",
-         "bench_membw.py", "bench_tui.py", "bench_fleet.py", "soak.py")
+ORDER = ("bench_sampler.py", "bench_steps.py", "bench_record.py", "bench_report.py",
+         "bench_probe.py", "bench_membw.py", "bench_tui.py", "bench_fleet.py", "soak.py")
 ARGS = {"soak.py": ["--minutes", "5"]}
 QUICK_ARGS = {
     "bench_sampler.py": ["--quick"],
+    "bench_steps.py": ["--rounds", "3"],
     "bench_probe.py": ["--rounds", "60"],
     "bench_membw.py": ["--repeat", "1", "--seconds", "4"],
     "bench_tui.py": ["--quick"],
