@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean
 
-from gputop.advice.context import Context, StepShape, gpu_memory_fraction, step_shape
+from gputop.advice.context import Context, StepShape, gpu_memory_fraction
 from gputop.model import Advice, AttachState, GpuSample
 
 BATCH_MEMORY_TARGET = 0.90
@@ -31,7 +31,7 @@ def raise_batch_size(ctx: Context, state: AttachState) -> list[Advice]:
     backward grow less than that (per-operation overhead, weights read once per batch).
     """
     batch = state.config.batch_size or _step_batch(state)
-    shape = step_shape(state)
+    shape = ctx.step_shape(state)
     if state.summary.verdict != "compute-bound" or not batch or shape is None:
         return []
     for gpu in ctx.gpus_of(state.pid):

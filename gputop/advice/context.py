@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gputop.analysis.steps import split
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample, TrainerGroup
@@ -21,17 +21,37 @@ ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this muc
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """The newest frame and, per GPU index, its util history (oldest first, newest last)."""
+    """The newest frame and, per GPU index, its util history (oldest first, newest last).
+
+    The rules of one tick share what they look up here: rows by PID (one pass over the
+    frame's rows, not one per lookup) and each trainer's step shape (one pass over its window).
+    """
 
     frame: Frame
     gpu_util_history: dict[int, tuple[float, ...]]
+    _rows: dict[int, ProcessSample] | None = field(default=None, init=False, repr=False,
+                                                   compare=False)
+    _shapes: dict[int, tuple[AttachState, StepShape | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def process(self, pid: int) -> ProcessSample | None:
-        """The process row for `pid`, if it was seen this tick."""
-        for p in self.frame.processes:
-            if p.pid == pid:
-                return p
-        return None
+        """The process row for `pid`, if it was seen this tick (the first, if listed twice)."""
+        rows = self._rows
+        if rows is None:
+            rows = {}
+            for p in self.frame.processes:
+                rows.setdefault(p.pid, p)
+            object.__setattr__(self, "_rows", rows)  # frozen: a cache filled on first use
+        return rows.get(pid)
+
+    def step_shape(self, state: AttachState) -> StepShape | None:
+        """`step_shape(state)`, worked out once per state however many rules ask."""
+        cached = self._shapes.get(id(state))
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        shape = step_shape(state)
+        self._shapes[id(state)] = (state, shape)  # the state kept: its id stays its own
+        return shape
 
     def trainer(self, pid: int) -> TrainerGroup | None:
         """The worker group of trainer `pid`, if grouping found one."""

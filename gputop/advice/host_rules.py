@@ -9,9 +9,9 @@ from gputop.advice.context import (
     CORE_PERCENT,
     STARVED_WAIT,
     Context,
+    StepShape,
     input_evidence,
     is_data_bound,
-    step_shape,
 )
 from gputop.model import Advice, AttachState, MemoryLayoutCheck
 
@@ -158,7 +158,7 @@ def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
     reach = used + idle  # the cores its threads could run on: its own and the idle ones
     if row.runqueue_wait_percent is not None and threads >= reach + 1:
         return _too_many_threads(threads, used, idle, row.runqueue_wait_percent / CORE_PERCENT)
-    return _too_few_threads(state, threads, used, idle)
+    return _too_few_threads(state, ctx.step_shape(state), threads, used, idle)
 
 
 def _too_many_threads(threads: int, used: float, idle: float, wait: float) -> list[Advice]:
@@ -180,10 +180,9 @@ def _too_many_threads(threads: int, used: float, idle: float, wait: float) -> li
     )]
 
 
-def _too_few_threads(state: AttachState, threads: int, used: float, idle: float
-                     ) -> list[Advice]:
+def _too_few_threads(state: AttachState, shape: StepShape | None, threads: int, used: float,
+                     idle: float) -> list[Advice]:
     """Busy threads beside idle cores in a compute-bound trainer: more would use them."""
-    shape = step_shape(state)
     added = idle_cores(idle)
     if (state.summary.verdict != "compute-bound" or shape is None or not added
             or used < BUSY_THREADS * threads):

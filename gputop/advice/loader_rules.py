@@ -20,7 +20,6 @@ from gputop.advice.context import (
     job_cpu,
     num_workers,
     others_cores,
-    step_shape,
     swapping,
     trainer_starved,
     trainer_thread_saturated,
@@ -70,7 +69,7 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound while every batch is loaded in the main process, and workers would help."""
     if not is_data_bound(state) or num_workers(ctx, state) != 0:
         return []
-    shape = step_shape(state)
+    shape = ctx.step_shape(state)
     job = job_cpu(ctx, state.pid, trainer_starved(ctx, state.pid))
     on_cpu = cpu_only(ctx, state)
     if shape is None or shape.input_ms <= 0 or (on_cpu and job is None):
@@ -105,7 +104,7 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound, and more workers of the kind there are would shorten the step."""
     n = num_workers(ctx, state)
     load = worker_load(ctx, state.pid)
-    shape = step_shape(state)
+    shape = ctx.step_shape(state)
     if not is_data_bound(state) or not n or load is None or shape is None or swapping(ctx):
         return []
     if trainer_thread_saturated(ctx, state.pid):

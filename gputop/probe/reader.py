@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import operator
 import os
 import stat
 import struct
@@ -81,7 +82,8 @@ class RawRecord(NamedTuple):
 
 
 assert RawRecord._fields == ("index", *layout.PAYLOAD_FIELDS)  # spelled out above for mypy
-_ALWAYS_SET = (layout.STEP, layout.START_NS, layout.DURATION_NS, layout.EPOCH, layout.LOADER)
+_always_set = operator.itemgetter(
+    layout.STEP, layout.START_NS, layout.DURATION_NS, layout.EPOCH, layout.LOADER)
 _MEASURED = slice(layout.DATA_NS, layout.BATCH_SIZE + 1)
 
 
@@ -156,27 +158,28 @@ class RingReader:
         return out
 
     def _read_run(self, lo: int, hi: int, out: list[RawRecord]) -> bool:
-        """Records lo..hi-1 from adjacent slots: seqs, payload, seqs again (a seqlock).
+        """Records lo..hi-1 from adjacent slots: seqs, payload, seqs again (a seqlock),
+        the payload decoded in one call.
 
         Returns False when it met a record not yet written (reading stops there).
         """
         size = layout.RECORD_SIZE
         offset = layout.HEADER_SIZE + (lo % layout.SLOTS) * size
-        before = self._pread((hi - lo) * size, offset)
+        before = _seqs(self._pread((hi - lo) * size, offset))
         payload = self._pread((hi - lo) * size, offset)
-        after = self._pread((hi - lo) * size, offset)
-        for i in range(hi - lo):
+        after = _seqs(self._pread((hi - lo) * size, offset))
+        for i, fields in enumerate(layout.RECORD.iter_unpack(payload)):
             n = lo + i
             want = 2 * n + 2
-            seq_b = layout.SEQ.unpack_from(after, i * size)[0]
+            seq_b = after[i]
             if seq_b < want:  # not yet complete: the head we read ran ahead of the slot
                 return False
-            seq_a = layout.SEQ.unpack_from(before, i * size)[0]
             record = None
-            if seq_a == seq_b == want:
-                record = _verified(n, payload, i * size)
+            if before[i] == seq_b == want:
+                record = _verified(n, fields, payload, i * size)
                 if record is None:  # its stores may not all be visible yet: look once more
-                    record = _verified(n, self._pread(size, offset + i * size), 0)
+                    again = self._pread(size, offset + i * size)
+                    record = _verified(n, layout.RECORD.unpack(again), again, 0)
             if record is None:
                 self.dropped += 1
             else:
@@ -288,10 +291,14 @@ def _contiguous_slot_runs(first: int, end: int, slots: int) -> list[tuple[int, i
     return runs
 
 
-def _verified(index: int, raw: bytes, at: int) -> RawRecord | None:
-    """Record `index` from the slot bytes at `at`, if its sequence and check say it is
-    complete and its own, and every field is in range."""
-    fields = layout.RECORD.unpack_from(raw, at)
+def _seqs(raw: bytes) -> memoryview:
+    """The sequence word of each record in `raw`, adjacent slots' bytes."""
+    return memoryview(raw).cast("q")[:: layout.RECORD_WORDS]
+
+
+def _verified(index: int, fields: tuple[int, ...], raw: bytes, at: int) -> RawRecord | None:
+    """Record `index` (`fields`, decoded from the slot bytes at `at`), if its sequence and
+    check say it is complete and its own, and every field is in range."""
     start = at + layout.PAYLOAD_OFFSET
     check = layout.record_check(index, raw[start : start + layout.PAYLOAD_SIZE])
     if fields[0] != 2 * index + 2 or fields[layout.CHECK_WORD] != check:
@@ -301,9 +308,11 @@ def _verified(index: int, raw: bytes, at: int) -> RawRecord | None:
 
 def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:
     """A record whose fields are all in range, else None (counted as dropped)."""
-    if not all(0 <= f[i] < MAX_VALUE for i in _ALWAYS_SET) or not 0 <= f[layout.FLAGS] < 256:
+    always = _always_set(f)
+    if min(always) < 0 or max(always) >= MAX_VALUE or not 0 <= f[layout.FLAGS] < 256:
         return None
-    if any(not -1 <= v < MAX_VALUE for v in f[_MEASURED]):
+    measured = f[_MEASURED]
+    if min(measured) < -1 or max(measured) >= MAX_VALUE:
         return None
     return RawRecord(index, *f[layout.STEP : layout.CHECK_WORD])
 
