@@ -18,8 +18,6 @@ with it, and the test passed (0.65 and 0.69 quoted, 367 -> 2072 and 405 -> 2550 
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,7 +45,7 @@ from tests.helpers.advice_run import (
     watching,
 )
 from tests.helpers.follow import interleaved, report, with_workers
-from tests.helpers.membw import sysbench_hog
+from tests.helpers.membw import hog_cpus, sysbench_hog
 from tests.helpers.scheduling import pinned
 
 pytestmark = pytest.mark.slow
@@ -101,11 +99,7 @@ def hogged(state_dir: Path) -> Iterator[tuple[frozenset[int], EveryTick]]:
     """gputop's bandwidth source calibrated, then a memory hog on the second core; the
     trainer's core (and the canary's: the test's thread is pinned there) is the first.
     Skips where sysbench, a second core or a bandwidth reading is missing."""
-    if shutil.which("sysbench") is None:
-        pytest.skip("sysbench not installed (apt-get install -y sysbench)")
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        pytest.skip("needs two CPUs: one for the trainer and the canary, one for the hog")
+    cpus = hog_cpus("the trainer and the canary")
     source = EveryTick(state_dir)
     try:
         with pinned({cpus[0]}):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.helpers.scheduling import favoured
 
@@ -52,6 +55,17 @@ def cpu_ns(pid: int) -> int:
 
 
 @contextlib.contextmanager
+def hog_cpus(first_for: str) -> list[int]:
+    """This process's CPUs, the first for `first_for` and the second for a sysbench memory
+    hog; skips where sysbench or a second CPU is missing."""
+    if shutil.which("sysbench") is None:
+        pytest.skip("sysbench not installed (apt-get install -y sysbench)")
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"needs two CPUs: one for {first_for}, one for the hog")
+    return cpus
+
+
 def sysbench_hog(block_size: str, cpu: int | None = None, seconds: int = 60) -> Iterator[int]:
     """`sysbench memory` (1 thread, `block_size` blocks, for at most `seconds`), favoured and
     pinned to `cpu` when given, streaming before this yields its pid (0.2 s of its CPU

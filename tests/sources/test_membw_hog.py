@@ -14,7 +14,6 @@ too busy to give it one, the test skips and says why instead of guessing.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import time
 
@@ -22,7 +21,7 @@ import pytest
 
 from gputop.sources.membw.canary import Canary, MiB
 from gputop.sources.membw.estimate import CanaryEstimator
-from tests.helpers.membw import cpu_ns, sysbench_hog
+from tests.helpers.membw import cpu_ns, hog_cpus, sysbench_hog
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +43,7 @@ def _phase(estimator: CanaryEstimator) -> list[tuple[float, float]]:
 
 
 def test_pressure_follows_a_memory_hog_on_the_other_core() -> None:
-    if shutil.which("sysbench") is None:
-        pytest.skip("sysbench not installed (apt-get install -y sysbench)")
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        pytest.skip("needs two CPUs: one for the canary, one for the hog")
+    cpus = hog_cpus("the canary")
     saved = set(cpus)
     os.sched_setaffinity(0, {cpus[0]})
     idle: list[tuple[float, float]] = []
