@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -94,6 +97,36 @@ def test_auto_with_unopenable_uncore_falls_back_with_the_reason() -> None:
         assert "own processes no usable event (cache-misses: not supported" in source.why[3]
     finally:
         source.close()
+
+
+# Opens the ladder in a fresh interpreter and prints the membw modules it imported and its why.
+OPEN_AND_LIST_MODULES = """
+import sys
+from gputop.sources.membw import open_membw_source
+root = sys.argv[1]
+source = open_membw_source("auto", sys_root=root + "/sys", resctrl_root=root + "/resctrl",
+                           udev_root=root + "/udev", state_dir=root + "/state")
+print(sorted(m for m in sys.modules if m.startswith("gputop.sources.membw.")))
+print(source.why if source is not None else None)
+"""
+
+
+def test_rungs_that_cannot_apply_are_never_imported(tmp_path: Path) -> None:
+    """No PMU listed in /sys and no resctrl mount: the perf rungs' modules stay unimported."""
+    sys_with_llc(tmp_path / "sys", "4096K")
+    done = subprocess.run([sys.executable, "-c", OPEN_AND_LIST_MODULES, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    modules_line, why_line = done.stdout.splitlines()
+    never = {"perf_event", "uncore", "corepmu", "coreevents", "coreown"}
+    loaded = {m.rsplit(".", 1)[1] for m in ast.literal_eval(modules_line)}
+    assert loaded & never == set()
+    assert "resctrl" in loaded  # the first rung is tried, so its module is imported
+    assert ast.literal_eval(why_line) == (
+        "resctrl: not mounted or no monitoring",
+        "perf uncore: no memory-controller PMU",
+        "perf core: no core PMU (none in /sys/bus/event_source/devices: this machine or its "
+        "hypervisor exposes no CPU counters)",
+    )
 
 
 def test_estimate_mode_skips_the_hardware_rungs(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop.model import MemoryBandwidthSample
 from gputop.sources import procfs
@@ -20,7 +21,6 @@ from gputop.sources.membw.canary import (
     llc_bytes,
     plan_canary,
 )
-from gputop.sources.membw.corepmu import open_core_pmu
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
@@ -30,12 +30,20 @@ from gputop.sources.membw.estimate import (
 )
 from gputop.sources.membw.layout import MemoryLayout, compare_peak
 from gputop.sources.membw.layoutcheck import check_layout, read_layout
-from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
-from gputop.sources.membw.perf_event import KERNEL_PERF, PerfLayer
-from gputop.sources.membw.quiet import QuietMeter
-from gputop.sources.membw.resctrl import open_resctrl
+from gputop.sources.membw.pmus import (
+    NO_CORE_PMU,
+    NO_UNCORE_PMU,
+    is_core_pmu,
+    is_uncore_pmu,
+    pmu_names,
+)
 from gputop.sources.membw.traffic import Traffic, TrafficMeter
-from gputop.sources.membw.uncore import open_uncore
+
+if TYPE_CHECKING:
+    from gputop.sources.membw.perf_event import PerfLayer
+
+# Each rung's module (resctrl, uncore, corepmu and the perf_event layer under them) is
+# imported only when the ladder tries that rung: on most machines one or two apply.
 
 MODES = ("off", "auto", "estimate")
 
@@ -212,15 +220,15 @@ def open_membw_source(
     udev_root: Path | str = "/run/udev/data",
     period_s: float = DEFAULT_PERIOD_S,
     state_dir: Path | str | None = None,
-    perf: PerfLayer = KERNEL_PERF,
+    perf: PerfLayer | None = None,
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
     Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
     that the first sample starts; samples say "calibrating" until it is done. Where the
     canary cannot be honest (its buffer would not exceed the cache within its budget),
-    there is no estimator and samples say why. `perf` opens counters and rings (tests pass
-    a stand-in so that fixture trees never reach the kernel).
+    there is no estimator and samples say why. `perf` opens counters and rings (None: the
+    kernel's; tests pass a stand-in so that fixture trees never reach the kernel).
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -229,24 +237,18 @@ def open_membw_source(
     layout = read_layout(udev_root, sys_root)
     why: list[str] = []
     if mode == "auto":
-        resctrl, reason = open_resctrl(resctrl_root)
-        if resctrl is not None:
-            return MemoryBandwidthMonitor(resctrl, None, proc_root, layout)
-        why.append(reason)
-        uncore, reason = open_uncore(sys_root, proc_root, perf.open)
-        if uncore is not None:
-            return MemoryBandwidthMonitor(uncore, None, proc_root, layout)
-        why.append(reason)
-        core, reason = open_core_pmu(sys_root, proc_root, perf.open, perf.ring)
-        if core is not None:
-            return MemoryBandwidthMonitor(core, None, proc_root, layout)
-        why.append(reason)
+        meter = open_hardware_meter(sys_root, proc_root, resctrl_root, perf, why)
+        if meter is not None:
+            return MemoryBandwidthMonitor(meter, None, proc_root, layout)
     llc = llc_bytes(sys_root)
     if llc is None and Path(sys_root) == Path("/sys"):  # getconf speaks for this machine only
         llc = getconf_llc_bytes()
     plan = plan_canary(llc)
     if plan.footprint is None:
         return MemoryBandwidthMonitor(None, None, proc_root, layout, (plan.reason, *why))
+    from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
+    from gputop.sources.membw.quiet import QuietMeter
+
     directory = state_dir if state_dir is not None else default_state_dir()
     key = machine_key(proc_root, layout.summary() if layout and layout.modules else None,
                       f"{plan.footprint}/{plan.chunk}")
@@ -256,3 +258,51 @@ def open_membw_source(
     )
     return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why),
                                   limits=plan.reason)
+
+
+def open_hardware_meter(
+    sys_root: Path | str,
+    proc_root: Path | str,
+    resctrl_root: Path | str,
+    perf: PerfLayer | None,
+    why: list[str],
+) -> TrafficMeter | None:
+    """The first hardware rung that opens (resctrl, perf uncore, perf core), else None with
+    each rung's refusal appended to `why`; a perf rung whose PMU is not listed is refused
+    by name, without importing its module."""
+    from gputop.sources.membw.resctrl import open_resctrl
+
+    resctrl, reason = open_resctrl(resctrl_root)
+    if resctrl is not None:
+        return resctrl
+    why.append(reason)
+    names = pmu_names(sys_root)
+    if not any(is_uncore_pmu(n) for n in names):
+        why.append(NO_UNCORE_PMU)
+    else:
+        from gputop.sources.membw.uncore import open_uncore
+
+        uncore, reason = open_uncore(sys_root, proc_root, kernel_perf(perf).open)
+        if uncore is not None:
+            return uncore
+        why.append(reason)
+    if not any(is_core_pmu(n) for n in names):
+        why.append(NO_CORE_PMU)
+        return None
+    from gputop.sources.membw.corepmu import open_core_pmu
+
+    layer = kernel_perf(perf)
+    core, reason = open_core_pmu(sys_root, proc_root, layer.open, layer.ring)
+    if core is not None:
+        return core
+    why.append(reason)
+    return None
+
+
+def kernel_perf(perf: PerfLayer | None) -> PerfLayer:
+    """`perf`, or the kernel's perf_event layer (imported here, when a perf rung is tried)."""
+    if perf is not None:
+        return perf
+    from gputop.sources.membw.perf_event import KERNEL_PERF
+
+    return KERNEL_PERF

@@ -22,6 +22,7 @@ from gputop.sources.membw.perf_event import (
     PerfCounter,
     SampleRing,
 )
+from gputop.sources.membw.pmus import is_core_pmu, pmu_names
 from gputop.sources.membw.uncore import parse_cpulist
 
 CACHE_LINE = 64.0
@@ -70,11 +71,7 @@ def core_events(cpu: tuple[str, int, int] | None) -> tuple[CoreEvent, ...]:
 
 def core_pmus(sys_root: Path | str = "/sys") -> list[str]:
     """Core PMUs the kernel lists: 'cpu' (x86), 'cpu_core'/'cpu_atom' (hybrid), 'armv8_*'."""
-    try:
-        names = sorted(e.name for e in (Path(sys_root) / "bus/event_source/devices").iterdir())
-    except OSError:
-        return []
-    return [n for n in names if n == "cpu" or n.startswith(("cpu_", "armv"))]
+    return [n for n in pmu_names(sys_root) if is_core_pmu(n)]
 
 
 def online_cpus(sys_root: Path | str = "/sys") -> tuple[int, ...]:

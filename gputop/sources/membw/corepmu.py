@@ -39,6 +39,7 @@ from gputop.sources.membw.perf_event import (
     paranoid_level,
     scaled_delta,
 )
+from gputop.sources.membw.pmus import NO_CORE_PMU
 from gputop.sources.membw.traffic import Traffic
 from gputop.sources.membw.uncore import read_cpu_id
 
@@ -175,8 +176,7 @@ def open_core_pmu(
     """The core-PMU meter allowed here (all CPUs, else own processes), or None and why not."""
     pmus = core_pmus(sys_root)
     if not pmus:
-        return None, ("perf core: no core PMU (none in /sys/bus/event_source/devices: "
-                      "this machine or its hypervisor exposes no CPU counters)")
+        return None, NO_CORE_PMU
     events = core_events(read_cpu_id(proc_root))
     refusal = cpu_wide_refusal(proc_root)
     if refusal is None:

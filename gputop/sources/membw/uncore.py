@@ -16,6 +16,7 @@ from gputop.sources.membw.perf_event import (
     cpu_wide_refusal,
     scaled_delta,
 )
+from gputop.sources.membw.pmus import NO_UNCORE_PMU, is_uncore_pmu, pmu_dir, pmu_names
 from gputop.sources.membw.traffic import Traffic
 
 Direction = Literal["read", "write", "total"]
@@ -190,15 +191,11 @@ def read_pmu(path: Path) -> Pmu | None:
 
 def discover_pmus(sys_root: Path | str = "/sys") -> list[Pmu]:
     """Every PMU under sys_root/bus/event_source/devices that names memory controllers or DF."""
-    base = Path(sys_root) / "bus/event_source/devices"
-    try:
-        entries = sorted(base.iterdir())
-    except OSError:
-        return []
+    base = pmu_dir(sys_root)
     pmus = []
-    for entry in entries:
-        if entry.name.startswith(("uncore_imc", "amd_umc", "amd_df")):
-            pmu = read_pmu(entry)
+    for name in pmu_names(sys_root):
+        if is_uncore_pmu(name):
+            pmu = read_pmu(base / name)
             if pmu is not None:
                 pmus.append(pmu)
     return pmus
@@ -385,7 +382,7 @@ def open_uncore(
     """The uncore meter for this machine, or None and the reason it refused."""
     plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))
     if plan is None:
-        return None, "perf uncore: no memory-controller PMU"
+        return None, NO_UNCORE_PMU
     refusal = cpu_wide_refusal(proc_root)
     if refusal is not None:
         return None, f"{plan.source}: {refusal}"
