@@ -54,7 +54,6 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
-@contextlib.contextmanager
 def hog_cpus(first_for: str) -> list[int]:
     """This process's CPUs, the first for `first_for` and the second for a sysbench memory
     hog; skips where sysbench or a second CPU is missing."""
@@ -66,6 +65,7 @@ def hog_cpus(first_for: str) -> list[int]:
     return cpus
 
 
+@contextlib.contextmanager
 def sysbench_hog(block_size: str, cpu: int | None = None, seconds: int = 60) -> Iterator[int]:
     """`sysbench memory` (1 thread, `block_size` blocks, for at most `seconds`), favoured and
     pinned to `cpu` when given, streaming before this yields its pid (0.2 s of its CPU
