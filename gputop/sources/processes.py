@@ -2,7 +2,8 @@
 
 The per-tick path is one pread per process through fds kept open between ticks: of
 /proc/PID/schedstat for a single-threaded process that did not run, else of its stat; a
-process that has not run for QUIET_TICKS is looked at every other tick. A
+process that has not run for QUIET_TICKS is looked at every other tick, one that has not run
+for DEEP_QUIET_TICKS every DEEP_LOOK_EVERY ticks while no process ends. A
 PID born since the last tick is past the last one seen and is read directly; /proc is
 listed on a PID wrap-around, after many births, and every 16 ticks while PIDs are
 allocated. cmdline and username are read once per process (again after an exec).
@@ -34,6 +35,8 @@ PIN_RESCAN_S = 2.0
 REFRESH_TICKS = 8  # a quiet process still gets a full stat read every this many ticks
 QUIET_TICKS = 8  # a process that has not run for this many ticks is looked at every other
 QUIET_REFRESH_TICKS = 32  # and its stat (RSS under reclaim) is read every this many ticks
+DEEP_QUIET_TICKS = 64  # a process that has not run for this many ticks is looked at ...
+DEEP_LOOK_EVERY = 4  # ... every this many ticks (QUIET_REFRESH_TICKS is a multiple)
 MAX_PROBED = 256  # more new PIDs than this since the last look: list /proc instead
 RELIST_TICKS = 16  # /proc is listed at least this often while PIDs are being allocated
 _NO_GPU: tuple[None, tuple[int, ...]] = (None, ())
@@ -50,7 +53,7 @@ class _Tracked:
     __slots__ = (
         "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
         "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "ran_at", "raw", "rss_bytes",
-        "sample", "sched", "skipped_at", "start", "state", "username",
+        "sample", "sched", "seen_at", "start", "state", "username",
     )
 
     def __init__(self, pid: int, st: procfs.ProcStat, raw: bytes) -> None:
@@ -73,7 +76,7 @@ class _Tracked:
         self.sample: ProcessSample | None = None
         self.sched: bytes | None = None
         self.ran_at = 0  # the last tick its schedstat moved (or it was first seen)
-        self.skipped_at = -1  # the last tick it was not looked at (long quiet)
+        self.seen_at = 0  # the last tick it was looked at (a quiet one is not, every tick)
 
 
 class _PinState:
@@ -151,14 +154,20 @@ class ProcProcessSource:
         self._delayacct = procfs.delay_accounting_on(proc_root)
         self._waits: dict[int, _WaitMark] = {}
         self._watch = procfs.LastPidWatch(proc_root)
+        self._thread_count = procfs.ThreadCountWatch(proc_root)
         self._finalizer = weakref.finalize(
-            self, _close_all, self._reader, self._sched, self._thread_sched, self._io, self._watch
+            self, _close_all, self._reader, self._sched, self._thread_sched, self._io, self._watch,
+            self._thread_count,
         )
         self._tracked: dict[int, _Tracked] = {}
         self._listed_at: int | None = None  # the last PID allocated when we last looked
         self._relisted_tick = 0
         self._last_time: float | None = None
         self._times: tuple[float | None, float | None] = (None, None)  # the last two ticks
+        self._tick_times: dict[int, float] = {}  # tick number -> its clock, the last few
+        self._threads: int | None = None  # the kernel's thread count at the last tick
+        self._calm = False  # no process or thread ended during the last two ticks
+        self._was_calm = False  # ... for the last one
         self._pins: dict[int, _PinState] = {}
         self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
@@ -171,9 +180,9 @@ class ProcProcessSource:
     def sample(self, gpu: GpuReport) -> ProcessScan:
         """All processes now, with %CPU over the time since the previous call."""
         now = time.clock_gettime(time.CLOCK_BOOTTIME)
-        (last, before_last), self._times = self._times, (now, self._times[0])
+        last, self._times = self._times[0], (now, self._times[0])
         gpu_use = gpu_usage(gpu)
-        tracked, touched, moved, gone = self._scan(now, last, before_last)
+        tracked, touched, moved, gone = self._scan(now, last)
         changed = bool(moved or gone)
         touched += self._join_gpus(tracked, gpu_use)
         if changed:
@@ -210,6 +219,7 @@ class ProcProcessSource:
             self._row(t)
         self._tracked, self._order = tracked, list(tracked)
         self._times = (look.boottime, None)
+        self._tick_times[self._ticks] = look.boottime
         self._listed_at, self._relisted_tick = look.last_pid, self._ticks
 
     @property
@@ -223,7 +233,7 @@ class ProcProcessSource:
         self._finalizer()
 
     def _scan(
-        self, now: float, last: float | None, before_last: float | None
+        self, now: float, last: float | None
     ) -> tuple[dict[int, _Tracked], list[_Tracked], list[_Tracked], set[int]]:
         """Every live process, those whose row may have changed, those that appeared or
         changed parent or name, and the PIDs that vanished (or went to a new process). A
@@ -232,13 +242,16 @@ class ProcProcessSource:
         old = self._tracked
         pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
-        dt2 = None if before_last is None else now - before_last  # since the tick before
         read = self._reader.read
         sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
         gate = self._gate and dt is not None
         recheck = self._recheck
         self._ticks += 1
         ticks = self._ticks
+        tick_times = self._tick_times
+        tick_times[ticks] = now
+        tick_times.pop(ticks - DEEP_LOOK_EVERY - 1, None)
+        deep_mask = DEEP_LOOK_EVERY - 1 if self._calm else 1
         tracked: dict[int, _Tracked] = {}
         touched: list[_Tracked] = []
         moved: list[_Tracked] = []
@@ -253,13 +266,16 @@ class ProcProcessSource:
             # A process that has not run for QUIET_TICKS is looked at every other tick (on
             # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
             # costs five schedstat reads): one that wakes shows a tick later at worst, its
-            # %CPU over the two ticks, and one that ends leaves a tick later.
+            # %CPU over the two ticks, and one that ends leaves a tick later. One that has
+            # not run for DEEP_QUIET_TICKS is looked at every DEEP_LOOK_EVERY ticks while
+            # the tick is calm (no process can have ended since the last): it wakes into view
+            # DEEP_LOOK_EVERY - 1 ticks later at worst, and never outstays its end.
             if gate and t is not None and t.num_threads == 1 and pid not in recheck:
                 phase = pid + ticks
-                if ticks - t.ran_at <= QUIET_TICKS:
+                idle = ticks - t.ran_at
+                if idle <= QUIET_TICKS:
                     due = not phase % REFRESH_TICKS
-                elif phase & 1:
-                    t.skipped_at = ticks
+                elif phase & (deep_mask if idle > DEEP_QUIET_TICKS else 1):
                     tracked[pid] = t
                     continue
                 else:
@@ -276,6 +292,7 @@ class ProcProcessSource:
                         if t.cpu_percent != 0.0:
                             t.cpu_percent = 0.0
                             touched.append(t)
+                        t.seen_at = ticks
                         tracked[pid] = t
                         continue
                     t.sched, t.ran_at = sched, ticks
@@ -298,9 +315,11 @@ class ProcProcessSource:
                         replaced.add(pid)
                     t = self._new(pid, st, data, now, last)
                     moved.append(t)
-                elif self._update(t, st, data, now, dt2 if t.skipped_at == ticks - 1 else dt):
+                elif self._update(t, st, data, now, dt if t.seen_at == ticks - 1 else (
+                        now - tick_times[t.seen_at] if t.seen_at in tick_times else None)):
                     moved.append(t)
                 touched.append(t)
+            t.seen_at = ticks
             tracked[pid] = t
         gone = replaced
         if tracked.keys() != old.keys():
@@ -323,6 +342,15 @@ class ProcProcessSource:
         """
         last_pid = self._watch.read()
         since, self._listed_at = self._listed_at, last_pid
+        threads, counted = self._thread_count.read(), self._threads
+        self._threads = threads
+        # Calm: the kernel holds as many more threads as PIDs were allocated, so none ended
+        # (from inside a PID namespace, births outside only make a tick look less calm).
+        # Calm for two ticks: after a tick that may have seen an end, each quiet process
+        # (looked at every other tick) is looked at once more before the deep cadence.
+        calm = (last_pid is not None and since is not None and threads is not None
+                and counted is not None and 0 <= last_pid - since == threads - counted)
+        self._calm, self._was_calm = calm and self._was_calm, calm
         if last_pid is not None and old and last_pid == since:
             return old, range(0)  # no PID allocated: read only those known (a new dict is built)
         if (last_pid is not None and old and since is not None
@@ -355,7 +383,7 @@ class ProcProcessSource:
         self, pid: int, st: procfs.ProcStat, raw: bytes, now: float, last: float | None
     ) -> _Tracked:
         t = _Tracked(pid, st, raw)
-        t.ran_at = self._ticks
+        t.ran_at = t.seen_at = self._ticks
         age = now - st.starttime / procfs.CLOCK_TICKS
         self._read_cmdline(t, age)
         t.username = self._username(pid)
@@ -626,6 +654,8 @@ def _foreign(pid: int, memory: int | None, indices: tuple[int, ...]) -> ProcessS
     )
 
 
-def _close_all(*closables: procfs.StatReader | procfs.LastPidWatch) -> None:
+def _close_all(
+    *closables: procfs.StatReader | procfs.LastPidWatch | procfs.ThreadCountWatch,
+) -> None:
     for item in closables:
         item.close()

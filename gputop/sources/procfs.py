@@ -478,6 +478,34 @@ def schedstat_counts(proc_root: str = "/proc") -> bool:
     return first.isdigit() and int(first) > 0
 
 
+class ThreadCountWatch:
+    """How many threads the kernel holds (loadavg's "running/total"): grown by exactly the
+    PIDs allocated since the last look, no process or thread ended meanwhile."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        try:
+            self._fd: int | None = os.open(f"{proc_root}/loadavg", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> int | None:
+        """The number of threads now, or None when loadavg cannot be read or parsed."""
+        if self._fd is None:
+            return None
+        try:
+            fields = os.pread(self._fd, 128, 0).split()
+        except OSError:
+            return None
+        total = fields[3].partition(b"/")[2] if len(fields) > 3 else b""
+        return int(total) if total.isdigit() else None
+
+    def close(self) -> None:
+        """Close the watched file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 class LastPidWatch:
     """The last PID the kernel allocated: unchanged means no process (or thread) was born."""
 

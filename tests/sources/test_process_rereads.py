@@ -9,6 +9,8 @@ from pathlib import Path
 
 from gputop.model import GpuReport, ProcessSample
 from gputop.sources.processes import (
+    DEEP_LOOK_EVERY,
+    DEEP_QUIET_TICKS,
     QUIET_REFRESH_TICKS,
     QUIET_TICKS,
     REFRESH_TICKS,
@@ -164,6 +166,74 @@ def test_long_quiet_processes_are_looked_at_every_other_tick(tmp_path: Path) -> 
         (tmp_path / str(waking) / "schedstat").write_text("20 0 2\n")
         time.sleep(0.1)
         woken = _sampled_at(source)
+        cpu = woken[2][waking].cpu_percent
+        assert cpu is not None
+        assert 100 / (woken[1] - asleep[0]) <= cpu <= 100 / (woken[0] - asleep[1])
+    finally:
+        watch.close()
+        source.close()
+
+
+def _threads(root: Path, count: int) -> None:
+    """The kernel's thread count as /proc/loadavg gives it ("running/total")."""
+    (root / "loadavg").write_text(f"0.00 0.01 0.05 1/{count} 4000\n")
+
+
+def test_deep_quiet_processes_are_looked_at_every_fourth_tick_while_none_can_have_ended(
+        tmp_path: Path) -> None:
+    """A process that has not run for DEEP_QUIET_TICKS is looked at every DEEP_LOOK_EVERY
+    ticks while the kernel's thread count grows by the PIDs allocated (none ended); once it
+    falls behind, every other tick again, so one that ended leaves at once. One that wakes
+    has its %CPU over the time since it was last looked at."""
+    proc, _parents = _tree(tmp_path)
+    _threads(tmp_path, 500)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    watch = ReadWatch({pid: tmp_path / str(pid) for pid in QUIET})
+    waking = QUIET[0]
+    try:
+        for _ in range(DEEP_QUIET_TICKS + REFRESH_TICKS):
+            source.sample(GPU_NONE)
+        watch.take()
+        reads: Counter[tuple[int, str]] = Counter()
+        for _ in range(QUIET_REFRESH_TICKS):
+            source.sample(GPU_NONE)
+            reads.update(watch.take())
+        looks = QUIET_REFRESH_TICKS // DEEP_LOOK_EVERY
+        assert reads == {**{(pid, "schedstat"): looks - 1 for pid in QUIET},
+                         **{(pid, "stat"): 1 for pid in QUIET}}
+
+        proc.add(THREADED + 1, "sleep", "sleep 9")  # a birth, counted: still calm
+        _threads(tmp_path, 501)
+        looked: Counter[int] = Counter()
+        for _ in range(2 * DEEP_LOOK_EVERY):
+            source.sample(GPU_NONE)
+            looked.update({pid for pid, _name in watch.take()})
+        assert looked == {pid: 2 for pid in QUIET}
+
+        _threads(tmp_path, 500)  # something ended: every quiet one is looked at within two
+        seen: set[int] = set()
+        for _ in range(2):
+            source.sample(GPU_NONE)
+            seen |= {pid for pid, _name in watch.take()}
+        assert seen == set(QUIET)
+
+        for _ in range(2 * DEEP_LOOK_EVERY):  # calm for two ticks again: the deep cadence
+            source.sample(GPU_NONE)
+        watch.take()
+        for _ in range(DEEP_LOOK_EVERY):  # the tick it is looked at
+            asleep = _sampled_at(source)
+            if waking in {pid for pid, _name in watch.take()}:
+                break
+        for tick in range(DEEP_LOOK_EVERY - 1):
+            if tick == DEEP_LOOK_EVERY - 2:  # it runs for a second (no PID allocated)
+                proc.add(waking, "sleep", "sleep 9", ut=CLOCK_TICKS)
+                (tmp_path / str(waking) / "schedstat").write_text("20 0 2\n")
+            time.sleep(0.05)
+            source.sample(GPU_NONE)
+            assert waking not in {pid for pid, _name in watch.take()}
+        time.sleep(0.05)
+        woken = _sampled_at(source)
+        assert waking in {pid for pid, _name in watch.take()}
         cpu = woken[2][waking].cpu_percent
         assert cpu is not None
         assert 100 / (woken[1] - asleep[0]) <= cpu <= 100 / (woken[0] - asleep[1])
