@@ -77,7 +77,7 @@ class StepWindow:
         old = self.raw
         if window == old:  # no step closed since (the same objects: compared by identity)
             return
-        start = _start_in(old, window)
+        start = start_in(old, window)
         new = len(window) - (len(old) - start) if start is not None else len(window)
         churn = (start if start is not None else len(old)) + new  # steps gone and come
         self.classified = self._verdicts(window, start, new)
@@ -210,7 +210,7 @@ class StepWindow:
                       self._compute_ns - sum(c for c, _ in runaway)), left_out
 
 
-def _start_in(old: tuple[StepRecord, ...], window: tuple[StepRecord, ...]) -> int | None:
+def start_in(old: tuple[StepRecord, ...], window: tuple[StepRecord, ...]) -> int | None:
     """Where in `old` the new window starts when it is old's tail followed by new steps
     (how many steps left), else None."""
     if not window:

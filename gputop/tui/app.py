@@ -6,6 +6,7 @@ import ast
 import contextlib
 import functools
 import gc
+import operator
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -171,6 +172,8 @@ class GputopApp(App[int]):
         self.attach_pid = attach_pid
         self.frame: Frame | None = None
         self.history = History()
+        # each pane drawn only on a new frame: what it was last drawn from (see _draw_pane)
+        self._drawn_from: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
         self.state = TableState()
         self.attach_error: str | None = None
         self._want_attach = attach_pid
@@ -316,23 +319,47 @@ class GputopApp(App[int]):
             self.query_one(ProcessTable).show(Rows(), self.state, "waiting for the first sample…")
             return
         budget = self._budget(frame, height)
-        self._pane("gpus").set_lines(error_lines(frame, width, "gpu") + gpu_lines(
-            frame.gpu.gpus, self.history, width, budget["gpus"]))
+        history = self.history
+        self._draw_pane("gpus", (frame, history), (history.added, width, budget["gpus"]),
+                        lambda: self._gpu_lines(frame, width, budget["gpus"]))
+        self._draw_pane("host", (frame, history), (history.added, width, budget["host"]),
+                        lambda: self._host_lines(frame, width, budget["host"]))
+        self._draw_pane("steps", (frame,), (self.attach_error, width, budget["steps"]),
+                        lambda: self._step_lines(frame, width, budget["steps"]))
+        self._pane("advice").set_lines(error_lines(frame, width, "advice") + advice_lines(
+            self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
+        rows = table_rows(frame, self.state)
+        self.query_one(ProcessTable).show(rows, self.state)
+
+    def _draw_pane(self, name: str, objects: tuple[object, ...], values: tuple[object, ...],
+                   draw: Callable[[], list[Line]]) -> None:
+        """Show `draw()` in pane `name` unless it was drawn from the same `objects` (the same
+        ones: a frame and its parts are never changed in place) and equal `values`: a key
+        press redraws the table, not the panes beside it."""
+        before = self._drawn_from.get(name)
+        if (before is not None and before[1] == values and len(before[0]) == len(objects)
+                and all(map(operator.is_, before[0], objects))):
+            return
+        self._drawn_from[name] = (objects, values)
+        self._pane(name).set_lines(draw())
+
+    def _gpu_lines(self, frame: Frame, width: int, rows: int) -> list[Line]:
+        return error_lines(frame, width, "gpu") + gpu_lines(
+            frame.gpu.gpus, self.history, width, rows)
+
+    def _host_lines(self, frame: Frame, width: int, rows: int) -> list[Line]:
         host = host_lines(frame.host, frame.memory_bandwidth, self.history, width,
-                          max_core_rows=max(1, budget["host"] - 2))
-        self._pane("host").set_lines(error_lines(frame, width, "membw") + (
-            host[-budget["host"]:] if budget["host"] else []))
+                          max_core_rows=max(1, rows - 2))
+        return error_lines(frame, width, "membw") + (host[-rows:] if rows else [])
+
+    def _step_lines(self, frame: Frame, width: int, rows: int) -> list[Line]:
         attached = frame.attached
         if self.attach_error and not attached:
             steps: list[Line] = [((self.attach_error, "warn"),)]
         else:
             slowest = frame.straggler.pid if frame.straggler is not None else None
-            steps = step_lines(attached, width, budget["steps"], slowest)
-        self._pane("steps").set_lines(error_lines(frame, width, "attach") + steps)
-        self._pane("advice").set_lines(error_lines(frame, width, "advice") + advice_lines(
-            self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
-        rows = table_rows(frame, self.state)
-        self.query_one(ProcessTable).show(rows, self.state)
+            steps = step_lines(attached, width, rows, slowest)
+        return error_lines(frame, width, "attach") + steps
 
     def _show_fleet(self) -> None:
         """Hand the newest frame to the fleet screens on the stack."""

@@ -6,7 +6,8 @@ Numbers are worded by gputop.fmt (its short_ forms for cells).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
+from itertools import islice
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -42,15 +43,46 @@ def bar_parts(fraction: float | None, width: int) -> tuple[str, str]:
 
 def sparkline(values: Iterable[float | None], width: int, top: float = 100.0) -> str:
     """The last `width` values as block characters scaled to `top`; blank where unknown."""
-    recent = list(values)[-width:] if width > 0 else []
-    cells = []
-    for value in recent:
-        if value is None:
-            cells.append(" ")
-            continue
-        level = 0 if top <= 0 else round(max(0.0, min(1.0, value / top)) * 8)
-        cells.append(_BLOCKS[max(1, level)])  # zero is a floor line; unknown stays blank
-    return "".join(cells).rjust(width)
+    if width <= 0:
+        return ""
+    if not isinstance(values, Sized):
+        values = list(values)
+    recent = islice(values, max(0, len(values) - width), None)
+    return "".join(map(_spark_cells(top).__getitem__, recent)).rjust(width)
+
+
+class _SparkCells(dict[float | None, str]):
+    """A value's sparkline cell at one `top`; it learns each value on first sight (a GPU's
+    util is a whole percent: the same hundred values again and again)."""
+
+    def __init__(self, top: float) -> None:
+        super().__init__()
+        self.top = top
+
+    def __missing__(self, value: float | None) -> str:
+        cell = _spark_cell(value, self.top)
+        if len(self) < _SPARK_VALUES_KEPT and value == value:  # NaN never finds itself
+            self[value] = cell
+        return cell
+
+
+def _spark_cell(value: float | None, top: float) -> str:
+    """One value's cell: zero is a floor line, unknown stays blank."""
+    if value is None:
+        return " "
+    level = 0 if top <= 0 else round(max(0.0, min(1.0, value / top)) * 8)
+    return _BLOCKS[max(1, level)]
+
+
+def _spark_cells(top: float) -> _SparkCells:
+    cells = _SPARK_CELLS.get(top)
+    if cells is None:
+        cells = _SPARK_CELLS[top] = _SparkCells(top)
+    return cells
+
+
+_SPARK_VALUES_KEPT = 4096  # per top: values seen beyond these are worked out each time
+_SPARK_CELLS: dict[float, _SparkCells] = {}
 
 
 def fit(text: str, width: int) -> str:

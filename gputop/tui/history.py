@@ -16,6 +16,7 @@ class History:
         self.keep = keep
         self.gpu_util: dict[int, deque[float | None]] = {}
         self.membw: deque[float | None] = deque(maxlen=keep)
+        self.added = 0  # frames added: a pane drawn from the history redraws when it grows
 
     @classmethod
     def recorded(cls, trend: Trend, keep: int = KEEP) -> History:
@@ -28,6 +29,7 @@ class History:
 
     def add(self, frame: Frame) -> None:
         """Append this frame's values."""
+        self.added += 1
         for gpu in frame.gpu.gpus:
             ring = self.gpu_util.get(gpu.index)
             if ring is None:

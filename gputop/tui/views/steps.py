@@ -1,19 +1,128 @@
-"""Attach pane lines: the last steps as stacked phase bars, the rolling summary, the settings."""
+"""Attach pane lines: the last steps as stacked phase bars, the rolling summary, the settings.
+
+The pane is drawn each frame, and a frame differs from the last by the few steps that closed
+since: step lines and each trainer's phase counts (the legend's) are kept from the last
+call (_LAST), so a frame costs the steps that came and went, not the window.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from operator import attrgetter
 
 from gputop import fmt
+from gputop.analysis.step_window import start_in
 from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note, input_words
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
-from gputop.tui.lines import Line, Span, clip
+from gputop.tui.lines import Line, Span, clip, width_of
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")
 _LABELS = {"data": "data", "h2d": "h2d", "forward": "fwd", "backward": "bwd",
            "optimizer": "opt", "other": "other"}
 HEAD_LINES = 5
 MIN_COLUMN = 40
+# Each drawn phase's time in a step, in PHASES order (None: not measured).
+_PHASE_TIMES = attrgetter("data_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns",
+                          "other_ns")
+_PHASE_STYLES = tuple(f"phase-{phase}" for phase in PHASES)
+_LineKey = tuple[int, int, int, bool]  # id(step), width, longest shown, untimed
+
+
+class PhaseCounts:
+    """Which phases the steps of a window measured (and whether their input came from
+    outside the model), kept as the window slides: an update walks the steps that came and
+    went. Steps are counted by their pattern of measured phases: a loop has one or two."""
+
+    def __init__(self) -> None:
+        self.window: tuple[StepRecord, ...] = ()
+        self.patterns: dict[tuple[bool, ...], int] = {}  # pattern -> steps with it
+        self._each: deque[tuple[bool, ...]] = deque()  # each step's pattern, in window order
+
+    def update(self, window: tuple[StepRecord, ...]) -> None:
+        """Count `window`: its steps behind the last window's, else all of them again."""
+        old = self.window
+        if window is old:
+            return
+        start = start_in(old, window)
+        patterns, each = self.patterns, self._each
+        if start is None:
+            patterns.clear()
+            each.clear()
+            start = 0
+            new = window
+        else:
+            new = window[len(old) - start:]
+        for _ in range(start):
+            pattern = each.popleft()
+            left = patterns[pattern] - 1
+            if left:
+                patterns[pattern] = left
+            else:
+                del patterns[pattern]
+        for step in new:
+            pattern = _pattern(step)
+            patterns[pattern] = patterns.get(pattern, 0) + 1
+            each.append(pattern)
+        self.window = window
+
+    def legend(self) -> Line:
+        """Which colour is which phase, for the phases measured in the window only."""
+        columns = zip(*self.patterns, strict=True)  # each phase's flag, over the patterns
+        seen = [any(column) for column in columns] or [False] * (len(PHASES) + 1)
+        outside = seen[-1]  # no loader: not its wait
+        spans: list[Span] = []
+        for phase, measured in zip(PHASES, seen[:-1], strict=True):
+            if measured:
+                label = "input" if outside and phase == "data" else _LABELS[phase]
+                spans += [("█", f"phase-{phase}"), (f"{label} ", "dim")]
+        return tuple(spans)
+
+
+def _pattern(step: StepRecord) -> tuple[bool, ...]:
+    """Which phases `step` measured, in PHASES order, then whether its input came from
+    outside the model."""
+    return (*map(bool, _PHASE_TIMES(step)), step.input_outside_model)
+
+
+class _Drawn:
+    """What the last step_lines call drew: step lines by (step, width, longest shown
+    duration, untimed), which is all a step line depends on, and each trainer's phase
+    counts. Only the last call's are kept, so it holds about the lines on screen."""
+
+    def __init__(self) -> None:
+        self.lines: dict[_LineKey, tuple[StepRecord, Line]] = {}
+        self.counts: dict[int, PhaseCounts] = {}
+        self._lines_before: dict[_LineKey, tuple[StepRecord, Line]] = {}
+        self._counts_before: dict[int, PhaseCounts] = {}
+
+    def start(self) -> None:
+        """A new call: what is drawn now is kept, the rest forgotten at the end."""
+        self._lines_before, self.lines = self.lines, {}
+        self._counts_before, self.counts = self.counts, {}
+
+    def end(self) -> None:
+        """Forget what this call did not draw."""
+        self._lines_before, self._counts_before = {}, {}
+
+    def step_line(self, step: StepRecord, width: int, longest: int, untimed: bool) -> Line:
+        """step_line's, drawn anew only for a step not drawn so last call."""
+        key = (id(step), width, longest, untimed)
+        kept = self.lines.get(key) or self._lines_before.get(key)
+        if kept is None or kept[0] is not step:  # (a kept step is alive: the id is its own)
+            kept = (step, step_line(step, width, longest, untimed))
+        self.lines[key] = kept
+        return kept[1]
+
+    def legend(self, pid: int, steps: tuple[StepRecord, ...]) -> Line:
+        """legend_line(steps), counted from the steps that came and went since last call."""
+        counts = self.counts.get(pid) or self._counts_before.get(pid) or PhaseCounts()
+        counts.update(steps)
+        self.counts[pid] = counts
+        return counts.legend()
+
+
+_LAST = _Drawn()
 
 
 def step_lines(
@@ -26,14 +135,16 @@ def step_lines(
     per_row = max(1, min(len(attached), (width + 1) // (MIN_COLUMN + 1)))
     shown = list(attached[:per_row])
     col_w = (width - (per_row - 1)) // per_row
+    _LAST.start()
     columns = [_column(state, col_w, height, state.pid == slowest) for state in shown]
+    _LAST.end()
     rows = max(len(column) for column in columns)
     lines: list[Line] = []
     for y in range(rows):
         spans: list[Span] = []
         for i, column in enumerate(columns):
             cell = column[y] if y < len(column) else ()
-            used = sum(len(text) for text, _ in cell)
+            used = width_of(cell)
             spans += [*cell, (" " * (col_w - used + (1 if i < len(columns) - 1 else 0)),
                               "plain")]
         lines.append(tuple(spans))
@@ -59,12 +170,13 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
         summary = [tuple((text, "dim") for text, _ in line) for line in summary]
     lines = [clip(tuple(title), width), *(clip(line, width) for line in summary)]
     if height >= HEAD_LINES + 3:
-        lines += [clip(config_line(config), width), clip(legend_line(state.steps), width)]
+        legend = _LAST.legend(state.pid, state.steps)
+        lines += [clip(config_line(config), width), clip(legend, width)]
     room = max(0, height - len(lines))
     steps = list(state.steps[-room:]) if room else []
     longest = max((step.duration_ns for step in steps), default=0)
     unmeasured = state.summary.unmeasured_reason is not None
-    lines += [step_line(step, width, longest, unmeasured and step.implicit)
+    lines += [_LAST.step_line(step, width, longest, unmeasured and step.implicit)
               for step in reversed(steps)]
     return lines
 
@@ -131,14 +243,9 @@ def config_line(config: TrainerConfig) -> Line:
 
 def legend_line(steps: Sequence[StepRecord]) -> Line:
     """Which colour is which phase, for the phases measured in `steps` only."""
-    measured = {phase for step in steps for phase, value in _phases(step).items() if value}
-    outside = any(step.input_outside_model for step in steps)  # no loader: not its wait
-    spans: list[Span] = []
-    for phase in PHASES:
-        if phase in measured:
-            label = "input" if outside and phase == "data" else _LABELS[phase]
-            spans += [("█", f"phase-{phase}"), (f"{label} ", "dim")]
-    return tuple(spans)
+    counts = PhaseCounts()
+    counts.update(tuple(steps))
+    return counts.legend()
 
 
 def step_line(step: StepRecord, width: int, longest: int, untimed: bool = False) -> Line:
@@ -151,42 +258,32 @@ def step_line(step: StepRecord, width: int, longest: int, untimed: bool = False)
     bar_w = max(4, width - len(label) - len(tail) - 2)
     cells = 0 if longest <= 0 else round(step.duration_ns / longest * bar_w)
     spans: list[Span] = [(label, "dim"), ("▕", "dim")]
-    spans += _stack(step, cells)
-    used = sum(len(text) for text, _ in spans) - len(label) - 1
+    used = _stack(step, cells, spans)
     spans.append((" " * max(0, bar_w - used) + "▏", "dim"))
     verdict_style = "dim" if step.warmup else {"data-bound": "crit",
                                                "compute-bound": "ok"}.get(step.verdict, "dim")
     spans.append((tail, verdict_style))
     if step.warmup:
         spans = [(text, "dim") for text, _ in spans]
-    return clip(tuple(spans), width)
+    drawn = len(label) + 1 + max(used, bar_w) + 1 + len(tail)  # the spans' cells
+    return tuple(spans) if drawn <= width else clip(tuple(spans), width)
 
 
-def _stack(step: StepRecord, cells: int) -> list[Span]:
-    """Phase cells in proportion to their time; rounding keeps the total at `cells`."""
-    values = _phases(step)
+def _stack(step: StepRecord, cells: int, spans: list[Span]) -> int:
+    """Phase cells in proportion to their time, added to `spans`; rounding keeps the total
+    at `cells`. Returns the cells added."""
     total = step.duration_ns or 1
-    spans: list[Span] = []
     done = 0
     acc = 0.0
-    for phase in PHASES:
-        value = values[phase]
+    for style, value in zip(_PHASE_STYLES, _PHASE_TIMES(step), strict=True):
         if not value:
             continue
         acc += value / total * cells
         take = round(acc) - done
         if take > 0:
-            spans.append(("█" * take, f"phase-{phase}"))
+            spans.append(("█" * take, style))
             done += take
-    return spans
-
-
-def _phases(step: StepRecord) -> dict[str, int | None]:
-    """Each drawn phase's time in `step` (None: not measured)."""
-    return {
-        "data": step.data_ns, "h2d": step.h2d_ns, "forward": step.forward_ns,
-        "backward": step.backward_ns, "optimizer": step.optimizer_ns, "other": step.other_ns,
-    }
+    return done
 
 
 def _idle(seconds: float | None) -> str:
