@@ -212,7 +212,8 @@ class ProcProcessSource:
             if pid not in tracked
         )
         moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
-        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone))
+        # Every pid NVML lists has a row (its own, or a foreign one), with its devices.
+        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone), frozenset(gpu_use))
 
     def seed(self, look: FirstLook) -> None:
         """Take `look` (gputop.sources.first_look's, taken before gputop loaded) as the
