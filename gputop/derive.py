@@ -17,7 +17,7 @@ from gputop.model import (
     ProcessSample,
     TrainerGroup,
 )
-from gputop.sources.base import ProcessScan, ProcessSource
+from gputop.sources.base import ProcessScan, ProcessSource, ProcessWaits
 
 LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
 
@@ -36,10 +36,13 @@ class Derivation:
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
-        """Rows with roles, trainer links and probe marks; one group per trainer."""
+        """Rows with roles, trainer links, probe marks and waits; one group per trainer.
+        Each row is looked at once: only the few with a role or a probe are touched."""
         rows = scan.rows
-        gpu_pids = frozenset([r.pid for r in rows
-                              if r.gpu_indices or r.gpu_memory_bytes is not None])
+        gpu_pids = scan.gpu_pids
+        if gpu_pids is None:
+            gpu_pids = frozenset([r.pid for r in rows
+                                  if r.gpu_indices or r.gpu_memory_bytes is not None])
         inputs = (probe_pids, gpu_pids)  # what grouping reads besides the scan
         if inputs != self._inputs or (scan.changed and self._regroup(scan)):
             legacy = _legacy_workers(rows, source)
@@ -47,18 +50,18 @@ class Derivation:
             self._inputs = inputs
             self._involved = grouping.involved(rows, self._grouping)
         groups = self._grouping
+        trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
+        waits = _waits(trainers, groups, source) if trainers else {}
         special = groups.roles.keys() | probe_pids
         marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
-        out = [self._mark(row, groups, probe_pids, marked) if row.pid in special else row
-               for row in rows]  # runs over every process each tick: a comprehension
+        out = tuple([self._mark(row, groups, probe_pids, waits, marked) if row.pid in special
+                     else row for row in rows])  # runs over every process each tick
         self._marked = marked
-        trainers = [pid for pid, role in groups.roles.items() if role == "trainer"]
         if not trainers:
-            return tuple(out), ()
-        out = _with_waits(out, trainers, groups, source)
+            return out, ()
         pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
-        members = {row.pid: row for row in out if row.pid in groups.roles}
-        return tuple(out), grouping.trainer_groups(groups, members, pins)
+        members = {pid: marked[pid][1] for pid in groups.roles if pid in marked}
+        return out, grouping.trainer_groups(groups, members, pins)
 
     def _regroup(self, scan: ProcessScan) -> bool:
         """Whether what changed may change the grouping: a process that matters, or one
@@ -72,16 +75,20 @@ class Derivation:
 
     def _mark(
         self, row: ProcessSample, groups: grouping.Grouping, probe_pids: frozenset[int],
-        marked: dict[int, tuple[ProcessSample, ProcessSample]],
+        waits: dict[int, ProcessWaits], marked: dict[int, tuple[ProcessSample, ProcessSample]],
     ) -> ProcessSample:
-        """`row` with its role, trainer and probe mark (the same object while nothing changed)."""
-        role, trainer, probe = groups.role(row.pid), groups.trainer_of.get(row.pid), (
-            row.pid in probe_pids)
-        raw, done = self._marked.get(row.pid, (None, None))
-        if raw is not row or done is None or (done.role, done.trainer_pid, done.has_probe) != (
-                role, trainer, probe):
-            done = replace(row, role=role, trainer_pid=trainer, has_probe=probe)
-        marked[row.pid] = (row, done)
+        """`row` with its role, trainer, probe mark and waits (the same object while none of
+        them changed); a row not waited keeps its own waits."""
+        pid = row.pid
+        wait = waits.get(pid)
+        shown = (groups.role(pid), groups.trainer_of.get(pid), pid in probe_pids,
+                 *(_row_waits(row) if wait is None else wait))
+        raw, done = self._marked.get(pid, (None, None))
+        if raw is not row or done is None or _marks(done) != shown:
+            done = replace(row, role=shown[0], trainer_pid=shown[1], has_probe=shown[2],
+                           runqueue_wait_percent=shown[3], io_wait_percent=shown[4],
+                           read_bytes_per_s=shown[5], main_thread_busy_percent=shown[6])
+        marked[pid] = (row, done)
         return done
 
     def attached(
@@ -102,20 +109,24 @@ class Derivation:
         return tuple(out), _first_straggler(out)
 
 
-def _with_waits(rows: list[ProcessSample], trainers: Sequence[int], groups: grouping.Grouping,
-                source: ProcessSource) -> list[ProcessSample]:
-    """`rows` with the run-queue and I/O waits of each trainer and its workers (what the
-    worker advice rests on); read for those processes only, so a tick costs the same with
-    thousands of other processes."""
-    wanted = [*trainers, *(w for t in trainers for w in groups.workers_of.get(t, ()))]
-    waits = source.waits(wanted)
-    if not waits:
-        return rows
-    return [row if row.pid not in waits else replace(
-        row, runqueue_wait_percent=waits[row.pid].runqueue_wait_percent,
-        io_wait_percent=waits[row.pid].io_wait_percent,
-        read_bytes_per_s=waits[row.pid].read_bytes_per_s,
-        main_thread_busy_percent=waits[row.pid].main_thread_busy_percent) for row in rows]
+def _waits(trainers: Sequence[int], groups: grouping.Grouping,
+           source: ProcessSource) -> dict[int, ProcessWaits]:
+    """The run-queue and I/O waits of each trainer and its workers (what the worker advice
+    rests on); read for those processes only, so a tick costs the same with thousands of
+    other processes."""
+    return source.waits([*trainers, *(w for t in trainers for w in groups.workers_of.get(t, ()))])
+
+
+def _row_waits(row: ProcessSample) -> ProcessWaits:
+    """The waits a row carries (a row derive did not ask waits for keeps its own)."""
+    return ProcessWaits(row.runqueue_wait_percent, row.io_wait_percent, row.read_bytes_per_s,
+                        row.main_thread_busy_percent)
+
+
+def _marks(row: ProcessSample) -> tuple[object, ...]:
+    """What _mark sets on a row: role, trainer, probe mark, and the four waits."""
+    return (row.role, row.trainer_pid, row.has_probe, row.runqueue_wait_percent,
+            row.io_wait_percent, row.read_bytes_per_s, row.main_thread_busy_percent)
 
 
 def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from gputop import debuglog
 from gputop.derive import Derivation
@@ -157,24 +157,19 @@ class Sampler(PausableTicks):
                 "processes", lambda: self._sample_processes(gpu, attach[0]), no_rows, now)
             membw = (self._guarded("membw", self.membw.sample, None, now)
                      if self.membw is not None else None)
-            frame = Frame(
-                time=now,
-                interval_s=interval,
-                host=host,
-                gpu=gpu,
-                processes=processes,
-                trainers=trainers,
-                memory_bandwidth=membw,
-                attached=attach[1],
-                straggler=attach[2],
-            )
+
+            def frame(**late: Any) -> Frame:
+                """The tick's Frame, built directly (replace() would cost more than this)."""
+                return Frame(time=now, interval_s=interval, host=host, gpu=gpu,
+                             processes=processes, trainers=trainers, memory_bandwidth=membw,
+                             attached=attach[1], straggler=attach[2], **late)
+
             advice: tuple[Advice, ...] = ()
             if self.advisor is not None:
-                advisor = self.advisor
-                advice = self._guarded("advice", lambda: advisor(frame), (), now)
+                advisor, measured = self.advisor, frame()  # what the advice is drawn from
+                advice = self._guarded("advice", lambda: advisor(measured), (), now)
             errors = tuple(g.error for g in self._guards.values() if g.error is not None)
-            return replace(frame, advice=advice, errors=errors,
-                           sample_cost_s=time.perf_counter() - started)
+            return frame(advice=advice, errors=errors, sample_cost_s=time.perf_counter() - started)
 
     def _guarded(self, name: SourceName, call: Callable[[], T], fallback: T, now: float) -> T:
         guard: _Guard[T] = self._guards[name]  # type: ignore[assignment]

@@ -37,6 +37,8 @@ class ProcessScan(NamedTuple):
     # (None: not told, so a change may be anywhere)
     moved: tuple[ProcessSample, ...] | None = None
     gone: frozenset[int] = frozenset()
+    # The PIDs of the rows with GPU memory or devices (None: not told, found from the rows)
+    gpu_pids: frozenset[int] | None = None
 
 
 class ProcessWaits(NamedTuple):

@@ -93,19 +93,32 @@ class _PinState:
 
 class _ThreadTimes(NamedTuple):
     """A process's threads at one look: tid -> run-queue wait ns (None where schedstat counts
-    nothing), and its main thread's run plus run-queue wait ns."""
+    nothing), its main thread's run plus run-queue wait ns, and all its threads' run ns."""
 
     waits: dict[int, int] | None
     main_busy_ns: int | None
+    run_ns: int | None = None
 
 
 _NO_THREAD_TIMES = _ThreadTimes(None, None)
 
 
+class _TaskList:
+    """A multi-threaded process's thread ids as last listed, and its thread count then."""
+
+    __slots__ = ("num_threads", "start", "tids")
+
+    def __init__(self, start: int, num_threads: int | None, tids: list[int]) -> None:
+        self.start = start
+        self.num_threads = num_threads
+        self.tids = tids
+
+
 class _WaitMark:
     """A process's wait counters at one waits() look."""
 
-    __slots__ = ("at", "blkio_ticks", "main_busy_ns", "read_bytes", "start", "thread_waits")
+    __slots__ = ("at", "blkio_ticks", "main_busy_ns", "read_bytes", "run_ns", "start",
+                 "thread_waits")
 
     def __init__(self, start: int, at: float, threads: _ThreadTimes,
                  blkio_ticks: int | None, read_bytes: int | None) -> None:
@@ -113,8 +126,17 @@ class _WaitMark:
         self.at = at
         self.thread_waits = threads.waits  # tid -> run-queue wait ns
         self.main_busy_ns = threads.main_busy_ns  # the main thread's run + run-queue wait
+        self.run_ns = threads.run_ns  # every thread's time on a CPU, summed
         self.blkio_ticks = blkio_ticks
         self.read_bytes = read_bytes
+
+
+def _none_ran(before: _WaitMark, start: int, now: _ThreadTimes) -> bool:
+    """Whether no thread of the process ran between two looks: the same threads, none with
+    more time on a CPU (a thread born and gone meanwhile was started by one that ran)."""
+    return (before.start == start and now.run_ns is not None
+            and before.run_ns == now.run_ns and now.waits is not None
+            and before.thread_waits is not None and before.thread_waits.keys() == now.waits.keys())
 
 
 def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
@@ -153,6 +175,7 @@ class ProcProcessSource:
         self._gate = procfs.schedstat_counts(proc_root)
         self._delayacct = procfs.delay_accounting_on(proc_root)
         self._waits: dict[int, _WaitMark] = {}
+        self._task_lists: dict[int, _TaskList] = {}  # waits(): threads as last listed
         self._watch = procfs.LastPidWatch(proc_root)
         self._thread_count = procfs.ThreadCountWatch(proc_root)
         self._finalizer = weakref.finalize(
@@ -198,7 +221,8 @@ class ProcProcessSource:
             if pid not in tracked
         )
         moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
-        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone))
+        # Every pid NVML lists has a row (its own, or a foreign one), with its devices.
+        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone), frozenset(gpu_use))
 
     def seed(self, look: FirstLook) -> None:
         """Take `look` (gputop.sources.first_look's, taken before gputop loaded) as the
@@ -482,16 +506,23 @@ class ProcProcessSource:
             if t is None or pid in marks:
                 continue
             blkio = procfs.parse_blkio_ticks(t.raw) if self._delayacct else None
-            io = self._io.read(pid)
-            mark = _WaitMark(t.start, now, self._thread_times(t), blkio,
-                             None if io is None else procfs.parse_io_read_bytes(io))
-            marks[pid] = mark
+            threads = self._thread_times(t)
             before = old.get(pid)
+            if before is not None and _none_ran(before, t.start, threads):
+                # A process reads storage only by running: its io cannot have moved.
+                read_bytes = before.read_bytes
+            else:
+                io = self._io.read(pid)
+                read_bytes = None if io is None else procfs.parse_io_read_bytes(io)
+            mark = _WaitMark(t.start, now, threads, blkio, read_bytes)
+            marks[pid] = mark
             if before is None or before.start != t.start:
                 out[pid] = _UNKNOWN_WAITS  # the first look, or a new process on a reused pid
             else:
                 out[pid] = _wait_rates(before, mark)
         self._waits = marks
+        if self._task_lists.keys() - marks.keys():
+            self._task_lists = {p: k for p, k in self._task_lists.items() if p in marks}
         self._io.keep_only(marks)
         self._thread_sched.keep_only(
             {tid for mark in marks.values() for tid in mark.thread_waits or ()})
@@ -504,20 +535,50 @@ class ProcProcessSource:
         if t.num_threads == 1:
             sched = procfs.parse_schedstat(self._sched.read(t.pid) or b"")
             return _NO_THREAD_TIMES if sched is None else _ThreadTimes(
-                {t.pid: sched.wait_ns}, sched.run_ns + sched.wait_ns)
+                {t.pid: sched.wait_ns}, sched.run_ns + sched.wait_ns, sched.run_ns)
+        listed = self._task_lists.get(t.pid)
+        if listed is not None and listed.start == t.start and listed.num_threads == t.num_threads:
+            kept = self._kept_thread_times(t.pid, listed.tids)
+            if kept is not None:
+                return kept
         try:
             tids = [int(name) for name in os.listdir(f"{self.proc_root}/{t.pid}/task")
                     if name.isdigit()]
         except OSError:
             return _NO_THREAD_TIMES
-        waits, main = {}, None
+        self._task_lists[t.pid] = _TaskList(t.start, t.num_threads, tids)
+        waits, main, run = {}, None, 0
         for tid in tids:
             sched = procfs.parse_schedstat(self._thread_sched.read(tid) or b"")
             if sched is not None:  # a thread that ended meanwhile is simply not counted
                 waits[tid] = sched.wait_ns
+                run += sched.run_ns
                 if tid == t.pid:
                     main = sched.run_ns + sched.wait_ns
-        return _ThreadTimes(waits or None, main)
+        return _ThreadTimes(waits or None, main, run)
+
+    def _kept_thread_times(self, pid: int, tids: list[int]) -> _ThreadTimes | None:
+        """The times of the threads listed before, through their kept fds; None (list them
+        again) when one has no fd or no longer answers: it ended, and with the thread count
+        unchanged another was born. A kept fd answers for its own thread only, never for a
+        later one given the same tid."""
+        fds = self._thread_sched.fds
+        waits, main, run = {}, None, 0
+        for tid in tids:
+            fd = fds.get(tid)
+            if fd is None:
+                return None
+            try:
+                sched = procfs.parse_schedstat(os.pread(fd, 1024, 0))
+            except OSError:
+                return None
+            if sched is None:
+                return None
+            waits[tid] = sched.wait_ns
+            run += sched.run_ns
+            if tid == pid:
+                main = sched.run_ns + sched.wait_ns
+        return _ThreadTimes(waits or None, main, run)
 
     def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
         """Those of `pids` with a thread named `comm`; a process's threads are listed again

@@ -138,13 +138,14 @@ def parse_cpu_lines(text: str) -> tuple[CpuTimes | None, tuple[CpuTimes, ...]]:
             continue
         name, *values = line.split()
         try:
-            ticks = [int(v) for v in values[:8]]
+            ticks = list(map(int, values[:8]))
         except ValueError:
             continue
         if len(ticks) < 4:
             continue
         idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-        times = CpuTimes(busy=sum(ticks) - idle, total=sum(ticks))
+        all_ticks = sum(ticks)  # once a line: this runs for every core every tick
+        times = CpuTimes(all_ticks - idle, all_ticks)
         if name == "cpu":
             total = times
         else:

@@ -7,7 +7,7 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gputop.model import GpuProcess, GpuReport, GpuSample
 
@@ -28,9 +28,10 @@ _MIXED = ("data-starved", "compute-bound", "memory-full-util-zero", "idle")
 _UUID_NAMESPACE = uuid.UUID("6f1c2a52-5d1e-4c57-9a43-000000000000")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Reading:
-    """What one simulated device reads at one tick, before it becomes a GpuSample."""
+    """What one simulated device reads at one tick, before it becomes a GpuSample (a
+    scratch value: small-batch sets its memory on compute-bound's rather than copy it)."""
 
     util: float
     memory_util: float
@@ -98,7 +99,8 @@ def _memory_full_util_zero(tick: int, rng: random.Random) -> _Reading:
 def _small_batch(tick: int, rng: random.Random) -> _Reading:
     """Busy like compute-bound, but the batch fills only about a third of the memory."""
     busy = _compute_bound(tick, rng)
-    return replace(busy, used_bytes=int(28.6 * GIB) + rng.randrange(0, 64) * MIB)
+    busy.used_bytes = int(28.6 * GIB) + rng.randrange(0, 64) * MIB
+    return busy
 
 
 _BEHAVIOURS: dict[str, Callable[[int, random.Random], _Reading]] = {
@@ -156,6 +158,13 @@ class SimulatedGpuSource:
         self._uuids = [
             f"SIM-GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{seed}/{i}')}" for i in range(count)
         ]
+        # What each device keeps from tick to tick: its behaviour and its seed's prefix.
+        self._plays = [_BEHAVIOURS[self.behaviour(i)] for i in range(count)]
+        self._seed_prefixes = [f"gputop-sim/{seed}/{i}/" for i in range(count)]
+        # One generator, reseeded per device and tick: seeding it with the string is what
+        # random.Random(string) does, without a new generator each time.
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
         self.note = (
             f"simulated GPUs (scenario {self.scenario!r}, {self.count} x {NAME}): not real hardware"
         )
@@ -178,15 +187,17 @@ class SimulatedGpuSource:
     def report_at(self, tick: int) -> GpuReport:
         """The report for any tick, without moving the source's own counter."""
         owners = self._owners
-        gpus = tuple(self._device(i, tick, owners) for i in range(self.count))
+        with self._rng_lock:
+            gpus = tuple([self._device(i, tick, owners) for i in range(self.count)])
         return GpuReport(
             source="simulated", gpus=gpus, note=self.note, driver_version="simulated",
             scenario=self.scenario,
         )
 
     def _device(self, index: int, tick: int, owners: tuple[int, ...]) -> GpuSample:
-        rng = random.Random(f"gputop-sim/{self.seed}/{index}/{tick}")
-        r = _BEHAVIOURS[self.behaviour(index)](tick, rng)
+        rng = self._rng
+        rng.seed(self._seed_prefixes[index] + str(tick))
+        r = self._plays[index](tick, rng)
         processes: tuple[GpuProcess, ...] = ()
         if index < len(owners):
             # The owner holds all but the driver's share of the context.

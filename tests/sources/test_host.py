@@ -109,3 +109,18 @@ def test_each_tick_reads_the_host_files_through_fds_kept_open(tmp_path: Path):
     finally:
         opens.close()
         reads.close()
+
+
+def test_each_cpu_line_is_summed_once(monkeypatch: pytest.MonkeyPatch):
+    """A line's ticks are added up once (busy is the total less idle and iowait): on a
+    many-core host this parse is most of the host source's tick."""
+    import builtins
+
+    sums: list[int] = []
+    monkeypatch.setattr(procfs, "sum", lambda ticks: sums.append(1) or builtins.sum(ticks),
+                        raising=False)
+    total, per = procfs.parse_cpu_lines(STAT.format(u=7, s=3, i=80, w=10, g=2, u0=4, i0=40,
+                                                    u1=3, i1=40))
+    assert (total, per) == (procfs.CpuTimes(10, 100),
+                            (procfs.CpuTimes(4, 44), procfs.CpuTimes(3, 43)))
+    assert len(sums) == 3

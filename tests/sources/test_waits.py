@@ -8,10 +8,11 @@ trainers and their workers only.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -237,3 +238,106 @@ def test_waits_are_in_the_json_snapshot() -> None:
     row = process_json(sample)
     assert (row["runqueue_wait_percent"], row["io_wait_percent"], row["read_bytes_per_s"],
             row["main_thread_busy_percent"]) == (12.5, 3.0, 4096.0, 96.0)
+
+
+# Two threads idle on an Event and the main thread in pause(): nothing runs until a signal.
+# SIGUSR1 ends one idle thread and starts another (same count, other tids); SIGUSR2 starts one.
+IDLE_THREADS = """
+import signal, threading
+stops = []
+def start(*_):
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+    stops.append(stop)
+def swap(*_):
+    start()
+    stops.pop(0).set()
+signal.signal(signal.SIGUSR1, swap)
+signal.signal(signal.SIGUSR2, start)
+start()
+start()
+while True:
+    signal.pause()
+"""
+
+
+def _tids(pid: int) -> set[int]:
+    return {int(name) for name in os.listdir(f"/proc/{pid}/task")}
+
+
+def _wait_for_tids(pid: int, done: Callable[[set[int]], bool]) -> set[int]:
+    """The process's threads once `done` says they are as asked (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while not done(tids := _tids(pid)):
+        assert time.monotonic() < deadline, f"threads of {pid} stayed {tids}"
+        time.sleep(0.01)
+    return tids
+
+
+def _counted_listings(monkeypatch: pytest.MonkeyPatch, pid: int) -> list[str]:
+    """Listings of /proc/`pid`/task from now on."""
+    listed: list[str] = []
+    real = os.listdir
+
+    def listdir(path: str = ".") -> list[str]:
+        if str(path).endswith(f"/{pid}/task"):
+            listed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return listed
+
+
+def _tick(source: ProcProcessSource, pid: int) -> ProcessWaits:
+    source.sample(NONE)
+    return source.waits([pid])[pid]
+
+
+@pytest.mark.slow
+@needs_schedstat
+def test_waits_lists_threads_again_only_when_they_may_have_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread list is kept while the thread count holds and every kept thread still
+    answers; a thread replaced by another (same count) or a new one is still counted."""
+    with children(IDLE_THREADS) as (pid,):
+        listed = _counted_listings(monkeypatch, pid)
+        source = ProcProcessSource()
+        try:
+            for _ in range(4):
+                _tick(source, pid)
+            assert len(listed) == 1, f"/proc/{pid}/task listed {len(listed)} times in 4 ticks"
+            before = set(source._waits[pid].thread_waits or ())
+            os.kill(pid, signal.SIGUSR1)
+            now = _wait_for_tids(pid, lambda tids: len(tids) == 3 and tids != before)
+            _tick(source, pid)
+            assert set(source._waits[pid].thread_waits or ()) == now
+            os.kill(pid, signal.SIGUSR2)
+            now = _wait_for_tids(pid, lambda tids: len(tids) == 4)
+            _tick(source, pid)
+            assert set(source._waits[pid].thread_waits or ()) == now
+        finally:
+            source.close()
+
+
+@pytest.mark.slow
+@needs_schedstat
+def test_waits_reads_no_io_of_a_process_none_of_whose_threads_ran() -> None:
+    """No thread ran, so no read was made: its /proc/PID/io is not read and its rates are
+    those of a read (zero); once a thread runs it is read again."""
+    with children(IDLE_THREADS) as (pid,):
+        source = ProcProcessSource()
+        reads: list[int] = []
+        real = source._io.read
+        source._io.read = lambda p: (reads.append(p), real(p))[1]  # type: ignore[method-assign]
+        try:
+            _tick(source, pid)
+            idle = [_tick(source, pid) for _ in range(3)]
+            assert reads == [pid], f"io read {len(reads)} times in 4 ticks of an idle process"
+            assert all(w.read_bytes_per_s == 0.0 and w.runqueue_wait_percent is not None
+                       for w in idle), idle
+            os.kill(pid, signal.SIGUSR2)
+            _wait_for_tids(pid, lambda tids: len(tids) == 4)
+            _tick(source, pid)
+            assert reads == [pid, pid]
+        finally:
+            source.close()
