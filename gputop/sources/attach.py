@@ -7,6 +7,7 @@ import os
 from collections import deque
 from dataclasses import fields
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any
 
 from gputop.model import AttachState, StepRecord, TrainerConfig
@@ -271,20 +272,22 @@ def to_step(raw: RawRecord) -> StepRecord:
     """A ring record as a StepRecord, its fields taken by name (-1 becomes None); the
     verdict is left to the sampler's Derivation."""
     flags, duration = raw.flags, raw.duration_ns
-    measured: list[Any] = [None if v < 0 else v for v in raw[_RAW_MEASURED]]
-    return StepRecord(
-        raw.step, duration, *measured, epoch=raw.epoch, warmup=bool(flags & layout.F_WARMUP),
-        end_ns=raw.start_ns + duration, implicit=bool(flags & layout.F_IMPLICIT),
-        input_outside_model=bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
+    values: tuple[Any, ...] = (
+        raw.step, duration, *[None if v < 0 else v for v in _raw_measured(raw)], raw.epoch,
+        bool(flags & layout.F_WARMUP), "unknown", raw.start_ns + duration,
+        bool(flags & layout.F_IMPLICIT), bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
+    return StepRecord(*values)
 
 
-# The measured fields by name: where they sit in a RawRecord, and they follow step and
-# duration_ns in StepRecord's fields, so they are passed in one slice.
+# The measured fields by name: where they sit in a RawRecord; StepRecord's fields in order,
+# so to_step passes them by position (a dict of them by name cost more than the record).
 _RAW_MEASURED = slice(RawRecord._fields.index(layout.MEASURED_FIELDS[0]),
                       RawRecord._fields.index(layout.MEASURED_FIELDS[-1]) + 1)
 assert RawRecord._fields[_RAW_MEASURED] == layout.MEASURED_FIELDS
-assert tuple(f.name for f in fields(StepRecord))[:2 + len(layout.MEASURED_FIELDS)] == (
-    "step", "duration_ns", *layout.MEASURED_FIELDS)
+_raw_measured = itemgetter(_RAW_MEASURED)
+assert tuple(f.name for f in fields(StepRecord)) == (
+    "step", "duration_ns", *layout.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
+    "implicit", "input_outside_model")
 
 
 def probe_status(meta: dict[str, object]) -> str | None:
