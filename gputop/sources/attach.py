@@ -115,7 +115,7 @@ class RingAttachSource:
         for pid in listed:
             if pid in self._windows:
                 continue
-            ticks = layout.start_ticks(pid)
+            ticks = self.rings.start_ticks(pid)
             if ticks is None or (pid, ticks) in self._judged:
                 continue
             target, final = self._job_of(pid)
@@ -219,7 +219,7 @@ class _RingWindow:
                            error=self.error, job=job)
 
     def _read(self) -> None:
-        ticks = layout.start_ticks(self.pid)
+        ticks = self.rings.start_ticks(self.pid)  # no /proc read while its ring's process runs
         try:
             if self.reader is None:
                 if ticks is None:
