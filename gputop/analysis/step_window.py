@@ -5,8 +5,8 @@ as the tick before. Classifying and summarizing it from scratch (steps.summarize
 sorts every step each tick; this keeps each step's verdict and the window's sorted values
 and sums, so a tick costs the steps that closed or left, not the window; a tick's steps go
 into each sorted list and sum together. It yields the same StepSummary as steps.summarize
-(the from-scratch reference, which replay and reports use) and the same PartTotals as
-steps.part_totals.
+(the from-scratch reference, which replay and reports use) and, while it keeps its values,
+the same PartTotals as steps.part_totals.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class StepWindow:
         self._clear()
         self._kept = True  # whether the values below are the window's
         self.summary = self._summary()  # of no steps, as steps.summarize(())
-        self.totals = self._totals()  # as steps.part_totals(())
+        self.totals: PartTotals | None = self._totals()  # as steps.part_totals(())
 
     def _clear(self) -> None:
         """Forget every value: no steps."""
@@ -104,7 +104,7 @@ class StepWindow:
             self._kept = False
             self._clear()
             self.summary = steps.summarize(self.classified)
-            self.totals = steps.part_totals(self.classified)
+            self.totals = None  # not kept: whoever needs them sums the steps
 
     def _verdicts(self, window: tuple[StepRecord, ...], start: int | None,
                   new: int) -> tuple[StepRecord, ...]:

@@ -45,11 +45,14 @@ class CountingSteps(tuple[StepRecord, ...]):
 
 def _data_bound_trainer(n: int = 50) -> tuple[Frame, AttachState]:
     """A frame with a data-bound trainer of two busy workers among 600 other processes,
-    its window of `n` steps as the sampler derives it (config without a batch size)."""
+    its window of `n` steps as the sampler derives it tick after tick (config without a
+    batch size)."""
     rows, group = trainer_with_workers(10, workers=2, worker_cpu=97.0)
     others = [process(pid, cpu=60.0 if pid % 7 == 0 else 1.0) for pid in range(1000, 1600)]
-    raw = attached(10, data_ms=60, compute_ms=40, num_workers=2, n=n)
-    (state,), _ = Derivation().attached((raw,), 0)
+    raw = attached(10, data_ms=60, compute_ms=40, num_workers=2, n=n + 10)
+    derive = Derivation()
+    for tick in range(2):  # a tick, then one with 10 more steps closed: the window is kept
+        (state,), _ = derive.attached((replace(raw, steps=raw.steps[10 * tick:][:n]),), 0)
     f = frame(processes=rows + others, trainers=(group,), cores=16, cpu_percent=25.0,
               attach=(state,))
     return f, state
@@ -72,6 +75,7 @@ def test_the_advice_walks_no_window_of_a_derived_trainer() -> None:
     """The sampler keeps the window's part totals beside its summary: a tick's advice
     passes over none of its steps (it walked all 256 of them each tick)."""
     f, derived = _data_bound_trainer(n=256)
+    assert derived.part_totals is not None
     state = replace(derived, steps=CountingSteps(derived.steps))
     CountingSteps.passes = 0
     found = evaluate(Context(replace(f, attached=(state,)), {}))
