@@ -15,7 +15,8 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from functools import partial
+from operator import attrgetter, ge, itemgetter, lt
 from typing import Any
 
 from gputop.analysis import steps
@@ -24,22 +25,25 @@ from gputop.model import PartTotals, StepRecord, StepSummary, Verdict
 _COMPUTE = itemgetter(0)
 _PHASES = attrgetter(*(f"{name}_ns" for name in steps.PHASE_NAMES))  # other_ns: never None
 _DATA = steps.PHASE_NAMES.index("data")
+_WAITED = partial(lt, steps.WAIT_FLOOR_NS)  # a wait over the floor: the step waited
 _SORT_FROM = 4  # more new values than this go into a sorted list by one sort, not insort
 
 
 class _Entry:
-    """One step in the window: what it counts toward (its values are read from the step
-    again when it leaves: the same fields of the same frozen record)."""
+    """One step in the window: what it counts toward and the values it put into the sorted
+    lists (taken out again when it leaves)."""
 
-    __slots__ = ("counted", "parts", "step", "timed", "wait")
+    __slots__ = ("counted", "log", "parts", "phases", "step", "timed", "wait")
 
     def __init__(self, step: StepRecord, previous: StepRecord | None) -> None:
         self.step = step
         self.parts = steps.split(step)  # (input, compute), or None
         self.counted = not step.warmup
-        # a whole step (see steps._bounded), not warm-up
+        # a whole step (see steps._bounded), not warm-up; it may lose that, never gain it
         self.timed = self.counted and _linked(step, previous)
         self.wait = steps._wait_ns(step)
+        self.phases = _PHASES(step) if self.counted else ()
+        self.log = _log(step.duration_ns) if self.timed else 0.0
 
 
 class StepWindow:
@@ -140,41 +144,44 @@ class StepWindow:
         """Add (sign 1) or take out (-1) non-warm-up steps' values."""
         if not entries:
             return
-        counted = [e.step for e in entries]
         change = _put if sign > 0 else _take
-        columns = zip(*map(_PHASES, counted), strict=True)  # each phase's values
+        columns = zip(*[e.phases for e in entries], strict=True)  # each phase's values
         for values, column in zip(self._phases, columns, strict=True):
             change(values, column if None not in column else [v for v in column if v is not None])
-        self._counted += sign * len(counted)
-        measured = [s.input_outside_model for s in counted if s.data_ns is not None]
+        self._counted += sign * len(entries)
+        measured = [e.step.input_outside_model for e in entries if e.step.data_ns is not None]
         self._measured += sign * len(measured)
         self._outside += sign * sum(measured)
         waits = [e.wait for e in entries if e.wait is not None]
         self._known_waits += sign * len(waits)
-        self._waited += sign * sum(w > steps.WAIT_FLOOR_NS for w in waits)
+        self._waited += sign * sum(map(_WAITED, waits))
         parts = [e.parts for e in entries if e.parts is not None]
-        self._split += sign * len(parts)
-        self._split_input_ns += sign * sum(i for i, _ in parts)
-        self._split_compute_ns += sign * sum(c for _, c in parts)
+        if parts:
+            inputs, computes = zip(*parts, strict=True)
+            self._split += sign * len(parts)
+            self._split_input_ns += sign * sum(inputs)
+            self._split_compute_ns += sign * sum(computes)
 
     def _time(self, entries: list[_Entry], sign: int) -> None:
         """Add (sign 1) or take out (-1) whole steps' time, split and batch."""
         if not entries:
             return
         change = _put if sign > 0 else _take
-        durations = [e.step.duration_ns for e in entries]
-        change(self._durations, durations)
-        change(self._logs, list(map(_log, durations)))
-        parts = [e.parts for e in entries if e.parts is not None]
-        change(self._parts, [(c, i) for i, c in parts])
+        change(self._durations, [e.step.duration_ns for e in entries])
+        change(self._logs, [e.log for e in entries])
         self._timed += sign * len(entries)
-        self._input_ns += sign * sum(i for i, _ in parts)
-        self._compute_ns += sign * sum(c for _, c in parts)
-        self._data_bound += sign * sum(i >= c for i, c in parts)
+        parts = [e.parts for e in entries if e.parts is not None]
+        if parts:
+            inputs, computes = zip(*parts, strict=True)
+            change(self._parts, list(zip(computes, inputs, strict=True)))
+            self._input_ns += sign * sum(inputs)
+            self._compute_ns += sign * sum(computes)
+            self._data_bound += sign * sum(map(ge, inputs, computes))
         sized = [e.step for e in entries
                  if e.step.batch_size is not None and e.step.batch_size > 0]
-        self._batch += sign * sum(s.batch_size or 0 for s in sized)
-        self._sized_ns += sign * sum(s.duration_ns for s in sized)
+        if sized:
+            self._batch += sign * sum(s.batch_size or 0 for s in sized)
+            self._sized_ns += sign * sum(s.duration_ns for s in sized)
 
     def _totals(self) -> PartTotals:
         """What steps.part_totals says of the window, from the kept sums."""
