@@ -102,7 +102,8 @@ class Derivation:
             window = self._windows.get(state.pid) or step_window.StepWindow()
             window.update(state.steps)  # costs the steps that closed or left since last tick
             windows[state.pid] = window
-            state = replace(state, steps=window.classified, summary=window.summary)
+            state = replace(state, steps=window.classified, summary=window.summary,
+                            part_totals=window.totals)
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._windows = windows  # only the current trainers' windows are kept

@@ -285,6 +285,16 @@ EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None
 
 
 @record
+class PartTotals:
+    """A window's non-warm-up steps that have an input/compute split, and their parts summed
+    (the advice's average step), kept by the sampler so no rule walks the window for them."""
+
+    steps: int
+    input_ns: int
+    compute_ns: int
+
+
+@record
 class AttachState:
     """What the ring of one attached trainer says right now.
 
@@ -303,6 +313,8 @@ class AttachState:
     state: TrainerState = "running"
     idle_s: float | None = None  # since the newest step closed (None: no step yet)
     job: int | None = None  # the PID the job was attached by; ranks of one job share it
+    # derived with `summary`; None: not derived (the advice sums the steps itself)
+    part_totals: PartTotals | None = field(default=None, compare=False, repr=False)
 
     @property
     def current(self) -> bool:

@@ -95,5 +95,5 @@ def _host_fixed_cost(state: AttachState) -> FixedCost | None:
 
 
 def _step_batch(state: AttachState) -> int | None:
-    sizes = [s.batch_size for s in state.steps if s.batch_size]
-    return sizes[-1] if sizes else None
+    """The newest step's batch size (looked for from the newest step back)."""
+    return next((s.batch_size for s in reversed(state.steps) if s.batch_size), None)

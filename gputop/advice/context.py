@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gputop.analysis.steps import split
+from gputop.analysis.steps import part_totals
 from gputop.model import AttachState, Frame, GpuSample, ProcessSample, TrainerGroup
 
 CORE_PERCENT = 100.0
@@ -23,26 +23,40 @@ ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this muc
 class Context:
     """The newest frame and, per GPU index, its util history (oldest first, newest last).
 
-    The rules of one tick share what they look up here: rows by PID (one pass over the
-    frame's rows, not one per lookup) and each trainer's step shape (one pass over its window).
+    The rules of one tick share what they look up here: rows by PID and the busy processes
+    (one pass over the frame's rows, not one per lookup) and each trainer's step shape (from
+    the totals the sampler keeps beside its window).
     """
 
     frame: Frame
     gpu_util_history: dict[int, tuple[float, ...]]
     _rows: dict[int, ProcessSample] | None = field(default=None, init=False, repr=False,
                                                    compare=False)
+    _busy: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _shapes: dict[int, tuple[AttachState, StepShape | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
     def process(self, pid: int) -> ProcessSample | None:
         """The process row for `pid`, if it was seen this tick (the first, if listed twice)."""
+        return self._indexed().get(pid)
+
+    def busy_pids(self) -> list[int]:
+        """The PID of each row that keeps a core busy (BUSY_PROCESS of one or more)."""
+        self._indexed()
+        return self._busy
+
+    def _indexed(self) -> dict[int, ProcessSample]:
+        """The rows by PID, and the busy ones noted, from one pass made on first use."""
         rows = self._rows
         if rows is None:
             rows = {}
+            busy = BUSY_PROCESS * CORE_PERCENT
             for p in self.frame.processes:
                 rows.setdefault(p.pid, p)
+                if (p.cpu_percent or 0.0) >= busy:
+                    self._busy.append(p.pid)
             object.__setattr__(self, "_rows", rows)  # frozen: a cache filled on first use
-        return rows.get(pid)
+        return rows
 
     def step_shape(self, state: AttachState) -> StepShape | None:
         """`step_shape(state)`, worked out once per state however many rules ask."""
@@ -188,14 +202,15 @@ class StepShape:
 
 
 def step_shape(state: AttachState) -> StepShape | None:
-    """Means over the window's timed, non-warm-up steps; None without any."""
+    """Means over the window's non-warm-up steps that have a split; None without any. From
+    the totals the sampler keeps, else (a state built elsewhere) summed from the steps."""
     if state.summary.unmeasured_reason or not state.summary.steps:
         return None
-    parts = [p for p in (split(s) for s in state.steps if not s.warmup) if p is not None]
-    if not parts:
+    totals = state.part_totals or part_totals(state.steps)
+    if not totals.steps:
         return None
-    input_ms = sum(i for i, _ in parts) / len(parts) / 1e6
-    compute_ms = sum(c for _, c in parts) / len(parts) / 1e6
+    input_ms = totals.input_ns / totals.steps / 1e6
+    compute_ms = totals.compute_ns / totals.steps / 1e6
     return StepShape(input_ms + compute_ms, input_ms, compute_ms)
 
 
@@ -235,8 +250,7 @@ def job_cpu(ctx: Context, pid: int, starved: bool) -> JobCpu | None:
     members = {pid, *(group.worker_pids if group else ())}
     rows = [r for r in (ctx.process(m) for m in members) if r is not None]
     used = sum(r.cpu_percent or 0.0 for r in rows) / CORE_PERCENT
-    busy = sum(1 for p in ctx.frame.processes if p.pid not in members
-               and (p.cpu_percent or 0.0) >= BUSY_PROCESS * CORE_PERCENT)
+    busy = sum(1 for busy_pid in ctx.busy_pids() if busy_pid not in members)
     # Work spread thin over many processes counts by the cores it takes.
     spread = math.ceil(max(0.0, others_cores(ctx, used)) - ROUNDING_CORES)
     others = max(busy, spread)

@@ -3,42 +3,51 @@
 The sampler sees a window of the newest steps each tick, most of it the same step objects
 as the tick before. Classifying and summarizing it from scratch (steps.summarize) walks and
 sorts every step each tick; this keeps each step's verdict and the window's sorted values
-and sums, so a tick costs the steps that closed or left, not the window. It yields the same
-StepSummary as steps.summarize (the from-scratch reference, which replay and reports use).
+and sums, so a tick costs the steps that closed or left, not the window; a tick's steps go
+into each sorted list and sum together. It yields the same StepSummary as steps.summarize
+(the from-scratch reference, which replay and reports use) and, while it keeps its values,
+the same PartTotals as steps.part_totals.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from operator import attrgetter, itemgetter
+from collections.abc import Sequence
+from functools import partial
+from operator import attrgetter, ge, itemgetter, lt
 from typing import Any
 
 from gputop.analysis import steps
-from gputop.model import StepRecord, StepSummary, Verdict
+from gputop.model import PartTotals, StepRecord, StepSummary, Verdict
 
 _COMPUTE = itemgetter(0)
 _PHASES = attrgetter(*(f"{name}_ns" for name in steps.PHASE_NAMES))  # other_ns: never None
+_DATA = steps.PHASE_NAMES.index("data")
+_WAITED = partial(lt, steps.WAIT_FLOOR_NS)  # a wait over the floor: the step waited
+_SORT_FROM = 4  # more new values than this go into a sorted list by one sort, not insort
 
 
 class _Entry:
-    """One step in the window and the values it puts into the window's sorted lists."""
+    """One step in the window: what it counts toward and the values it put into the sorted
+    lists (taken out again when it leaves)."""
 
-    __slots__ = ("counted", "counted_into", "parts", "step", "timed", "timed_into", "wait")
+    __slots__ = ("counted", "log", "parts", "phases", "step", "timed", "wait")
 
-    def __init__(self, step: StepRecord, parts: tuple[int, int] | None, linked: bool) -> None:
+    def __init__(self, step: StepRecord, previous: StepRecord | None) -> None:
         self.step = step
-        self.parts = parts  # (input, compute), or None
+        self.parts = steps.split(step)  # (input, compute), or None
         self.counted = not step.warmup
-        self.timed = linked and self.counted  # a whole step (see steps._bounded), not warm-up
+        # a whole step (see steps._bounded), not warm-up; it may lose that, never gain it
+        self.timed = self.counted and _linked(step, previous)
         self.wait = steps._wait_ns(step)
-        # (sorted list, value) pairs, filled by the window that holds the lists
-        self.counted_into: list[tuple[list[Any], Any]] = []
-        self.timed_into: list[tuple[list[Any], Any]] = []
+        self.phases = _PHASES(step) if self.counted else ()
+        self.log = _log(step.duration_ns) if self.timed else 0.0
 
 
 class StepWindow:
-    """One trainer's window: its raw steps, them classified, and their summary."""
+    """One trainer's window: its raw steps, them classified, their summary and part totals."""
 
     def __init__(self) -> None:
         self.raw: tuple[StepRecord, ...] = ()
@@ -46,21 +55,25 @@ class StepWindow:
         self._clear()
         self._kept = True  # whether the values below are the window's
         self.summary = self._summary()  # of no steps, as steps.summarize(())
+        self.totals: PartTotals | None = self._totals()  # as steps.part_totals(())
 
     def _clear(self) -> None:
         """Forget every value: no steps."""
         self._entries: deque[_Entry] = deque()
-        # counted (non-warm-up) steps
+        # counted (non-warm-up) steps; the data phase's values are also its p95's
         self._counted = 0
-        self._data: list[int] = []
         self._phases: tuple[list[int], ...] = tuple([] for _ in steps.PHASE_NAMES)
         self._known_waits = 0
         self._waited = 0
         self._measured = 0  # steps with a data phase ...
         self._outside = 0  # ... that got it outside the model
+        self._split = 0  # steps with a split, and its parts summed (the advice's mean step)
+        self._split_input_ns = 0
+        self._split_compute_ns = 0
         # timed (whole, non-warm-up) steps
         self._timed = 0
         self._durations: list[int] = []
+        self._logs: list[float] = []  # of the durations, for steps._modes
         self._parts: list[tuple[int, int]] = []  # (compute, input), ascending
         self._input_ns = 0
         self._compute_ns = 0
@@ -87,14 +100,15 @@ class StepWindow:
                 self._slide(start, window[len(window) - new:])
             else:
                 self._clear()
-                for step in window:
-                    self._add(step)
+                self._slide(0, window)
                 self._kept = True
             self.summary = self._summary()
+            self.totals = self._totals()
         else:
             self._kept = False
             self._clear()
             self.summary = steps.summarize(self.classified)
+            self.totals = None  # not kept: whoever needs them sums the steps
 
     def _verdicts(self, window: tuple[StepRecord, ...], start: int | None,
                   new: int) -> tuple[StepRecord, ...]:
@@ -105,65 +119,73 @@ class StepWindow:
         return tuple(known.get(id(step)) or steps.with_verdict(step) for step in window)
 
     def _slide(self, gone: int, new: tuple[StepRecord, ...]) -> None:
-        """Drop the `gone` oldest steps' values and add those of `new` behind the rest."""
-        for _ in range(gone):
-            self._remove(self._entries.popleft())
-        if gone and self._entries:
-            first = self._entries[0]  # its predecessor left: whole only when not implicit
+        """Drop the `gone` oldest steps' values and add those of `new` behind the rest, a
+        tick's steps at once: each sorted list and sum is visited once per tick."""
+        entries = self._entries
+        left = [entries.popleft() for _ in range(gone)]
+        untimed = [e for e in left if e.timed]
+        if gone and entries:
+            first = entries[0]  # its predecessor left: whole only when not implicit
             if first.timed and first.step.implicit:
-                self._time(first, -1)
+                untimed.append(first)
                 first.timed = False
+        self._count([e for e in left if e.counted], -1)
+        self._time(untimed, -1)
+        previous = entries[-1].step if entries else None
+        added = []
         for step in new:
-            self._add(step)
+            added.append(_Entry(step, previous))
+            previous = step
+        entries.extend(added)
+        self._count([e for e in added if e.counted], 1)
+        self._time([e for e in added if e.timed], 1)
 
-    def _add(self, step: StepRecord) -> None:
-        """Count `step`'s values in behind the window's newest."""
-        previous = self._entries[-1].step if self._entries else None
-        entry = _Entry(step, steps.split(step), _linked(step, previous))
-        if entry.counted:
-            entry.counted_into = [(values, value) for values, value in zip(
-                (self._data, *self._phases), (step.data_ns, *_PHASES(step)), strict=True)
-                if value is not None]
-            self._count(entry, 1)
-        entry.timed_into = [(self._durations, step.duration_ns)]
-        if entry.parts is not None:
-            entry.timed_into.append((self._parts, entry.parts[::-1]))
-        if entry.timed:
-            self._time(entry, 1)
-        self._entries.append(entry)
+    def _count(self, entries: list[_Entry], sign: int) -> None:
+        """Add (sign 1) or take out (-1) non-warm-up steps' values."""
+        if not entries:
+            return
+        change = _put if sign > 0 else _take
+        columns = zip(*[e.phases for e in entries], strict=True)  # each phase's values
+        for values, column in zip(self._phases, columns, strict=True):
+            change(values, column if None not in column else [v for v in column if v is not None])
+        self._counted += sign * len(entries)
+        measured = [e.step.input_outside_model for e in entries if e.step.data_ns is not None]
+        self._measured += sign * len(measured)
+        self._outside += sign * sum(measured)
+        waits = [e.wait for e in entries if e.wait is not None]
+        self._known_waits += sign * len(waits)
+        self._waited += sign * sum(map(_WAITED, waits))
+        parts = [e.parts for e in entries if e.parts is not None]
+        if parts:
+            inputs, computes = zip(*parts, strict=True)
+            self._split += sign * len(parts)
+            self._split_input_ns += sign * sum(inputs)
+            self._split_compute_ns += sign * sum(computes)
 
-    def _remove(self, entry: _Entry) -> None:
-        """Take a step that left out of the window's values."""
-        if entry.counted:
-            self._count(entry, -1)
-        if entry.timed:
-            self._time(entry, -1)
+    def _time(self, entries: list[_Entry], sign: int) -> None:
+        """Add (sign 1) or take out (-1) whole steps' time, split and batch."""
+        if not entries:
+            return
+        change = _put if sign > 0 else _take
+        change(self._durations, [e.step.duration_ns for e in entries])
+        change(self._logs, [e.log for e in entries])
+        self._timed += sign * len(entries)
+        parts = [e.parts for e in entries if e.parts is not None]
+        if parts:
+            inputs, computes = zip(*parts, strict=True)
+            change(self._parts, list(zip(computes, inputs, strict=True)))
+            self._input_ns += sign * sum(inputs)
+            self._compute_ns += sign * sum(computes)
+            self._data_bound += sign * sum(map(ge, inputs, computes))
+        sized = [e.step for e in entries
+                 if e.step.batch_size is not None and e.step.batch_size > 0]
+        if sized:
+            self._batch += sign * sum(s.batch_size or 0 for s in sized)
+            self._sized_ns += sign * sum(s.duration_ns for s in sized)
 
-    def _count(self, entry: _Entry, sign: int) -> None:
-        """Add (sign 1) or take out (-1) a non-warm-up step's values."""
-        step = entry.step
-        _put(entry.counted_into) if sign > 0 else _take(entry.counted_into)
-        self._counted += sign
-        if step.data_ns is not None:
-            self._measured += sign
-            self._outside += sign * step.input_outside_model
-        if entry.wait is not None:
-            self._known_waits += sign
-            self._waited += sign * (entry.wait > steps.WAIT_FLOOR_NS)
-
-    def _time(self, entry: _Entry, sign: int) -> None:
-        """Add (sign 1) or take out (-1) a whole step's time, split and batch."""
-        step = entry.step
-        _put(entry.timed_into) if sign > 0 else _take(entry.timed_into)
-        self._timed += sign
-        if entry.parts is not None:
-            input_ns, compute_ns = entry.parts
-            self._input_ns += sign * input_ns
-            self._compute_ns += sign * compute_ns
-            self._data_bound += sign * (input_ns >= compute_ns)
-        if step.batch_size is not None and step.batch_size > 0:
-            self._batch += sign * step.batch_size
-            self._sized_ns += sign * step.duration_ns
+    def _totals(self) -> PartTotals:
+        """What steps.part_totals says of the window, from the kept sums."""
+        return PartTotals(self._split, self._split_input_ns, self._split_compute_ns)
 
     def _summary(self) -> StepSummary:
         """What steps.summarize says of the window, from the kept values."""
@@ -182,14 +204,14 @@ class StepWindow:
             samples_per_s=self._batch * 1e9 / self._sized_ns if self._sized_ns > 0 else None,
             waited_percent=(100.0 * self._waited / self._known_waits
                             if self._known_waits else None),
-            p95_data_ns=percentile(self._data, 95),
+            p95_data_ns=percentile(self._phases[_DATA], 95),
             median_phase_ns=tuple((name, percentile(values, 50)) for name, values in zip(
                 steps.PHASE_NAMES, self._phases, strict=True)),
             input_time_percent=_ratio(self._input_ns, self._compute_ns),
             outlier_steps=outliers,
             data_bound_steps=self._data_bound,
             compute_bound_steps=len(self._parts) - self._data_bound,
-            step_modes=steps._modes(durations),
+            step_modes=steps._modes(durations, self._logs),
             unmeasured_reason=steps.UNBOUNDED if self._counted and not self._timed else None,
             input_outside_model=2 * self._outside > self._measured,
         )
@@ -231,19 +253,28 @@ def _linked(step: StepRecord, previous: StepRecord | None) -> bool:
     return start is not None and previous is not None and start == previous.end_ns
 
 
+def _log(duration_ns: int) -> float:
+    """The logarithm steps._modes takes of a step time (-inf for none: it then has no modes)."""
+    return math.log(duration_ns) if duration_ns > 0 else -math.inf
+
+
 def _ratio(input_ns: int, compute_ns: int) -> float | None:
     """steps._ratio from the sums."""
     total = input_ns + compute_ns
     return 100.0 * input_ns / total if total > 0 else None
 
 
-def _put(into: list[tuple[list[Any], Any]]) -> None:
-    """Insert each value into its ascending list."""
-    for values, value in into:
+def _put(values: list[Any], new: Sequence[Any]) -> None:
+    """Insert each of `new` into the ascending `values`."""
+    if len(new) > _SORT_FROM:
+        values += new
+        values.sort()  # a sorted run and a short one: merged, not sorted from scratch
+        return
+    for value in new:
         insort(values, value)
 
 
-def _take(into: list[tuple[list[Any], Any]]) -> None:
-    """Take one of each value out of its ascending list."""
-    for values, value in into:
+def _take(values: list[Any], gone: Sequence[Any]) -> None:
+    """Take one of each of `gone` out of the ascending `values`."""
+    for value in gone:
         del values[bisect_left(values, value)]

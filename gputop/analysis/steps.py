@@ -15,13 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
-from operator import attrgetter
+from operator import attrgetter, sub
 from typing import Any, NamedTuple, TypeVar
 
 from gputop.model import (
     AttachState,
     Band,
     InputStraggler,
+    PartTotals,
     StepRecord,
     StepSummary,
     TrainerState,
@@ -147,6 +148,12 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
     )
 
 
+def part_totals(steps: Iterable[StepRecord]) -> PartTotals:
+    """The non-warm-up steps that have a split, and their input and compute summed."""
+    parts = [p for p in map(split, (s for s in steps if not s.warmup)) if p is not None]
+    return PartTotals(len(parts), sum(i for i, _ in parts), sum(c for _, c in parts))
+
+
 def _input_outside_model(steps: Sequence[StepRecord]) -> bool:
     """Whether most steps with an input got it from the gap before the model's forward (a
     loop without a DataLoader), not from a loader's wait."""
@@ -189,15 +196,18 @@ def _robust_share(parts: Sequence[tuple[int, int]]) -> tuple[float | None, int]:
     return _ratio(kept), left_out
 
 
-def _modes(ordered: Sequence[int]) -> tuple[tuple[float, int], ...]:
+def _modes(ordered: Sequence[int], logs: Sequence[float] | None = None
+           ) -> tuple[tuple[float, int], ...]:
     """(% of steps, median ns) of the fast and the slow group when step times fall into two
-    clear groups (the widest gap, in log time, wider than either group's spread), else ()."""
+    clear groups (the widest gap, in log time, wider than either group's spread), else ().
+    `logs`: the step times' logarithms where the caller keeps them (positive times)."""
     n = len(ordered)
     least = max(2, math.ceil(MODE_MIN_SHARE * n))
     if n < 2 * least or ordered[0] <= 0:
         return ()
-    logs = list(map(math.log, ordered))
-    gaps = [logs[k] - logs[k - 1] for k in range(least, n - least + 1)]
+    if logs is None:
+        logs = list(map(math.log, ordered))
+    gaps = list(map(sub, logs[least:n - least + 1], logs[least - 1:n - least]))  # k, k - 1
     cut = least + gaps.index(max(gaps))  # the first widest gap
     gap = logs[cut] - logs[cut - 1]
     spread = max(_spread(logs[:cut]), _spread(logs[cut:]))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from dataclasses import fields
 from itertools import pairwise
+from operator import itemgetter
+from typing import Any
 
 from gputop.model import AttachState, StepRecord, TrainerConfig
 from gputop.printable import printable
@@ -112,7 +115,7 @@ class RingAttachSource:
         for pid in listed:
             if pid in self._windows:
                 continue
-            ticks = layout.start_ticks(pid)
+            ticks = self.rings.start_ticks(pid)
             if ticks is None or (pid, ticks) in self._judged:
                 continue
             target, final = self._job_of(pid)
@@ -190,27 +193,33 @@ class _RingWindow:
         self.pid = pid
         self.rings = rings
         self.reader: RingReader | None = None
-        self.steps: deque[tuple[int, StepRecord]] = deque(maxlen=window)
+        # the newest records' steps and, side by side, the loader of each (0: none)
+        self.steps: deque[StepRecord] = deque(maxlen=window)
+        self.loaders: deque[int] = deque(maxlen=window)
+        self.held: dict[int, int] = {}  # loader -> its steps in the window
         self.train_loaders: set[int] = set()
         self.alive = True
         self.error: str | None = None
         self.config = TrainerConfig()
         self.meta_seen = False
+        self._meta: dict[str, object] | None = None  # the metadata `config` was built from
 
     def sample(self, job: int) -> AttachState:
         """The window now, as a member of the job attached by PID `job`."""
         if self.alive:
             self._read()
-        steps = tuple(
-            s for loader, s in self.steps
-            if not loader or not self.train_loaders or loader in self.train_loaders
-        )
+        train = self.train_loaders
+        if not train or all(not loader or loader in train for loader in self.held):
+            steps = tuple(self.steps)  # every step trains (most loops): no step to look at
+        else:
+            steps = tuple(s for loader, s in zip(self.loaders, self.steps, strict=True)
+                          if not loader or loader in train)
         dropped = self.reader.dropped if self.reader is not None else 0
         return AttachState(self.pid, self.config, dropped, steps, alive=self.alive,
                            error=self.error, job=job)
 
     def _read(self) -> None:
-        ticks = layout.start_ticks(self.pid)
+        ticks = self.rings.start_ticks(self.pid)  # no /proc read while its ring's process runs
         try:
             if self.reader is None:
                 if ticks is None:
@@ -219,8 +228,10 @@ class _RingWindow:
                 self.reader = self.rings.open(self.pid)  # checked against the live process
             for raw in self.reader.read_new():
                 self._add(raw)
-            meta = self.reader.read_meta()
-            self.config = config_from_meta(meta)
+            meta = self.reader.read_meta()  # the same object until the trainer writes anew
+            if meta is not self._meta:
+                self.config = config_from_meta(meta)
+                self._meta = meta
             self.meta_seen = self.reader.meta_written  # an empty area may be filled soon
             self.error = probe_status(meta)  # what a probe that closed no step yet saw
         except RingError as exc:  # shown in the pane: why there is no ring to read
@@ -232,16 +243,23 @@ class _RingWindow:
     def _add(self, raw: RawRecord) -> None:
         if raw.flags & layout.F_OTHER:
             return
-        self.steps.append((raw.loader, to_step(raw)))
-        trains = raw.flags & layout.F_OPTIMIZER and raw.loader
-        if trains and raw.loader not in self.train_loaders:
-            self._add_train_loader(raw.loader)
+        loader, loaders, held = raw.loader, self.loaders, self.held
+        if len(loaders) == loaders.maxlen:  # the oldest step leaves the window
+            left = loaders[0]
+            held[left] -= 1
+            if not held[left]:
+                del held[left]
+        self.steps.append(to_step(raw))
+        loaders.append(loader)
+        held[loader] = held.get(loader, 0) + 1
+        trains = raw.flags & layout.F_OPTIMIZER and loader
+        if trains and loader not in self.train_loaders:
+            self._add_train_loader(loader)
 
     def _add_train_loader(self, loader: int) -> None:
         """Note a loader whose steps train, forgetting those with no step left in the window
         (a loader per epoch would pile up for as long as the trainer runs)."""
-        in_window = {held for held, _ in self.steps}
-        self.train_loaders = {held for held in self.train_loaders if held in in_window}
+        self.train_loaders = {kept for kept in self.train_loaders if kept in self.held}
         self.train_loaders.add(loader)
 
     def close(self) -> None:
@@ -253,18 +271,23 @@ class _RingWindow:
 def to_step(raw: RawRecord) -> StepRecord:
     """A ring record as a StepRecord, its fields taken by name (-1 becomes None); the
     verdict is left to the sampler's Derivation."""
-    measured = {name: _opt(getattr(raw, name)) for name in layout.MEASURED_FIELDS}
-    return StepRecord(
-        step=raw.step, duration_ns=raw.duration_ns, epoch=raw.epoch,
-        warmup=bool(raw.flags & layout.F_WARMUP), end_ns=raw.start_ns + raw.duration_ns,
-        implicit=bool(raw.flags & layout.F_IMPLICIT),
-        input_outside_model=bool(raw.flags & layout.F_INPUT_OUTSIDE_MODEL),
-        **measured,  # type: ignore[arg-type]
-    )
+    flags, duration = raw.flags, raw.duration_ns
+    values: tuple[Any, ...] = (
+        raw.step, duration, *[None if v < 0 else v for v in _raw_measured(raw)], raw.epoch,
+        bool(flags & layout.F_WARMUP), "unknown", raw.start_ns + duration,
+        bool(flags & layout.F_IMPLICIT), bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
+    return StepRecord(*values)
 
 
-def _opt(value: int) -> int | None:
-    return None if value < 0 else value
+# The measured fields by name: where they sit in a RawRecord; StepRecord's fields in order,
+# so to_step passes them by position (a dict of them by name cost more than the record).
+_RAW_MEASURED = slice(RawRecord._fields.index(layout.MEASURED_FIELDS[0]),
+                      RawRecord._fields.index(layout.MEASURED_FIELDS[-1]) + 1)
+assert RawRecord._fields[_RAW_MEASURED] == layout.MEASURED_FIELDS
+_raw_measured = itemgetter(_RAW_MEASURED)
+assert tuple(f.name for f in fields(StepRecord)) == (
+    "step", "duration_ns", *layout.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
+    "implicit", "input_outside_model")
 
 
 def probe_status(meta: dict[str, object]) -> str | None:

@@ -18,6 +18,7 @@ ring whose header names no namespace (a probe before the field) is never removed
 from __future__ import annotations
 
 import os
+import select
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -184,6 +185,67 @@ class _Listing:
             self.refusals.setdefault(refusal.pid, refusal.reason)
 
 
+class _Running:
+    """The trusted rings' processes, each held by a pidfd: one poll tells which of them
+    exited (a pidfd refers to one process, never to a later one given its PID), so a live
+    one costs no /proc/PID/stat read a tick. Where pidfds are not available, nothing is held
+    and every check reads the start ticks, as a held process does once it exited."""
+
+    def __init__(self, hold: bool) -> None:
+        self._holds = hold  # False: nothing is held (a one-off listing closes nothing)
+        self._fds: dict[tuple[int, int], int] = {}  # (pid, start ticks) -> its pidfd
+        self._poll = select.poll()
+
+    def check(self, pid: int, ticks: int) -> bool:
+        """Whether the process `pid` that started at `ticks` still runs."""
+        return self.runs(pid, ticks, self.exited())
+
+    def runs(self, pid: int, ticks: int, exited: set[int]) -> bool:
+        """Whether the process `pid` that started at `ticks` still runs, given the pidfds
+        that `exited()` reported: held and not among them, else its start ticks say so."""
+        fd = self._fds.get((pid, ticks))
+        if fd is not None and fd not in exited:
+            return True
+        return layout.start_ticks(pid) == ticks
+
+    def exited(self) -> set[int]:
+        """The pidfds of the held processes that exited (any event), from one poll."""
+        return {fd for fd, _ in self._poll.poll(0)} if self._fds else set()
+
+    def hold(self, placed: list[tuple[int, int]]) -> None:
+        """Hold the processes (pid, start ticks) of `placed`, and only those."""
+        wanted = set(placed) if self._holds else set()
+        for key in [key for key in self._fds if key not in wanted]:
+            self._release(key)
+        for pid, ticks in wanted - self._fds.keys():
+            fd = _pidfd(pid)
+            if fd is None:
+                continue
+            if layout.start_ticks(pid) != ticks:  # the PID is another process's by now
+                os.close(fd)
+                continue
+            self._fds[(pid, ticks)] = fd
+            self._poll.register(fd, select.POLLIN)
+
+    def _release(self, key: tuple[int, int]) -> None:
+        fd = self._fds.pop(key)
+        self._poll.unregister(fd)
+        os.close(fd)
+
+    def close(self) -> None:
+        """Release every pidfd."""
+        for key in list(self._fds):
+            self._release(key)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid`, or None (no pidfd_open here, no such process, no fd left)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 class RingDirectory:
     """The rings of one directory that pass the checks, as of the last `scan()`."""
 
@@ -198,6 +260,7 @@ class RingDirectory:
         self._last = _Listing()
         self._others: dict[Namespace, dict[int, int]] | None = None  # this scan's, once needed
         self._listed: tuple[tuple[str, int, int, int], list[RingName]] | None = None
+        self._running = _Running(hold=watch)  # a live view holds its rings' processes
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
@@ -210,6 +273,8 @@ class RingDirectory:
         listing = _Listing()
         self._others = None
         now = time.time_ns()
+        running = self._running
+        exited = running.exited()
         for name in self._names():
             key = (name.inode, name.pid)
             refused = self._last.refused.get(key)
@@ -217,13 +282,22 @@ class RingDirectory:
                 listing.refuse(name, refused)
                 continue
             placed = self._last.trusted.get(key)
-            if placed is not None and layout.start_ticks(placed.pid) == placed.ticks:
+            if placed is not None and running.runs(placed.pid, placed.ticks, exited):
                 listing.trust(placed)
                 continue
             self._judge(name, listing)
         self._last = listing
         self.rings, self.refusals, self.leftovers = (
             listing.rings, listing.refusals, listing.leftovers)
+        running.hold([(p.pid, p.ticks) for p in listing.trusted.values()])
+
+    def start_ticks(self, pid: int) -> int | None:
+        """`pid`'s start ticks now (layout.start_ticks), without reading /proc while the
+        process the last scan trusted a ring for under that PID is held and runs."""
+        for placed in self._last.trusted.values():
+            if placed.pid == pid and self._running.check(pid, placed.ticks):
+                return placed.ticks
+        return layout.start_ticks(pid)
 
     def _judge(self, name: RingName, listing: _Listing) -> None:
         """Place the ring `name` in `listing`: trusted for its live process, our leftover,
@@ -309,7 +383,7 @@ class RingDirectory:
         if not self._watch_wanted:
             return None
         if self._watch is None or self._watch[0] != where:
-            self.close()
+            self._unwatch()
             watch = PrefixWatch(where[0], layout.NAME_PREFIX)
             self._watch = (where, watch)
             self._listed = None  # events before the watch began are unknown: list now
@@ -317,6 +391,11 @@ class RingDirectory:
         return watch if watch.watching else None
 
     def close(self) -> None:
+        """Stop watching the directory and the trusted rings' processes."""
+        self._unwatch()
+        self._running.close()
+
+    def _unwatch(self) -> None:
         """Stop watching the directory."""
         if self._watch is not None:
             self._watch[1].close()

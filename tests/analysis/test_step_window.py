@@ -5,14 +5,16 @@ not, the GPU timeline present or not, and loaders' steps left out of the middle.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from dataclasses import replace
 
 import pytest
 
+from gputop.analysis import step_window
 from gputop.analysis.step_window import StepWindow
-from gputop.analysis.steps import classified, classify, summarize
+from gputop.analysis.steps import classified, classify, part_totals, summarize
 from gputop.model import StepRecord
 
 MS = 1_000_000
@@ -79,6 +81,7 @@ def test_the_kept_summary_is_the_from_scratch_one_tick_after_tick(seed: int) -> 
             steps = tuple(s for s in steps if s.step % 3)
         window.update(steps)
         assert window.summary == summarize(steps)
+        assert window.totals == (part_totals(steps) if window._kept else None)
         assert window.classified == classified(steps) == tuple(
             replace(s, verdict=classify(s)) for s in steps)
         assert all(a is not b for a, b in zip(window.classified, steps, strict=True))
@@ -95,3 +98,63 @@ def test_a_first_step_that_loses_its_predecessor_is_no_longer_whole() -> None:
     for steps in ((first, second), (second, third), (third,), ()):
         window.update(steps)
         assert window.summary == summarize(steps)
+        assert window.totals == (part_totals(steps) if window._kept else None)
+
+
+def _full_step(n: int) -> StepRecord:
+    """Step `n` of a trainer with every phase measured, closing every 10 ms."""
+    return StepRecord(step=n, duration_ns=10 * MS + n, data_ns=MS, h2d_ns=MS, forward_ns=MS,
+                      backward_ns=MS, optimizer_ns=MS, gpu_ns=5 * MS, gpu_gap_ns=MS,
+                      batch_size=8, end_ns=10 * MS * n)
+
+
+def _sliding_window(size: int) -> tuple[deque[StepRecord], StepWindow]:
+    """A window of `size` steps past the ticks summarized from scratch (the first ones)."""
+    ring: deque[StepRecord] = deque((_full_step(n) for n in range(size)), maxlen=size)
+    window = StepWindow()
+    window.update(tuple(ring))
+    for n in range(size, size + 10):
+        ring.append(_full_step(n))
+        window.update(tuple(ring))
+    return ring, window
+
+
+def test_a_tick_merges_its_steps_into_each_sorted_list_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten steps closing in a tick go into each sorted list by one merge, not an insort
+    each (a call per value per list was most of a tick's cost)."""
+    ring, window = _sliding_window(256)
+    insorts = 0
+    real_insort = step_window.insort
+
+    def counting_insort(values, value):  # type: ignore[no-untyped-def]
+        nonlocal insorts
+        insorts += 1
+        real_insort(values, value)
+
+    monkeypatch.setattr(step_window, "insort", counting_insort)
+    ring.extend(_full_step(n) for n in range(266, 276))
+    window.update(tuple(ring))
+    assert window.summary == summarize(tuple(ring))
+    assert insorts == 0
+
+
+def test_a_tick_takes_the_logarithm_of_the_new_step_times_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step-time modes rest on log step times: the window keeps them, so a tick takes
+    the logarithms of the steps that closed, not of the whole window."""
+    ring, window = _sliding_window(256)
+    logs = 0
+    real_log = math.log
+
+    def counting_log(x: float) -> float:
+        nonlocal logs
+        logs += 1
+        return real_log(x)
+
+    monkeypatch.setattr(math, "log", counting_log)
+    ring.extend(_full_step(n) for n in range(266, 276))
+    window.update(tuple(ring))
+    monkeypatch.undo()
+    assert window.summary == summarize(tuple(ring))
+    assert logs <= 10 * 2  # the steps that came, and at most those that left

@@ -1,0 +1,97 @@
+"""The attach source's work per tick is counted, not timed: a tick of a trainer's ring reads
+the records that closed since the last one, not the 256-step window, and builds its config
+only when the trainer wrote new metadata."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop.probe import ring as layout
+from gputop.sources import attach
+from gputop.sources.attach import RingAttachSource
+
+LOADER = 1
+
+
+def _records(first: int, n: int) -> list[tuple[int, ...]]:
+    """`n` training steps of one loader from step `first` (values in PAYLOAD_FIELDS order)."""
+    return [(s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, layout.F_OPTIMIZER,
+             LOADER) for s in range(first, first + n)]
+
+
+@pytest.fixture
+def ring(tmp_path: Path) -> Iterator[tuple[layout.RingWriter, RingAttachSource]]:
+    """Our own ring, a full window written, and a source attached to it."""
+    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer.set_meta(b'{"num_workers": 2, "batch_size": 64}')
+    writer.append(_records(0, 300))
+    source = RingAttachSource(directory=str(tmp_path))
+    source.attach(os.getpid())
+    try:
+        yield writer, source
+    finally:
+        source.close()
+        writer.close()
+
+
+class CountingSet(set[int]):
+    """A trainer's training loaders, counting the lookups made in them."""
+
+    lookups = 0
+
+    def __contains__(self, item: object) -> bool:
+        type(self).lookups += 1
+        return super().__contains__(item)
+
+
+def test_a_tick_looks_at_the_new_records_not_the_window(
+        ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window of steps that train is kept as records arrive: a tick with 22 new records
+    makes no lookup per step of the window, and no Python call per field of a record."""
+    writer, source = ring
+    (state,) = source.sample()
+    assert [s.step for s in state.steps] == list(range(44, 300))
+    window = source._windows[os.getpid()]
+    window.train_loaders = CountingSet(window.train_loaders)
+    per_field = 0
+
+    def counting_opt(value: int) -> int | None:
+        nonlocal per_field
+        per_field += 1
+        return None if value < 0 else value
+
+    monkeypatch.setattr(attach, "_opt", counting_opt, raising=False)
+    CountingSet.lookups = 0
+    writer.append(_records(300, 22))
+    (state,) = source.sample()
+    assert [s.step for s in state.steps] == list(range(66, 322))
+    assert state.steps[-1].h2d_ns is None and state.steps[-1].forward_ns == 100
+    assert CountingSet.lookups <= 2 * 22  # the new records', not the window's 256
+    assert per_field == 0
+
+
+def test_the_config_is_built_again_only_when_the_metadata_changed(
+        ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, source = ring
+    built = 0
+    real = attach.config_from_meta
+
+    def counting(meta: dict[str, object]) -> object:
+        nonlocal built
+        built += 1
+        return real(meta)
+
+    monkeypatch.setattr(attach, "config_from_meta", counting)
+    for tick in range(5):
+        writer.append(_records(300 + tick, 1))
+        (state,) = source.sample()
+    assert built == 1 and state.config.num_workers == 2
+    writer.set_meta(b'{"num_workers": 4, "batch_size": 64}')
+    (state,) = source.sample()
+    assert built == 2 and state.config.num_workers == 4
