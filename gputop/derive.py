@@ -103,7 +103,7 @@ class Derivation:
             window.update(state.steps)  # costs the steps that closed or left since last tick
             windows[state.pid] = window
             state = replace(state, steps=window.classified, summary=window.summary,
-                            part_totals=window.totals)
+                            part_totals=window.totals, input_waits=window.waits)
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._windows = windows  # only the current trainers' windows are kept

@@ -295,6 +295,19 @@ class PartTotals:
 
 
 @record
+class InputWaits:
+    """A rank's input waits for the straggler rule: of its non-warm-up steps, how many have
+    an input/compute split, the quartile, median and 90th percentile of their inputs (0:
+    none) and the median step time (0: none); kept by the sampler with the summary."""
+
+    measured: int
+    low: int
+    median: int
+    high: int
+    step: int
+
+
+@record
 class AttachState:
     """What the ring of one attached trainer says right now.
 
@@ -315,6 +328,7 @@ class AttachState:
     job: int | None = None  # the PID the job was attached by; ranks of one job share it
     # derived with `summary`; None: not derived (the advice sums the steps itself)
     part_totals: PartTotals | None = field(default=None, compare=False, repr=False)
+    input_waits: InputWaits | None = field(default=None, compare=False, repr=False)
 
     @property
     def current(self) -> bool:

@@ -20,7 +20,7 @@ from operator import attrgetter, ge, itemgetter, lt
 from typing import Any
 
 from gputop.analysis import steps
-from gputop.model import PartTotals, StepRecord, StepSummary, Verdict
+from gputop.model import InputWaits, PartTotals, StepRecord, StepSummary, Verdict
 
 _COMPUTE = itemgetter(0)
 _PHASES = attrgetter(*(f"{name}_ns" for name in steps.PHASE_NAMES))  # other_ns: never None
@@ -56,6 +56,7 @@ class StepWindow:
         self._kept = True  # whether the values below are the window's
         self.summary = self._summary()  # of no steps, as steps.summarize(())
         self.totals: PartTotals | None = self._totals()  # as steps.part_totals(())
+        self.waits: InputWaits | None = self._waits()  # as steps.input_waits(())
 
     def _clear(self) -> None:
         """Forget every value: no steps."""
@@ -70,6 +71,8 @@ class StepWindow:
         self._split = 0  # steps with a split, and its parts summed (the advice's mean step)
         self._split_input_ns = 0
         self._split_compute_ns = 0
+        self._inputs: list[int] = []  # of the steps with a split, ascending (the straggler's)
+        self._counted_durations: list[int] = []
         # timed (whole, non-warm-up) steps
         self._timed = 0
         self._durations: list[int] = []
@@ -104,11 +107,12 @@ class StepWindow:
                 self._kept = True
             self.summary = self._summary()
             self.totals = self._totals()
+            self.waits = self._waits()
         else:
             self._kept = False
             self._clear()
             self.summary = steps.summarize(self.classified)
-            self.totals = None  # not kept: whoever needs them sums the steps
+            self.totals = self.waits = None  # not kept: whoever needs them walks the steps
 
     def _verdicts(self, window: tuple[StepRecord, ...], start: int | None,
                   new: int) -> tuple[StepRecord, ...]:
@@ -149,6 +153,7 @@ class StepWindow:
         for values, column in zip(self._phases, columns, strict=True):
             change(values, column if None not in column else [v for v in column if v is not None])
         self._counted += sign * len(entries)
+        change(self._counted_durations, [e.step.duration_ns for e in entries])
         measured = [e.step.input_outside_model for e in entries if e.step.data_ns is not None]
         self._measured += sign * len(measured)
         self._outside += sign * sum(measured)
@@ -161,6 +166,7 @@ class StepWindow:
             self._split += sign * len(parts)
             self._split_input_ns += sign * sum(inputs)
             self._split_compute_ns += sign * sum(computes)
+            change(self._inputs, inputs)
 
     def _time(self, entries: list[_Entry], sign: int) -> None:
         """Add (sign 1) or take out (-1) whole steps' time, split and batch."""
@@ -186,6 +192,10 @@ class StepWindow:
     def _totals(self) -> PartTotals:
         """What steps.part_totals says of the window, from the kept sums."""
         return PartTotals(self._split, self._split_input_ns, self._split_compute_ns)
+
+    def _waits(self) -> InputWaits:
+        """What steps.input_waits says of the window, from the kept sorted values."""
+        return steps.waits_of(self._inputs, self._counted_durations)
 
     def _summary(self) -> StepSummary:
         """What steps.summarize says of the window, from the kept values."""

@@ -22,6 +22,7 @@ from gputop.model import (
     AttachState,
     Band,
     InputStraggler,
+    InputWaits,
     PartTotals,
     StepRecord,
     StepSummary,
@@ -146,6 +147,19 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
         unmeasured_reason=UNBOUNDED if counted and not timed else None,
         input_outside_model=_input_outside_model(counted),
     )
+
+
+def input_waits(steps: Iterable[StepRecord]) -> InputWaits:
+    """The non-warm-up steps' input quantiles and median step time (the straggler rule's)."""
+    counted = [s for s in steps if not s.warmup]
+    inputs = sorted(p[0] for p in map(split, counted) if p)
+    return waits_of(inputs, sorted(s.duration_ns for s in counted))
+
+
+def waits_of(inputs: Sequence[int], durations: Sequence[int]) -> InputWaits:
+    """InputWaits from the ascending inputs and step times of a window's non-warm-up steps."""
+    low, median, high = (_percentile(inputs, q) or 0 for q in (25, 50, 90))
+    return InputWaits(len(inputs), low, median, high, _percentile(durations, 50) or 0)
 
 
 def part_totals(steps: Iterable[StepRecord]) -> PartTotals:
@@ -289,14 +303,12 @@ def input_straggler(ranks: Sequence[AttachState]) -> InputStraggler | None:
 
 
 def _rank_waits(state: AttachState) -> _Waits | None:
-    """A rank's input waits, or None with fewer than STRAGGLER_MIN_STEPS steps measured."""
-    counted = [s for s in state.steps if not s.warmup]
-    inputs = sorted(p[0] for p in map(split, counted) if p)
-    if len(inputs) < STRAGGLER_MIN_STEPS:
+    """A rank's input waits (kept by the sampler, else from its steps), or None with fewer
+    than STRAGGLER_MIN_STEPS steps measured."""
+    waits = state.input_waits or input_waits(state.steps)
+    if waits.measured < STRAGGLER_MIN_STEPS:
         return None
-    step = _percentile(sorted(s.duration_ns for s in counted), 50) or 0
-    low, median, high = (_percentile(inputs, q) or 0 for q in (25, 50, 90))
-    return _Waits(low, median, high, step, state)
+    return _Waits(waits.low, waits.median, waits.high, waits.step, state)
 
 
 def trainer_state(state: AttachState, now_ns: int) -> tuple[TrainerState, float | None]:

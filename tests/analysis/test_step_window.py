@@ -14,7 +14,7 @@ import pytest
 
 from gputop.analysis import step_window
 from gputop.analysis.step_window import StepWindow
-from gputop.analysis.steps import classified, classify, part_totals, summarize
+from gputop.analysis.steps import classified, classify, input_waits, part_totals, summarize
 from gputop.model import StepRecord
 
 MS = 1_000_000
@@ -82,6 +82,7 @@ def test_the_kept_summary_is_the_from_scratch_one_tick_after_tick(seed: int) -> 
         window.update(steps)
         assert window.summary == summarize(steps)
         assert window.totals == (part_totals(steps) if window._kept else None)
+        assert window.waits == (input_waits(steps) if window._kept else None)
         assert window.classified == classified(steps) == tuple(
             replace(s, verdict=classify(s)) for s in steps)
         assert all(a is not b for a, b in zip(window.classified, steps, strict=True))
@@ -99,6 +100,7 @@ def test_a_first_step_that_loses_its_predecessor_is_no_longer_whole() -> None:
         window.update(steps)
         assert window.summary == summarize(steps)
         assert window.totals == (part_totals(steps) if window._kept else None)
+        assert window.waits == (input_waits(steps) if window._kept else None)
 
 
 def _full_step(n: int) -> StepRecord:

@@ -43,3 +43,33 @@ def test_a_four_times_slower_loader_is_named_from_its_first_steps(first: int | N
 
 def test_too_few_steps_name_no_one() -> None:
     assert input_straggler(_ranks("one_slow_loader", STRAGGLER_MIN_STEPS - 1)) is None
+
+
+class _CountingSteps(tuple[StepRecord, ...]):
+    """A rank's window that counts the passes made over its steps."""
+
+    passes = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        type(self).passes += 1
+        return super().__iter__()
+
+
+def test_the_sampler_keeps_each_ranks_waits_so_no_window_is_walked() -> None:
+    """Derived tick after tick, each rank's input quantiles are kept with its summary: the
+    straggler search passes over none of the ranks' steps (it walked and sorted every rank's
+    window each tick), and names the same rank."""
+    from dataclasses import replace
+
+    from gputop.derive import Derivation
+
+    ranks = _ranks("one_slow_loader")
+    derivation = Derivation()
+    derivation.attached(tuple(replace(r, steps=r.steps[:-5]) for r in ranks), 0)
+    derived, found = derivation.attached(tuple(ranks), 0)
+    assert all(state.input_waits is not None for state in derived)
+    counted = [replace(state, steps=_CountingSteps(state.steps)) for state in derived]
+    _CountingSteps.passes = 0
+    assert input_straggler(counted) == found == input_straggler(ranks)
+    assert found is not None and found.pid == 100
+    assert _CountingSteps.passes == 0
