@@ -3,7 +3,8 @@
 The per-tick path is one pread per process through fds kept open between ticks: of
 /proc/PID/schedstat for a single-threaded process that did not run, else of its stat; a
 process that has not run for QUIET_TICKS is looked at every other tick, one that has not run
-for DEEP_QUIET_TICKS every DEEP_LOOK_EVERY ticks while no process ends. A
+for DEEP_QUIET_TICKS every DEEP_LOOK_EVERY ticks, and every one the same tick when a process
+or thread ended that the tick did not see end (the kernel's thread count tells). A
 PID born since the last tick is past the last one seen and is read directly; /proc is
 listed on a PID wrap-around, after many births, and every 16 ticks while PIDs are
 allocated. cmdline and username are read once per process (again after an exec).
@@ -189,8 +190,8 @@ class ProcProcessSource:
         self._times: tuple[float | None, float | None] = (None, None)  # the last two ticks
         self._tick_times: dict[int, float] = {}  # tick number -> its clock, the last few
         self._threads: int | None = None  # the kernel's thread count at the last tick
-        self._calm = False  # no process or thread ended during the last two ticks
-        self._was_calm = False  # ... for the last one
+        self._ended: int | None = None  # threads ended since the last tick (None: unknown)
+        self._threads_ended_seen = 0  # ... of them seen this tick in processes read again
         self._pins: dict[int, _PinState] = {}
         self._torch_versions: dict[tuple[int, int], str | None] = {}
         self._users: dict[int, str] = {}
@@ -199,6 +200,7 @@ class ProcProcessSource:
         self._order: list[int] = []  # tracked pids, sorted, as of the last change
         self._on_gpu: set[int] = set()  # pids NVML listed last tick
         self.listings = 0
+        self.second_looks = 0  # ticks that looked at the skipped again (an end unseen)
 
     def sample(self, gpu: GpuReport) -> ProcessScan:
         """All processes now, with %CPU over the time since the previous call."""
@@ -275,76 +277,92 @@ class ProcProcessSource:
         tick_times = self._tick_times
         tick_times[ticks] = now
         tick_times.pop(ticks - DEEP_LOOK_EVERY - 1, None)
-        deep_mask = DEEP_LOOK_EVERY - 1 if self._calm else 1
+        # Without the kernel's count of ended threads (no /proc/loadavg), as before it: no
+        # deeper cadence, and one that ends leaves a tick later at worst.
+        counts_ends = self._ended is not None
+        quiet_mask, deep_mask = 1, DEEP_LOOK_EVERY - 1 if counts_ends else 1
+        self._threads_ended_seen = 0
+        born_gone = 0  # PIDs born since the last look and already gone
+        skipped: list[int] = []
         tracked: dict[int, _Tracked] = {}
         touched: list[_Tracked] = []
         moved: list[_Tracked] = []
         replaced: set[int] = set()
-        for pid in pids:
-            t = old.get(pid)
-            # The gate: a single-threaded process whose schedstat (a third of stat's cost)
-            # did not move did not run, and without running it changes no field we show but
-            # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
-            # on the tick after its parent vanished). schedstat is read before stat, so a run
-            # in between shows on the next tick. Inlined: this runs for every process.
-            # A process that has not run for QUIET_TICKS is looked at every other tick (on
-            # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
-            # costs five schedstat reads): one that wakes shows a tick later at worst, its
-            # %CPU over the two ticks, and one that ends leaves a tick later. One that has
-            # not run for DEEP_QUIET_TICKS is looked at every DEEP_LOOK_EVERY ticks while
-            # the tick is calm (no process can have ended since the last): it wakes into view
-            # DEEP_LOOK_EVERY - 1 ticks later at worst, and never outstays its end.
-            if gate and t is not None and t.num_threads == 1 and pid not in recheck:
-                phase = pid + ticks
-                idle = ticks - t.ran_at
-                if idle <= QUIET_TICKS:
-                    due = not phase % REFRESH_TICKS
-                elif phase & (deep_mask if idle > DEEP_QUIET_TICKS else 1):
-                    tracked[pid] = t
-                    continue
-                else:
-                    due = not phase % QUIET_REFRESH_TICKS
-                if not due:
-                    fd = sched_fds.get(pid)
-                    try:
-                        sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
-                    except OSError:  # gone, or its pid reused: the reader tells which
-                        sched = sched_read(pid)
-                    if sched is None:
-                        continue
-                    if sched == t.sched:
-                        if t.cpu_percent != 0.0:
-                            t.cpu_percent = 0.0
-                            touched.append(t)
-                        t.seen_at = ticks
+        while True:
+            for pid in pids:
+                t = old.get(pid)
+                # The gate: a single-threaded process whose schedstat (a third of stat's cost)
+                # did not move did not run, and without running it changes no field we show but
+                # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
+                # on the tick after its parent vanished). schedstat is read before stat, so a run
+                # in between shows on the next tick. Inlined: this runs for every process.
+                # A process that has not run for QUIET_TICKS is looked at every other tick (on
+                # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
+                # costs five schedstat reads): one that wakes shows a tick later at worst, its
+                # %CPU over the two ticks; one that has not run for DEEP_QUIET_TICKS every
+                # DEEP_LOOK_EVERY ticks (it wakes into view up to 3 ticks late). Those skipped
+                # are looked at in a second pass when the tick saw fewer ends than the kernel
+                # counted (_unseen_ends): one that ends never outstays its end.
+                if gate and t is not None and t.num_threads == 1 and pid not in recheck:
+                    phase = pid + ticks
+                    idle = ticks - t.ran_at
+                    if idle <= QUIET_TICKS:
+                        due = not phase % REFRESH_TICKS
+                    elif phase & (deep_mask if idle > DEEP_QUIET_TICKS else quiet_mask):
+                        skipped.append(pid)
                         tracked[pid] = t
                         continue
-                    t.sched, t.ran_at = sched, ticks
-            data = read(pid)
-            if data is None:
-                continue
-            if t is None and pid in probed and procfs.is_thread(data):
-                self._reader.forget(pid)  # a thread's TID: its process is tracked already
-                continue
-            if t is not None and data == t.raw:
-                if dt is not None and t.cpu_percent != 0.0:
-                    t.cpu_percent = 0.0
-                    touched.append(t)
-            else:
-                st = procfs.parse_stat(data)
-                if st is None:
+                    else:
+                        due = not phase % QUIET_REFRESH_TICKS
+                    if not due:
+                        fd = sched_fds.get(pid)
+                        try:
+                            sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                        except OSError:  # gone, or its pid reused: the reader tells which
+                            sched = sched_read(pid)
+                        if sched is None:
+                            continue
+                        if sched == t.sched:
+                            if t.cpu_percent != 0.0:
+                                t.cpu_percent = 0.0
+                                touched.append(t)
+                            t.seen_at = ticks
+                            tracked[pid] = t
+                            continue
+                        t.sched, t.ran_at = sched, ticks
+                data = read(pid)
+                if data is None:
+                    born_gone += t is None
                     continue
-                if t is None or t.start != st.starttime:
-                    if t is not None:
-                        replaced.add(pid)
-                    t = self._new(pid, st, data, now, last)
-                    moved.append(t)
-                elif self._update(t, st, data, now, dt if t.seen_at == ticks - 1 else (
-                        now - tick_times[t.seen_at] if t.seen_at in tick_times else None)):
-                    moved.append(t)
-                touched.append(t)
-            t.seen_at = ticks
-            tracked[pid] = t
+                if t is None and pid in probed and procfs.is_thread(data):
+                    self._reader.forget(pid)  # a thread's TID: its process is tracked already
+                    continue
+                if t is not None and data == t.raw:
+                    if dt is not None and t.cpu_percent != 0.0:
+                        t.cpu_percent = 0.0
+                        touched.append(t)
+                else:
+                    st = procfs.parse_stat(data)
+                    if st is None:
+                        continue
+                    if t is None or t.start != st.starttime:
+                        if t is not None:
+                            replaced.add(pid)
+                        t = self._new(pid, st, data, now, last)
+                        moved.append(t)
+                    elif self._update(t, st, data, now, dt if t.seen_at == ticks - 1 else (
+                            now - tick_times[t.seen_at] if t.seen_at in tick_times else None)):
+                        moved.append(t)
+                    touched.append(t)
+                t.seen_at = ticks
+                tracked[pid] = t
+            if not (skipped and counts_ends and self._unseen_ends(old, tracked, replaced,
+                                                                  born_gone)):
+                break
+            pids, skipped, quiet_mask, deep_mask = skipped, [], 0, 0  # look at them now
+            self.second_looks += 1
+            for pid in pids:
+                del tracked[pid]
         gone = replaced
         if tracked.keys() != old.keys():
             gone |= old.keys() - tracked.keys()
@@ -368,13 +386,13 @@ class ProcProcessSource:
         since, self._listed_at = self._listed_at, last_pid
         threads, counted = self._thread_count.read(), self._threads
         self._threads = threads
-        # Calm: the kernel holds as many more threads as PIDs were allocated, so none ended
-        # (from inside a PID namespace, births outside only make a tick look less calm).
-        # Calm for two ticks: after a tick that may have seen an end, each quiet process
-        # (looked at every other tick) is looked at once more before the deep cadence.
-        calm = (last_pid is not None and since is not None and threads is not None
-                and counted is not None and 0 <= last_pid - since == threads - counted)
-        self._calm, self._was_calm = calm and self._was_calm, calm
+        # Threads ended since the last tick: PIDs allocated (each birth takes one) less
+        # the growth of the kernel's thread count. From inside a PID namespace, births
+        # outside it hide as many ends: there one may be seen DEEP_LOOK_EVERY - 1 late.
+        if last_pid is None or since is None or last_pid < since or None in (threads, counted):
+            self._ended = None
+        else:
+            self._ended = (last_pid - since) - ((threads or 0) - (counted or 0))
         if last_pid is not None and old and last_pid == since:
             return old, range(0)  # no PID allocated: read only those known (a new dict is built)
         if (last_pid is not None and old and since is not None
@@ -385,6 +403,15 @@ class ProcProcessSource:
         self._relisted_tick = self._ticks
         self.listings += 1
         return procfs.list_pids(self.proc_root), range(0)
+
+    def _unseen_ends(self, old: dict[int, _Tracked], tracked: dict[int, _Tracked],
+                     replaced: set[int], born_gone: int) -> bool:
+        """Whether more threads ended since the last tick than this tick saw end: those of
+        the processes gone (or replaced), the new PIDs gone already, and the threads that
+        processes read again lost."""
+        seen = born_gone + self._threads_ended_seen + sum(
+            old[pid].num_threads or 1 for pid in (old.keys() - tracked.keys()) | replaced)
+        return (self._ended or 0) > seen
 
     def _join_gpus(
         self, tracked: dict[int, _Tracked], gpu_use: dict[int, tuple[int | None, tuple[int, ...]]]
@@ -428,6 +455,8 @@ class ProcProcessSource:
             t.comm = t.name = st.comm
             self._read_cmdline(t, now - st.starttime / procfs.CLOCK_TICKS)
         t.raw, t.ppid, t.state = raw, st.ppid, st.state
+        if t.num_threads is not None and st.num_threads is not None:
+            self._threads_ended_seen += max(0, t.num_threads - st.num_threads)
         t.num_threads, t.cpu_ticks = st.num_threads, ticks
         t.rss_bytes = st.rss_pages * procfs.PAGE_SIZE
         return changed

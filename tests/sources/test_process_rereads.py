@@ -179,17 +179,25 @@ def _threads(root: Path, count: int) -> None:
     (root / "loadavg").write_text(f"0.00 0.01 0.05 1/{count} 4000\n")
 
 
-def test_deep_quiet_processes_are_looked_at_every_fourth_tick_while_none_can_have_ended(
+def test_deep_quiet_processes_are_looked_at_every_fourth_tick_and_never_outstay_their_end(
         tmp_path: Path) -> None:
     """A process that has not run for DEEP_QUIET_TICKS is looked at every DEEP_LOOK_EVERY
-    ticks while the kernel's thread count grows by the PIDs allocated (none ended); once it
-    falls behind, every other tick again, so one that ended leaves at once. One that wakes
-    has its %CPU over the time since it was last looked at."""
+    ticks; when more threads ended than the tick saw end (the kernel's thread count against
+    the PIDs allocated), every process skipped is looked at the same tick, so one that ended
+    leaves at once. One that wakes has its %CPU over the time since it was last looked at."""
     proc, _parents = _tree(tmp_path)
     _threads(tmp_path, 500)
     source = ProcProcessSource(str(tmp_path), max_fds=0)
     watch = ReadWatch({pid: tmp_path / str(pid) for pid in QUIET})
-    waking = QUIET[0]
+    waking, ending = QUIET[0], QUIET[-1]
+
+    def looks(ticks: int) -> Counter[int]:
+        looked: Counter[int] = Counter()
+        for _ in range(ticks):
+            source.sample(GPU_NONE)
+            looked.update({pid for pid, _name in watch.take()})
+        return looked
+
     try:
         for _ in range(DEEP_QUIET_TICKS + REFRESH_TICKS):
             source.sample(GPU_NONE)
@@ -198,28 +206,26 @@ def test_deep_quiet_processes_are_looked_at_every_fourth_tick_while_none_can_hav
         for _ in range(QUIET_REFRESH_TICKS):
             source.sample(GPU_NONE)
             reads.update(watch.take())
-        looks = QUIET_REFRESH_TICKS // DEEP_LOOK_EVERY
-        assert reads == {**{(pid, "schedstat"): looks - 1 for pid in QUIET},
+        every = QUIET_REFRESH_TICKS // DEEP_LOOK_EVERY
+        assert reads == {**{(pid, "schedstat"): every - 1 for pid in QUIET},
                          **{(pid, "stat"): 1 for pid in QUIET}}
 
-        proc.add(THREADED + 1, "sleep", "sleep 9")  # a birth, counted: still calm
+        proc.add(THREADED + 1, "sleep", "sleep 9")  # born and counted: nothing ended
         _threads(tmp_path, 501)
-        looked: Counter[int] = Counter()
-        for _ in range(2 * DEEP_LOOK_EVERY):
-            source.sample(GPU_NONE)
-            looked.update({pid for pid, _name in watch.take()})
-        assert looked == {pid: 2 for pid in QUIET}
+        assert looks(2 * DEEP_LOOK_EVERY) == {pid: 2 for pid in QUIET}
+        proc.last_pid += 1  # born and already gone: the tick sees that end itself
+        proc.bump()
+        assert looks(2 * DEEP_LOOK_EVERY) == {pid: 2 for pid in QUIET}
 
-        _threads(tmp_path, 500)  # something ended: every quiet one is looked at within two
-        seen: set[int] = set()
-        for _ in range(2):
-            source.sample(GPU_NONE)
-            seen |= {pid for pid, _name in watch.take()}
-        assert seen == set(QUIET)
+        _threads(tmp_path, 500)  # an end the tick did not see: all of them looked at now
+        assert looks(1) == {pid: 1 for pid in QUIET}
+        assert looks(DEEP_LOOK_EVERY) == {pid: 1 for pid in QUIET}  # and the cadence is back
 
-        for _ in range(2 * DEEP_LOOK_EVERY):  # calm for two ticks again: the deep cadence
-            source.sample(GPU_NONE)
+        proc.remove(ending)  # a deep-quiet process ends: gone the same tick, whenever it is
+        _threads(tmp_path, 499)
+        assert ending not in {row.pid for row in source.sample(GPU_NONE).rows}
         watch.take()
+
         for _ in range(DEEP_LOOK_EVERY):  # the tick it is looked at
             asleep = _sampled_at(source)
             if waking in {pid for pid, _name in watch.take()}:
