@@ -41,7 +41,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SIZES = ((80, 24), (200, 50))
 PROCESSES = (600, 3000)
-ROUNDS, WINDOW_S, WARMUP_S = 4, 5.0, 8.0  # gputop-ui records 4 s of frames, then starts
+ROUNDS, WINDOW_S = 4, 5.0
+# What a monitor left open all day costs shows only after a minute: gputop looks at a process
+# quiet for 64 ticks every 4th tick. --quick: 8 s (gputop-ui records 4 s of frames first).
+WARMUP_S, QUICK_WARMUP_S = 70.0, 8.0
 FIRST_RUNS = 9
 KEY_PRESSES = 10
 ROW = re.compile(r"^\s*\d+\s")  # a process row: the PID first
@@ -416,6 +419,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, help="seconds per round")
     parser.add_argument("--reference", metavar="CHECKOUT",
                         help="also run gputop from this checkout (gputop-ref), e.g. main's")
+    parser.add_argument("--warmup", type=float,
+                        help=f"seconds every tool runs before the rounds (default {WARMUP_S:g}, "
+                             f"--quick {QUICK_WARMUP_S:g})")
     parser.add_argument("--cpu-only", action="store_true",
                         help="the side-by-side CPU windows only (no --interval 0.1, first frame)")
     parser.add_argument("--first-only", action="store_true",
@@ -429,10 +435,12 @@ def main() -> int:
         return 2
     rounds = args.rounds or (2 if args.quick else ROUNDS)
     window_s = args.window or (3.0 if args.quick else WINDOW_S)
-    warmup_s = WARMUP_S
+    warmup_s = args.warmup if args.warmup is not None else (
+        QUICK_WARMUP_S if args.quick else WARMUP_S)
     counts = [int(n) for n in args.processes.split(",")]
     commands = tools(args.reference)
-    print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}")
+    print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}; "
+          f"{warmup_s:g} s warm-up, then {rounds} rounds of {window_s:g} s")
     sleepers: list[subprocess.Popen[bytes]] = []
     try:
         summary: list[str] = []
