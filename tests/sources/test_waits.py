@@ -222,7 +222,7 @@ def test_derive_reads_waits_for_trainers_and_their_workers_only() -> None:
     others = [process(pid) for pid in range(200, 260)]
     source = _CountingSource()
     rows, groups = Derivation().processes(ProcessScan((trainer, *workers, *others), True),
-                                          frozenset(), source)  # type: ignore[arg-type]
+                                          frozenset(), source)
     assert sorted(source.asked) == [100, 101, 102]
     waited = {r.pid: r.runqueue_wait_percent for r in rows}
     assert waited[100] == waited[101] == waited[102] == 12.5

@@ -32,7 +32,7 @@ TRAINER, WORKERS = 4242, (4251, 4252, 4253)
 
 
 def _app(signaller: RecordingSignaller | None = None) -> GputopApp:
-    return build_app(FedSampler(), signaller=signaller)  # type: ignore[arg-type]
+    return build_app(FedSampler(), signaller=signaller)
 
 
 def _table(app: GputopApp) -> ProcessTable:

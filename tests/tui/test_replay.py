@@ -47,7 +47,7 @@ def _replay(tmp_path: Path) -> tuple[GputopApp, Playback, list[Frame]]:
     path, live = _recorded(tmp_path)
     playback = Playback(Recording(str(path)))
     playback.set_paused(True)
-    return build_app(playback), playback, live  # type: ignore[arg-type]
+    return build_app(playback), playback, live
 
 
 def _text(app: GputopApp, pane: str) -> str:
@@ -137,7 +137,7 @@ async def test_a_replayed_tick_shows_the_panes_the_live_view_showed(tmp_path: Pa
 
 @sync
 async def test_the_live_view_keeps_g_for_sorting() -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     async with running(app, frames("data-starved", 1)[0], size=SIZE) as pilot:
         await pilot.press("g")
         assert app.state.sort == "gpu"
@@ -146,7 +146,7 @@ async def test_the_live_view_keeps_g_for_sorting() -> None:
 
 async def _live_panes(frames_shown: list[Frame], panes: tuple[str, ...]) -> dict[str, str]:
     """The panes of the live view fed `frames_shown` one after another."""
-    shown = build_app(FedSampler())  # type: ignore[arg-type]
+    shown = build_app(FedSampler())
     async with shown.run_test(size=SIZE) as pilot:
         for frame in frames_shown:
             shown.show_frame(frame)

@@ -25,7 +25,7 @@ async def test_the_step_pane_replays_the_trainers_steps(tmp_path: Path) -> None:
                                       f"WHERE frame = {last_running}")
     playback = open_playback(str(path))
     playback.set_paused(True)
-    app = build_app(playback)  # type: ignore[arg-type]
+    app = build_app(playback)
     async with app.run_test(size=(140, 50)) as pilot:
         index = list(playback.recording.ids).index(last_running)
         await pilot.press("g", *["right"] * index)

@@ -28,31 +28,31 @@ def _runner(scenario: str, count: int = 70, **kw: object):
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("scenario", ["data-starved", "compute-bound"])
 def test_demo_screen(snap_compare, scenario: str, size: tuple[int, int]) -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=size, run_before=_runner(scenario))
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_attached_with_advice(snap_compare, size: tuple[int, int]) -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=size,
                         run_before=_runner("data-starved", attach=True, advice=True))
 
 
 def test_sixteen_gpus_compact(snap_compare) -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=(160, 48),
                         run_before=_runner("mixed", 70, gpus=16))
 
 
 def test_filter_line_and_folded_group(snap_compare) -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=(80, 24), press=["space", "slash", "p", "y"],
                         run_before=_runner("memory-full-util-zero"))
 
 
 def test_help_screen(snap_compare) -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=(100, 30), press=["question_mark"],
                         run_before=_runner("idle", 3))
 
@@ -65,5 +65,5 @@ def test_demo_scenario_tells_one_story(snap_compare, scenario: str) -> None:
             pilot.app.show_frame(frame)
         await pilot.pause()
 
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
