@@ -23,11 +23,13 @@ WINDOW = 256
 def phase_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """How many times a step's unmeasured rest (other_ns, a phase every walk reads) was read."""
     reads = [0]
-    other_ns = StepRecord.other_ns
+    other_ns = vars(StepRecord)["other_ns"]
+    assert isinstance(other_ns, property) and other_ns.fget is not None
+    getter = other_ns.fget
 
     def counted(step: StepRecord) -> int:
         reads[0] += 1
-        return other_ns.fget(step)  # type: ignore[attr-defined,no-any-return]
+        return getter(step)
 
     monkeypatch.setattr(StepRecord, "other_ns", property(counted))
     yield reads
