@@ -13,6 +13,7 @@ from gputop.derive import Derivation
 from gputop.model import ProcessSample
 from gputop.sources.base import ProcessScan
 from tests.helpers import builders
+from tests.helpers.spy import spy
 
 
 class _Quiet:
@@ -35,8 +36,8 @@ def _sleeper(pid: int, ppid: int = 1) -> ProcessSample:
 
 def test_regrouping_only_when_what_changed_can_matter(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = grouping.classify
-    monkeypatch.setattr(grouping, "classify", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(grouping, "classify",
+                        spy(grouping.classify, lambda *a, **k: calls.append(1)))
     trainer = builders.process(10)
     worker = replace(builders.process(11, ppid=10), name=grouping.WORKER_COMM)
     rows = (trainer, worker, *(_sleeper(pid) for pid in range(100, 300)))

@@ -26,6 +26,7 @@ from gputop.sources.base import ProcessScan, ProcessWaits
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.builders import process
 from tests.helpers.scheduling import favoured
+from tests.helpers.spy import spy
 
 NONE = GpuReport("none")
 SPIN_ON_CPU0 = "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"
@@ -321,14 +322,14 @@ def test_waits_lists_threads_again_only_when_they_may_have_changed(
 
 @pytest.mark.slow
 @needs_schedstat
-def test_waits_reads_no_io_of_a_process_none_of_whose_threads_ran() -> None:
+def test_waits_reads_no_io_of_a_process_none_of_whose_threads_ran(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """No thread ran, so no read was made: its /proc/PID/io is not read and its rates are
     those of a read (zero); once a thread runs it is read again."""
     with children(IDLE_THREADS) as (pid,):
         source = ProcProcessSource()
         reads: list[int] = []
-        real = source._io.read
-        source._io.read = lambda p: (reads.append(p), real(p))[1]  # type: ignore[method-assign]
+        monkeypatch.setattr(source._io, "read", spy(source._io.read, lambda pid: reads.append(pid)))
         try:
             _tick(source, pid)
             idle = [_tick(source, pid) for _ in range(3)]

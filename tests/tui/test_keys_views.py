@@ -23,6 +23,7 @@ from gputop.tui.views.processes import (
     table_rows,
 )
 from gputop.tui.views.signals import describe, signal_targets
+from tests.helpers.spy import spy
 from tests.helpers.tui import frames
 
 
@@ -157,9 +158,9 @@ def test_the_cpu_sort_asks_no_sort_key_of_idle_processes(monkeypatch: pytest.Mon
     asked: list[int] = []
     real = processes_view._sort_value
 
-    def counting(sort: str, groups: dict[int, TrainerGroup]) -> Callable[[ProcessSample], object]:
-        value = real(sort, groups)
-        return lambda proc: (asked.append(proc.pid), value(proc))[1]
+    def counting(sort: str, groups: dict[int, TrainerGroup]
+                 ) -> Callable[[ProcessSample], tuple[float, int]]:
+        return spy(real(sort, groups), lambda proc: asked.append(proc.pid))
 
     monkeypatch.setattr(processes_view, "_sort_value", counting)
     table_rows(_busy_and_idle(), TableState())
