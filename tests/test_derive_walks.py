@@ -5,7 +5,7 @@ reads); and the rows come out as they did when waits were a second pass."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from gputop.analysis import grouping
@@ -52,8 +52,8 @@ def _job() -> tuple[ProcessSample, ...]:
 
 
 def _others() -> tuple[ProcessSample, ...]:
-    return tuple(_Watched(**{name: getattr(builders.process(pid), name)
-                             for name in ProcessSample.__slots__})
+    return tuple(_Watched(**{f.name: getattr(builders.process(pid), f.name)
+                             for f in fields(ProcessSample)})
                  for pid in range(1000, 1000 + OTHERS))
 
 
