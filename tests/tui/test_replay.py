@@ -7,6 +7,7 @@ import random
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop.export.record import RecordWriter, open_record
 from gputop.model import Frame
@@ -24,6 +25,9 @@ from tests.helpers.tui import (
     running,
     sync,
 )
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 TICKS = 12
 SIZE = (140, 50)
@@ -54,7 +58,7 @@ def _text(app: GputopApp, pane: str) -> str:
     return app.query_one(f"#{pane}", LinePane).text
 
 
-async def _showing(app: GputopApp, pilot, tick: int, live: list[Frame]) -> None:
+async def _showing(app: GputopApp, pilot: Pilot[int], tick: int, live: list[Frame]) -> None:
     """Wait (a bounded number of UI turns) until the app shows recorded tick `tick` (1-based)."""
     for _ in range(2000):
         if app.frame is not None and app.frame.time == live[tick - 1].time:

@@ -5,20 +5,33 @@ Update after an intended change: `pytest tests/tui/test_snapshots.py --snapshot-
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
 from gputop.tui import build_app
+from gputop.tui.app import GputopApp
 from tests.helpers.tui import FedSampler, frames, scenario_frames
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+RunBefore = Callable[["Pilot[int]"], Coroutine[Any, Any, None]]
 
 SIZES = [(80, 24), (160, 48)]
 DEMO_SCENARIOS = ["idle", "compute-bound", "data-starved", "small-batch",
                   "memory-full-util-zero"]
 
 
-def _runner(scenario: str, count: int = 70, **kw: object):
-    async def run_before(pilot) -> None:
+def _runner(scenario: str, count: int = 70, gpus: int = 4, attach: bool = False,
+            advice: bool = False) -> RunBefore:
+    """Show `frames(scenario, count, gpus, attach, advice)` before the snapshot."""
+
+    async def run_before(pilot: Pilot[int]) -> None:
         app = pilot.app
-        for frame in frames(scenario, count, **kw):  # type: ignore[arg-type]
+        assert isinstance(app, GputopApp)
+        for frame in frames(scenario, count, gpus, attach, advice):
             app.show_frame(frame)
         await pilot.pause()
 
@@ -60,9 +73,11 @@ def test_help_screen(snap_compare) -> None:
 @pytest.mark.parametrize("scenario", DEMO_SCENARIOS)
 def test_demo_scenario_tells_one_story(snap_compare, scenario: str) -> None:
     # GPU rows, step pane and advice of `gputop --demo SCENARIO`, its trainer behaving as named.
-    async def run_before(pilot) -> None:
+    async def run_before(pilot: Pilot[int]) -> None:
+        app = pilot.app
+        assert isinstance(app, GputopApp)
         for frame in scenario_frames(scenario):
-            pilot.app.show_frame(frame)
+            app.show_frame(frame)
         await pilot.pause()
 
     app = build_app(FedSampler())
