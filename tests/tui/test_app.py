@@ -16,9 +16,9 @@ from tests.helpers.spy import spy
 from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 
-def _app(**kwargs: object) -> tuple[GputopApp, FedSampler]:
+def _app() -> tuple[GputopApp, FedSampler]:
     sampler = FedSampler()
-    return build_app(sampler, **kwargs), sampler  # type: ignore[arg-type]
+    return build_app(sampler), sampler
 
 
 def _pids(app: GputopApp) -> list[int]:
