@@ -17,7 +17,7 @@ from gputop.model import (
     ProcessSample,
     TrainerGroup,
 )
-from gputop.sources.base import ProcessScan, ProcessSource, ProcessWaits
+from gputop.sources.base import ProcessFacts, ProcessScan, ProcessWaits
 
 LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
 
@@ -34,7 +34,7 @@ class Derivation:
         self._windows: dict[int, step_window.StepWindow] = {}  # trainer PID -> its window
 
     def processes(
-        self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessSource
+        self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessFacts
     ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
         """Rows with roles, trainer links, probe marks and waits; one group per trainer.
         Each row is looked at once: only the few with a role or a probe are touched."""
@@ -111,7 +111,7 @@ class Derivation:
 
 
 def _waits(trainers: Sequence[int], groups: grouping.Grouping,
-           source: ProcessSource) -> dict[int, ProcessWaits]:
+           source: ProcessFacts) -> dict[int, ProcessWaits]:
     """The run-queue and I/O waits of each trainer and its workers (what the worker advice
     rests on); read for those processes only, so a tick costs the same with thousands of
     other processes."""
@@ -144,7 +144,7 @@ def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:
     return None
 
 
-def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessSource) -> dict[int, int]:
+def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessFacts) -> dict[int, int]:
     """Unnamed workers of trainers whose torch is too old to name its threads."""
     keep = {}
     for worker, trainer in grouping.legacy_candidates(rows).items():

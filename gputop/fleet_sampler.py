@@ -12,21 +12,30 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from gputop import debuglog
 from gputop.model import FleetReport, Frame
 from gputop.sources.base import HostSource
-from gputop.sources.fleet import FleetSource, fleet_frame
+from gputop.sources.fleet import fleet_frame
 from gputop.ticker import PausableTicks, Ticker
 
 DEFAULT_INTERVAL_S = 15.0
 FrameCallback = Callable[[Frame], None]
 
 
+class FleetAnswers(Protocol):
+    """What the sampler asks of the fleet's source (FleetSource is the one it is given)."""
+
+    url: str
+
+    def sample(self, detail: str | None = None) -> FleetReport: ...
+
+
 class FleetSampler(PausableTicks):
     """One Frame per refresh, each carrying the FleetReport; never blocks its caller."""
 
-    def __init__(self, source: FleetSource, host: HostSource,
+    def __init__(self, source: FleetAnswers, host: HostSource,
                  interval_s: float | None = None) -> None:
         self.source = source
         self.host = host

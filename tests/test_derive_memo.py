@@ -12,6 +12,7 @@ import pytest
 from gputop import derive
 from gputop.analysis import steps
 from tests.helpers.builders import attached
+from tests.helpers.spy import spy
 
 WINDOW = 256
 
@@ -19,8 +20,7 @@ WINDOW = 256
 def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     """Calls of steps.`name` from now on (one entry per call)."""
     calls: list[int] = []
-    real = getattr(steps, name)
-    monkeypatch.setattr(steps, name, lambda *a: (calls.append(1), real(*a))[1])
+    monkeypatch.setattr(steps, name, spy(getattr(steps, name), lambda *a, **k: calls.append(1)))
     return calls
 
 

@@ -4,6 +4,7 @@ make every tick regroup thousands of processes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
@@ -11,8 +12,9 @@ import pytest
 from gputop.analysis import grouping
 from gputop.derive import Derivation
 from gputop.model import ProcessSample
-from gputop.sources.base import ProcessScan
+from gputop.sources.base import ProcessScan, ProcessWaits
 from tests.helpers import builders
+from tests.helpers.spy import spy
 
 
 class _Quiet:
@@ -22,10 +24,10 @@ class _Quiet:
     def torch_version(self, pid: int) -> str | None:
         return None
 
-    def waits(self, pids: object) -> dict[int, object]:
+    def waits(self, pids: Iterable[int]) -> dict[int, ProcessWaits]:
         return {}
 
-    def threads_named(self, pids: object, comm: str) -> frozenset[int]:
+    def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
         return frozenset()
 
 
@@ -35,8 +37,8 @@ def _sleeper(pid: int, ppid: int = 1) -> ProcessSample:
 
 def test_regrouping_only_when_what_changed_can_matter(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = grouping.classify
-    monkeypatch.setattr(grouping, "classify", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(grouping, "classify",
+                        spy(grouping.classify, lambda *a, **k: calls.append(1)))
     trainer = builders.process(10)
     worker = replace(builders.process(11, ppid=10), name=grouping.WORKER_COMM)
     rows = (trainer, worker, *(_sleeper(pid) for pid in range(100, 300)))
@@ -45,7 +47,7 @@ def test_regrouping_only_when_what_changed_can_matter(monkeypatch: pytest.Monkey
     def tick(rows: tuple[ProcessSample, ...], moved: tuple[ProcessSample, ...] | None = (),
              gone: frozenset[int] = frozenset()) -> dict[int, ProcessSample]:
         scan = ProcessScan(rows, bool(moved is None or moved or gone), moved, gone)
-        return {row.pid: row for row in derive.processes(scan, frozenset(), source)[0]}  # type: ignore[arg-type]
+        return {row.pid: row for row in derive.processes(scan, frozenset(), source)[0]}
 
     assert tick(rows, None)[11].role == "worker" and len(calls) == 1
     born = _sleeper(999)

@@ -5,7 +5,7 @@ reads); and the rows come out as they did when waits were a second pass."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from gputop.analysis import grouping
@@ -40,7 +40,7 @@ class _Waits:
     def waits(self, pids: Iterable[int]) -> dict[int, ProcessWaits]:
         return {pid: ProcessWaits(self.wait, 1.0, 2.0, 3.0) for pid in pids}
 
-    def threads_named(self, pids: object, comm: str) -> frozenset[int]:
+    def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]:
         return frozenset()
 
 
@@ -52,21 +52,21 @@ def _job() -> tuple[ProcessSample, ...]:
 
 
 def _others() -> tuple[ProcessSample, ...]:
-    return tuple(_Watched(**{name: getattr(builders.process(pid), name)
-                             for name in ProcessSample.__slots__})
+    return tuple(_Watched(**{f.name: getattr(builders.process(pid), f.name)
+                             for f in fields(ProcessSample)})
                  for pid in range(1000, 1000 + OTHERS))
 
 
 def _reads_per_row(derive: Derivation, scan: ProcessScan, source: _Waits) -> float:
     reads[0] = 0
-    derive.processes(scan, frozenset(), source)  # type: ignore[arg-type]
+    derive.processes(scan, frozenset(), source)
     return reads[0] / OTHERS
 
 
 def test_a_steady_tick_reads_each_ordinary_row_once() -> None:
     rows = (*_job(), *_others())
     derive, source = Derivation(), _Waits()
-    derive.processes(ProcessScan(rows, True), frozenset(), source)  # type: ignore[arg-type]
+    derive.processes(ProcessScan(rows, True), frozenset(), source)
     # A source that does not say which rows use a GPU: derive finds them, then marks.
     assert _reads_per_row(derive, ProcessScan(rows, False, ()), source) <= 3
     told = ProcessScan(rows, False, (), frozenset(), frozenset({10}))
@@ -79,7 +79,7 @@ def test_rows_carry_roles_and_this_ticks_waits() -> None:
 
     def tick(rows: tuple[ProcessSample, ...], probes: frozenset[int] = frozenset()) -> dict[
             int, ProcessSample]:
-        out, _ = derive.processes(ProcessScan(rows, True), probes, source)  # type: ignore[arg-type]
+        out, _ = derive.processes(ProcessScan(rows, True), probes, source)
         return {row.pid: row for row in out}
 
     first = tick((*job, *others))

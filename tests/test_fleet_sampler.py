@@ -4,10 +4,9 @@ a host in detail at once when the UI focuses one, and a failing refresh is a lin
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from gputop.fleet_sampler import DEFAULT_INTERVAL_S, FleetSampler
-from gputop.model import FleetHostDetail, FleetReport, Frame
+from gputop.model import FleetHostDetail, FleetReport, Frame, HostSample
 from tests.helpers.builders import host
 
 URL = "http://prom:9090"
@@ -16,7 +15,7 @@ URL = "http://prom:9090"
 class Host:
     """This machine's host facts, fixed."""
 
-    def sample(self) -> Any:
+    def sample(self) -> HostSample:
         return host()
 
 
@@ -40,7 +39,7 @@ class Answers:
 
 
 def _sampler(answers: Answers, interval_s: float | None = None) -> FleetSampler:
-    return FleetSampler(answers, Host(), interval_s)  # type: ignore[arg-type]
+    return FleetSampler(answers, Host(), interval_s)
 
 
 def test_the_refresh_period_is_prometheus_scrape_interval_unless_the_user_chose_one() -> None:

@@ -42,9 +42,10 @@ def _clean_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
 
 
-def _run(*command: str | Path, timeout: float = 300, **kwargs: object) -> str:
+def _run(*command: str | Path, timeout: float = 300, cwd: Path | None = None) -> str:
+    """`command`'s output, run in `cwd` with the clean environment; it must succeed."""
     done = subprocess.run([str(part) for part in command], capture_output=True, text=True,
-                          timeout=timeout, env=kwargs.pop("env", _clean_env()), **kwargs)  # type: ignore[call-overload]
+                          timeout=timeout, env=_clean_env(), cwd=cwd)
     assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return str(done.stdout)
 

@@ -10,6 +10,7 @@ import pytest
 
 from gputop.model import Frame, MemoryBandwidthSample
 from gputop.sampler import Sampler
+from gputop.sources.base import AttachSource, MemoryBandwidthSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
@@ -49,6 +50,9 @@ class RecordsAttachThread:
     def attach(self, pid: int) -> None:
         self.attached.append((pid, threading.current_thread().name))
 
+    def detach(self, pid: int) -> None:
+        pass
+
     def sample(self) -> tuple[()]:
         return ()
 
@@ -56,9 +60,10 @@ class RecordsAttachThread:
         pass
 
 
-def _sampler(**sources: object) -> Sampler:
+def _sampler(membw: MemoryBandwidthSource | None = None,
+             attach: AttachSource | None = None) -> Sampler:
     return Sampler(gpu=open_gpu_source(simulate="idle"), host=ProcHostSource(),
-                   processes=ProcProcessSource(), interval_s=0.02, **sources)  # type: ignore[arg-type]
+                   processes=ProcProcessSource(), membw=membw, attach=attach, interval_s=0.02)
 
 
 def _frames(sampler: Sampler, count: int) -> list[Frame]:
@@ -136,7 +141,7 @@ def test_an_attach_waiting_for_the_deferred_sources_ticks_as_soon_as_they_join()
     source = RecordsAttachThread()
     sampler = _sampler()
     sampler.interval_s = 3600.0
-    sampler.defer_sources(lambda: DeferredSources(attach=source))  # type: ignore[arg-type]
+    sampler.defer_sources(lambda: DeferredSources(attach=source))
     sampler.attach(4242)
     got: queue.Queue[Frame] = queue.Queue()
     sampler.start(got.put, first_gap_s=0.02)

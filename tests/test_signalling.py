@@ -22,8 +22,7 @@ OWNER, STRANGER = 54321, 54322  # unused uids: a second user, and a third who tr
 @contextmanager
 def _sleeper(uid: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """A `sleep` that runs until the test ends it (as `uid`, when given)."""
-    ids = {} if uid is None else {"user": uid, "group": uid}
-    child = subprocess.Popen(["sleep", "120"], **ids)  # type: ignore[call-overload]
+    child = subprocess.Popen(["sleep", "120"], user=uid, group=uid)  # None: our own
     try:
         yield child
     finally:

@@ -19,6 +19,7 @@ from gputop.advice.context import Context
 from gputop.analysis.steps import trainer_state
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
+from gputop.model import AttachState
 from gputop.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.gpu import open_gpu_source
@@ -30,7 +31,7 @@ from tests.helpers.probe import ROOT, TRAINERS, sample_until, trainer_env
 S = 1_000_000_000
 
 
-def _ending_at(state_ms: float, end_ns: int):  # type: ignore[no-untyped-def]
+def _ending_at(state_ms: float, end_ns: int) -> AttachState:
     """A 50-step data-bound trainer whose newest step closed at `end_ns`."""
     state = attached(7, data_ms=state_ms, compute_ms=20, num_workers=0)
     steps = (*state.steps[:-1], replace(state.steps[-1], end_ns=end_ns))

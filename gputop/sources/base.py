@@ -52,16 +52,20 @@ class ProcessWaits(NamedTuple):
     main_thread_busy_percent: float | None = None
 
 
-class ProcessSource(Protocol):
-    """All processes with GPU memory joined in, and the few per-process facts read on demand."""
-
-    def sample(self, gpu: GpuReport) -> ProcessScan: ...
+class ProcessFacts(Protocol):
+    """The few per-process facts read on demand (what deriving roles and waits asks)."""
 
     def waits(self, pids: Iterable[int]) -> dict[int, ProcessWaits]: ...
 
     def threads_named(self, pids: Iterable[int], comm: str) -> frozenset[int]: ...
 
     def torch_version(self, pid: int) -> str | None: ...
+
+
+class ProcessSource(ProcessFacts, Protocol):
+    """All processes with GPU memory joined in, and the few per-process facts read on demand."""
+
+    def sample(self, gpu: GpuReport) -> ProcessScan: ...
 
     def close(self) -> None: ...
 

@@ -3,6 +3,7 @@ rules ask, and none over a derived trainer's window (the sampler keeps its total
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gputop.advice import evaluate
@@ -17,7 +18,7 @@ class CountingRows(tuple[ProcessSample, ...]):
 
     passes = 0
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[ProcessSample]:
         type(self).passes += 1
         return super().__iter__()
 
@@ -38,7 +39,7 @@ class CountingSteps(tuple[StepRecord, ...]):
 
     passes = 0
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[StepRecord]:
         type(self).passes += 1
         return super().__iter__()
 

@@ -209,9 +209,10 @@ def _calibrated(membw: MemoryBandwidthMonitor | None) -> MemoryBandwidthMonitor:
 def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
     # This VM's all-thread copy traffic first, then one module rated well above three times that.
     # A small cache, so the canary runs here (this VM's 480 MiB LLC turns it off).
-    small = {"sys_root": sys_with_llc(tmp_path / "sys", "2048K"), "state_dir": tmp_path / "state"}
+    small_llc, state_dir = sys_with_llc(tmp_path / "sys", "2048K"), tmp_path / "state"
     probe = _calibrated(open_membw_source(
-        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none", **small))
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none",
+        sys_root=small_llc, state_dir=state_dir))
     try:
         measured = probe.sample().measured_peak_bytes_per_s or 0.0
     finally:
@@ -219,7 +220,8 @@ def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
     mts = max(3200, -(-int(3 * measured / 8e6) // 400) * 400)
     udev = _udev_one_at(tmp_path / "udev", mts)
     membw = _calibrated(open_membw_source(
-        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=udev, **small))
+        "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=udev, sys_root=small_llc,
+        state_dir=state_dir))
     with watching(None, membw=membw) as sampler:
         frame = sample_until(sampler, lambda f: any(a.id == "host-memory-bandwidth"
                                                     for a in f.advice))

@@ -204,8 +204,8 @@ def main() -> None:
                         batch_size=args.batch_size, num_workers=workers,
                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
     hidden = args.hidden
-    model = nn.Sequential(nn.Linear(WIDTH, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                          nn.ReLU(), nn.Linear(hidden, 2))
+    model: nn.Module = nn.Sequential(nn.Linear(WIDTH, hidden), nn.ReLU(),
+                                     nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 2))
     if args.rank_workers:
         from torch.nn.parallel import DistributedDataParallel
 

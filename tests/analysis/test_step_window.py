@@ -129,7 +129,7 @@ def test_a_tick_merges_its_steps_into_each_sorted_list_at_once(
     insorts = 0
     real_insort = step_window.insort
 
-    def counting_insort(values, value):  # type: ignore[no-untyped-def]
+    def counting_insort(values: list[float], value: float) -> None:
         nonlocal insorts
         insorts += 1
         real_insort(values, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict
 
 from gputop.analysis.steps import (
     WAIT_FLOOR_NS,
@@ -12,13 +13,32 @@ from gputop.analysis.steps import (
     input_straggler,
     summarize,
 )
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig, Verdict
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; annotations only
 
 MS = 1_000_000
 
 
+class StepFields(TypedDict, total=False):
+    """StepRecord's other fields, as keyword arguments to `_step`."""
+
+    forward_ns: int | None
+    backward_ns: int | None
+    optimizer_ns: int | None
+    gpu_ns: int | None
+    gpu_gap_ns: int | None
+    batch_size: int | None
+    epoch: int
+    verdict: Verdict
+    end_ns: int | None
+    implicit: bool
+    input_outside_model: bool
+
+
 def _step(i: int, duration: int, data: int | None, h2d: int | None = None,
-          warmup: bool = False, **kw: int) -> StepRecord:
+          warmup: bool = False, **kw: Unpack[StepFields]) -> StepRecord:
     return StepRecord(step=i, duration_ns=duration, data_ns=data, h2d_ns=h2d, warmup=warmup,
                       **kw)
 
@@ -48,10 +68,11 @@ def test_summary_leaves_warm_up_out_and_weights_by_time() -> None:
     s = summarize(steps)
     assert s.steps == 10
     total_input, total = 9 * 1 + 27, 9 * 10 + 30
+    assert s.input_bound_percent is not None
     assert abs(s.input_bound_percent - 100 * total_input / total) < 1e-9
     assert s.band == "highly" and s.verdict == "compute-bound"
     assert s.median_step_ns == 10 * MS and s.p95_step_ns == 30 * MS
-    assert abs(s.samples_per_s - 320 / 0.120) < 1e-6
+    assert s.samples_per_s is not None and abs(s.samples_per_s - 320 / 0.120) < 1e-6
     assert s.waited_percent == 100.0 and s.p95_data_ns == 27 * MS
     phases = dict(s.median_phase_ns)
     assert phases["forward"] == 4 * MS and phases["backward"] is None

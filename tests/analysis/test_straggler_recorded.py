@@ -5,6 +5,7 @@ rank with a four times slower loader is, from its first steps."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ class _CountingSteps(tuple[StepRecord, ...]):
 
     passes = 0
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[StepRecord]:
         type(self).passes += 1
         return super().__iter__()
 

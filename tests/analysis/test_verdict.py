@@ -5,8 +5,10 @@ verdict, and pin_memory shown as it takes effect."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
@@ -14,14 +16,18 @@ from gputop.analysis.steps import summarize
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.tui.lines import Line
 from gputop.tui.views.steps import legend_line, step_lines, summary_lines
 from tests.helpers.builders import attached, frame, process, trainer_with_workers
+
+if TYPE_CHECKING:  # the probe's recorder is imported where a test records
+    from gputop.probe.recorder import Recorder
 
 MS = 1_000_000
 COMPUTE_MS = 10.0  # forward 2 + backward 7 + optimizer 1
 
 
-def _text(line) -> str:
+def _text(line: Line) -> str:
     return "".join(text for text, _ in line)
 
 
@@ -94,6 +100,7 @@ def test_uniform_windows_give_the_total_time_ratio() -> None:
         s = summarize(steps)
         assert s.outlier_steps == 0
         assert s.input_bound_percent == s.input_time_percent
+        assert s.input_bound_percent is not None
         assert abs(s.input_bound_percent - 100 * share) < 2.0
 
 
@@ -158,7 +165,7 @@ def test_unmeasured_step_time_shows_na_with_the_reason_everywhere() -> None:
     assert "DataLoader" in pane and "step time n/a" in pane
 
 
-def _recorded(steps: object) -> list[StepRecord]:
+def _recorded(steps: Callable[[Recorder], None]) -> list[StepRecord]:
     """A recorder's steps as the attach source reads them, with `implicit` set from the ring's
     F_IMPLICIT flag (the one line sources/attach.py's to_step needs)."""
     import os
@@ -173,7 +180,7 @@ def _recorded(steps: object) -> list[StepRecord]:
         rec = Recorder(lambda: layout.RingWriter(layout.ring_path(os.getpid(),
                                                                   directory=directory)))
         try:
-            steps(rec)  # type: ignore[operator]
+            steps(rec)
             rec.publish()
             assert rec.ring is not None
             reader = RingReader(rec.ring.path)
@@ -192,12 +199,13 @@ def test_the_probes_own_steps_without_a_loader_run_from_optimizer_step_to_optimi
     ended (issue 13), so its steps are whole, like gputop.step_end()'s."""
     from gputop.probe.recorder import BACKWARD, OPTIMIZER
 
-    def zero_code(rec) -> None:  # the torch patch: the first backward opens the first step
+    def zero_code(rec: Recorder) -> None:
+        """The torch patch: the first backward opens the first step."""
         for _ in range(12):
             rec.auto_phase(BACKWARD, 1)
             rec.auto_optimizer_done(1)
 
-    def step_end_loop(rec) -> None:  # gputop.step_end() marks each boundary
+    def step_end_loop(rec: Recorder) -> None:  # gputop.step_end() marks each boundary
         rec.step_end()
         for _ in range(12):
             rec.add_phase(OPTIMIZER, 1)
@@ -205,7 +213,8 @@ def test_the_probes_own_steps_without_a_loader_run_from_optimizer_step_to_optimi
 
     whole = _recorded(zero_code)
     assert [s.implicit for s in whole] == [True] * 12
-    assert all(s.end_ns - s.duration_ns == p.end_ns for p, s in pairwise(whole))
+    assert all(s.end_ns is not None and s.end_ns - s.duration_ns == p.end_ns
+               for p, s in pairwise(whole))
     zero = summarize(whole)
     assert zero.median_step_ns is not None and zero.unmeasured_reason is None
     bounded = summarize(_recorded(step_end_loop))

@@ -8,6 +8,7 @@ every 20 steps, so a test can see it go on writing to its log.
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gputop import probe
@@ -17,7 +18,7 @@ probe.annotate(num_workers=0, batch_size=8, device="cpu")
 print(f"pid {os.getpid()} sid {os.getsid(0)}", flush=True)
 
 
-def batches():  # type: ignore[no-untyped-def]
+def batches() -> Iterator[int]:
     """Loading a batch takes longer than computing on it: the steps are data-bound."""
     n = 0
     while not steps or n < steps:

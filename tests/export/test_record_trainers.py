@@ -41,7 +41,7 @@ def _step(rng: random.Random, n: int, end_ns: int | None) -> StepRecord:
         gpu_gap_ns=rng.choice([None, 0, 123]), batch_size=rng.choice([64, 64, 64, 17]),
         epoch=n // 40, warmup=n % 40 < 2, implicit=n % 3 == 0,
         input_outside_model=n % 5 == 0,
-        verdict=rng.choice(["data-bound", "compute-bound", "unknown"]),  # type: ignore[arg-type]
+        verdict=rng.choice(["data-bound", "compute-bound", "unknown"]),
         end_ns=end_ns)
 
 

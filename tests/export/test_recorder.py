@@ -8,6 +8,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from gputop.export.recorder import QUEUE_FRAMES, Recorder
 from gputop.model import Frame
 from gputop.sampler import Sampler
@@ -78,7 +80,8 @@ def test_the_sampler_goes_on_and_its_frames_carry_the_recorder_line(tmp_path: Pa
     assert all(f.gpu.source == "simulated" for f in seen)
 
 
-def test_a_slow_disk_skips_ticks_without_making_the_sampler_wait(tmp_path: Path) -> None:
+def test_a_slow_disk_skips_ticks_without_making_the_sampler_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder(str(tmp_path / "slow.sqlite"))
     release = threading.Event()
     write = recorder.writer.write
@@ -87,7 +90,7 @@ def test_a_slow_disk_skips_ticks_without_making_the_sampler_wait(tmp_path: Path)
         release.wait(30)
         return write(f)
 
-    recorder.writer.write = stuck  # type: ignore[method-assign]
+    monkeypatch.setattr(recorder.writer, "write", stuck)
     errors = [recorder.submit(f) for f in _frames(QUEUE_FRAMES + 5)]
     assert errors[0] is None
     skipped = [e for e in errors if e is not None]

@@ -13,6 +13,7 @@ import sys
 from array import array
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -37,7 +38,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _floats(packed: str, code: str = "f") -> list[float]:
+def _floats(packed: str, code: Literal["f", "d"] = "f") -> list[float]:
     values = array(code)
     values.frombytes(base64.b64decode(packed))
     if sys.byteorder == "big":

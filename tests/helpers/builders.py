@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict
 
 from gputop import derive
 from gputop.model import (
     AttachState,
+    Band,
     Frame,
     GpuProcess,
     GpuReport,
@@ -15,14 +17,34 @@ from gputop.model import (
     HostSample,
     MemoryBandwidthSample,
     ProcessSample,
+    Role,
     StepRecord,
     StepSummary,
     TrainerConfig,
     TrainerGroup,
+    Verdict,
 )
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; annotations only
 
 GIB = 1024**3
 MS = 1_000_000
+
+
+class ConfigArgs(TypedDict, total=False):
+    """TrainerConfig's fields, as keyword arguments to `attached`."""
+
+    num_workers: int | None
+    pin_memory: bool | None
+    batch_size: int | None
+    prefetch_factor: int | None
+    persistent_workers: bool | None
+    num_threads: int | None
+    device: str | None
+    rank: int | None
+    world_size: int | None
+    extra: tuple[tuple[str, str], ...]
 
 
 def host(cores: int = 8, cpu_percent: float = 30.0, swap_used: int = 0) -> HostSample:
@@ -48,14 +70,14 @@ def gpu(index: int = 0, util: float = 90.0, used_gib: float = 40.0, total_gib: f
     )
 
 
-def process(pid: int, ppid: int = 1, role: str = "other", cpu: float | None = 0.0,
+def process(pid: int, ppid: int = 1, role: Role = "other", cpu: float | None = 0.0,
             trainer_pid: int | None = None, wait: float | None = None,
             io_wait: float | None = None, reads: float | None = None) -> ProcessSample:
     """A process row; `wait`: % of the interval runnable but waiting for a CPU."""
     return ProcessSample(
         pid=pid, ppid=ppid, name="python", cmdline=("python", "train.py"), username="me",
         state="S", num_threads=4, cpu_percent=cpu, rss_bytes=GIB, cpu_time_s=10.0,
-        start_ticks=pid, role=role, trainer_pid=trainer_pid,  # type: ignore[arg-type]
+        start_ticks=pid, role=role, trainer_pid=trainer_pid,
         runqueue_wait_percent=wait, io_wait_percent=io_wait, read_bytes_per_s=reads,
     )
 
@@ -83,44 +105,45 @@ def steps(n: int, data_ms: float, compute_ms: float, h2d_ms: float | None = None
     """`n` identical steps of `data_ms` waiting and `compute_ms` computing."""
     h2d = None if h2d_ms is None else int(h2d_ms * MS)
     total = int((data_ms + compute_ms + (h2d_ms or 0)) * MS)
-    verdict = "data-bound" if data_ms + (h2d_ms or 0) >= compute_ms else "compute-bound"
+    verdict: Verdict = "data-bound" if data_ms + (h2d_ms or 0) >= compute_ms else "compute-bound"
     return tuple(
         StepRecord(step=i, duration_ns=total, data_ns=int(data_ms * MS), h2d_ns=h2d,
                    forward_ns=int(compute_ms * MS), batch_size=batch,
-                   verdict=verdict)  # type: ignore[arg-type]
+                   verdict=verdict)
         for i in range(n)
     )
 
 
 def attached(pid: int, data_ms: float, compute_ms: float, h2d_ms: float | None = None,
-             n: int = 50, **config: object) -> AttachState:
+             n: int = 50, **config: Unpack[ConfigArgs]) -> AttachState:
     """An attached trainer whose window is `n` steps of the given shape."""
     recs = steps(n, data_ms, compute_ms, h2d_ms)
     step_ns = recs[0].duration_ns
     share = 100.0 * (data_ms + (h2d_ms or 0)) / (step_ns / MS)
-    band = "highly" if share >= 20 else "moderately" if share >= 5 else "not"
+    band: Band = "highly" if share >= 20 else "moderately" if share >= 5 else "not"
     phases: list[tuple[str, int | None]] = [("data", int(data_ms * MS)),
                                             ("forward", int(compute_ms * MS))]
     if h2d_ms is not None:
         phases.append(("h2d", int(h2d_ms * MS)))
     summary = StepSummary(
-        steps=n, input_bound_percent=share, band=band,  # type: ignore[arg-type]
+        steps=n, input_bound_percent=share, band=band,
         verdict="data-bound" if share >= 50 else "compute-bound",
         median_step_ns=step_ns, p95_step_ns=step_ns,
         samples_per_s=64 / (step_ns / 1e9), median_phase_ns=tuple(phases),
     )
-    return AttachState(pid=pid, config=TrainerConfig(**config),  # type: ignore[arg-type]
+    return AttachState(pid=pid, config=TrainerConfig(**config),
                        dropped_records=0, steps=recs, summary=summary)
 
 
 def frame(gpus: tuple[GpuSample, ...] = (), processes: list[ProcessSample] | None = None,
           trainers: tuple[TrainerGroup, ...] = (), attach: tuple[AttachState, ...] = (),
-          membw: MemoryBandwidthSample | None = None, **host_args: object) -> Frame:
+          membw: MemoryBandwidthSample | None = None, cores: int = 8,
+          cpu_percent: float = 30.0, swap_used: int = 0) -> Frame:
     """A frame from the parts given, derived facts derived as the sampler would; GPUs
-    simulated when any are given."""
+    simulated when any are given; the host as `host(cores, cpu_percent, swap_used)`."""
     attach, straggler = derive.Derivation().attached(attach, time.monotonic_ns())
     return Frame(
-        time=1_800_000_000.0, interval_s=1.0, host=host(**host_args),  # type: ignore[arg-type]
+        time=1_800_000_000.0, interval_s=1.0, host=host(cores, cpu_percent, swap_used),
         gpu=GpuReport(source="simulated" if gpus else "none", gpus=gpus,
                       note=None if gpus else "no NVIDIA driver"),
         processes=tuple(processes or ()), trainers=trainers, memory_bandwidth=membw,

@@ -213,7 +213,8 @@ class Image:
 
     def pixel(self, x: int, y: int) -> tuple[int, int, int, int]:
         at = (y * self.width + x) * 4
-        return tuple(self.rgba[at:at + 4])  # type: ignore[return-value]
+        r, g, b, a = self.rgba[at:at + 4]
+        return r, g, b, a
 
     def count(self, differs_from: tuple[int, int, int]) -> int:
         """How many pixels differ from the colour `differs_from` (alpha ignored)."""

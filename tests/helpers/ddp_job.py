@@ -15,6 +15,7 @@ from gputop.model import (
     AttachState,
     Frame,
     GpuReport,
+    InputStraggler,
     MemoryBandwidthSample,
     ProcessSample,
     StepRecord,
@@ -109,7 +110,7 @@ def ddp_ticks(seed: int = 16) -> Iterator[Frame]:
 
 
 def _frame(tick: int, rng: random.Random, others: list[ProcessSample],
-           attached: tuple[AttachState, ...], straggler: object) -> Frame:
+           attached: tuple[AttachState, ...], straggler: InputStraggler | None) -> Frame:
     """Tick `tick` of the node."""
 
     def moved(p: ProcessSample, cpu: float, rss: int) -> ProcessSample:
@@ -149,6 +150,6 @@ def _frame(tick: int, rng: random.Random, others: list[ProcessSample],
         memory_bandwidth=MemoryBandwidthSample(
             "estimate", "medium", pressure=rng.random(), psi_some_avg10=rng.uniform(0, 5),
             swap_in_per_s=0.0, major_faults_per_s=rng.uniform(0, 3)),
-        attached=attached, straggler=straggler,  # type: ignore[arg-type]
+        attached=attached, straggler=straggler,
         advice=(replace(SLOW, evidence=f"rank 3 waits {10 + tick % 5}.0 ms a step, the "
                         "others 1.1 ms"),))

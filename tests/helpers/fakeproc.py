@@ -7,7 +7,10 @@ import os
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; annotations only
 
 TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
         "18446744073709551615")
@@ -32,6 +35,19 @@ def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0,
     return line
 
 
+class StatFields(TypedDict, total=False):
+    """`stat_line`'s optional fields, as keyword arguments to `FakeProc.add`."""
+
+    state: str
+    ppid: int
+    ut: int
+    st: int
+    thr: int
+    start: int
+    rss: int
+    exit_signal: int | None
+
+
 class FakeProc:
     """A /proc tree in a folder: stat and cmdline files per pid, and ns_last_pid."""
 
@@ -40,10 +56,10 @@ class FakeProc:
         (root / "sys/kernel").mkdir(parents=True)
         self.last_pid = 0
 
-    def add(self, pid: int, comm: str, cmdline: str = "", **stat: int | str) -> None:
+    def add(self, pid: int, comm: str, cmdline: str = "", **stat: Unpack[StatFields]) -> None:
         d = self.root / str(pid)
         d.mkdir(exist_ok=True)
-        (d / "stat").write_text(stat_line(pid, comm, **stat))  # type: ignore[arg-type]
+        (d / "stat").write_text(stat_line(pid, comm, **stat))
         (d / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0" * bool(cmdline))
         self.last_pid = max(self.last_pid, pid)
         self.bump()

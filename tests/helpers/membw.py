@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from gputop.sources.membw.layout import MemoryLayout
 from tests.helpers.scheduling import favoured
+
+
+def source_of(layout: MemoryLayout | None) -> str:
+    """Where a layout that must have been found was read from (MemoryLayout.source)."""
+    assert layout is not None, "no layout found"
+    return layout.source
 
 
 def sys_with_llc(root: Path, size: str | None) -> Path:

@@ -17,6 +17,7 @@ from gputop.model import (
     MemoryBandwidthSample,
     StepRecord,
     TrainerConfig,
+    Verdict,
 )
 from tests.helpers.builders import gpu, host, trainer_with_workers
 
@@ -44,10 +45,10 @@ def step(n: int, slow_input: bool) -> StepRecord:
     checkpoint = 4000 * MS if n and n % CHECKPOINT_EVERY == 0 else 0
     optimizer = 8 * MS + checkpoint
     duration = data + MS + 30 * MS + backward + optimizer + 2 * MS
-    verdict = "data-bound" if data + MS >= duration - data - MS else "compute-bound"
+    verdict: Verdict = "data-bound" if data + MS >= duration - data - MS else "compute-bound"
     return StepRecord(step=n, duration_ns=duration, data_ns=data, h2d_ns=MS, forward_ns=30 * MS,
                       backward_ns=backward, optimizer_ns=optimizer, batch_size=256,
-                      verdict=verdict)  # type: ignore[arg-type]
+                      verdict=verdict)
 
 
 def write_synthetic_recording(path: str, steps: int, steps_per_tick: int = STEPS_PER_TICK,

@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 if TYPE_CHECKING:  # Textual only where an app runs: some tests watch when it is imported
     from textual.pilot import Pilot
+
+    from gputop.tui.app import GputopApp
 
 from gputop.advice import Advisor
 from gputop.analysis.steps import classified, summarize
@@ -36,6 +38,7 @@ DATA = Path(__file__).resolve().parents[1] / "tui" / "data"
 GIB = 1 << 30
 MS = 1_000_000
 T0 = 1_800_000_000.0
+P = ParamSpec("P")
 
 
 class FedSampler:
@@ -257,19 +260,19 @@ def scenario_frames(scenario: str, count: int = 40, gpus: int = 4) -> list[Frame
     return _ticks(source, procs, groups, attached, count, Advisor())
 
 
-def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+def sync(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
     """Run an async Pilot test with asyncio.run (no pytest-asyncio needed)."""
 
     @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
         asyncio.run(test(*args, **kwargs))
 
     return run
 
 
 @asynccontextmanager
-async def running(app: Any, *shown: Frame, size: tuple[int, int] = (120, 40)
-                  ) -> AsyncIterator[Pilot[None]]:
+async def running(app: GputopApp, *shown: Frame, size: tuple[int, int] = (120, 40)
+                  ) -> AsyncIterator[Pilot[int]]:
     """`app` run headless at `size`, handed `shown` in order and settled: its Pilot."""
     async with app.run_test(size=size) as pilot:
         for frame in shown:

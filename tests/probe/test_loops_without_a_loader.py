@@ -16,6 +16,7 @@ import pytest
 
 from gputop.derive import Derivation
 from gputop.export.text import render
+from gputop.model import AttachState
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.builders import frame
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env
@@ -27,7 +28,7 @@ SHARE_POINTS = 10.0  # the issue's bound: input share within 10 points of the ha
 PHASE_TOLERANCE = 0.25  # a phase's median within 25 % of the hand timer's
 
 
-def _nanogpt(tmp_path: Path, fetch_ms: str, width: str) -> tuple[float, object]:
+def _nanogpt(tmp_path: Path, fetch_ms: str, width: str) -> tuple[float, AttachState]:
     own = tmp_path / "own.json"
     code, state = run_probed("nanogpt_like.py", str(own), fetch_ms, width, "40",
                              ring_dir=tmp_path)
@@ -37,11 +38,11 @@ def _nanogpt(tmp_path: Path, fetch_ms: str, width: str) -> tuple[float, object]:
 
 def test_a_slow_get_batch_makes_a_loop_without_a_dataloader_data_bound(tmp_path: Path) -> None:
     hand, state = _nanogpt(tmp_path, fetch_ms="30", width="64")
-    s = state.summary  # type: ignore[attr-defined]
+    s = state.summary
     assert s.verdict == "data-bound", s
     assert s.input_bound_percent is not None
     assert abs(s.input_bound_percent - hand) <= SHARE_POINTS, (s.input_bound_percent, hand)
-    counted = [st for st in state.steps if not st.warmup]  # type: ignore[attr-defined]
+    counted = [st for st in state.steps if not st.warmup]
     assert len(counted) >= 30 and all(st.input_outside_model for st in counted)
     assert all(st.forward_ns is not None and st.verdict != "unknown" for st in counted)
     assert s.median_step_ns is not None and s.unmeasured_reason is None  # whole steps
@@ -49,7 +50,7 @@ def test_a_slow_get_batch_makes_a_loop_without_a_dataloader_data_bound(tmp_path:
 
 def test_a_heavy_model_makes_a_loop_without_a_dataloader_compute_bound(tmp_path: Path) -> None:
     hand, state = _nanogpt(tmp_path, fetch_ms="0", width="128")
-    s = state.summary  # type: ignore[attr-defined]
+    s = state.summary
     assert s.verdict == "compute-bound", s
     assert s.input_bound_percent is not None
     assert abs(s.input_bound_percent - hand) <= SHARE_POINTS, (s.input_bound_percent, hand)

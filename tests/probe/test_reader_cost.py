@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ class CountingStruct:
         self.calls += 1
         return self.real.unpack(buffer)
 
-    def iter_unpack(self, buffer: bytes):  # type: ignore[no-untyped-def]
+    def iter_unpack(self, buffer: bytes) -> Iterator[tuple[int, ...]]:
         self.calls += 1
         return self.real.iter_unpack(buffer)
 
@@ -43,8 +44,8 @@ def test_a_tick_of_records_is_decoded_in_one_call(
         reader = RingReader(writer.path)
         counting = CountingStruct(layout.RECORD)
         monkeypatch.setattr(reader_module.layout, "RECORD", counting)
-        records = [(s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, 0, 1)
-                   for s in range(18)]
+        records: list[tuple[int, ...]] = [
+            (s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, 0, 1) for s in range(18)]
         writer.append(records)
         read = reader.read_new()
         assert [r.step for r in read] == list(range(18)) and reader.dropped == 0

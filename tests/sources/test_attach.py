@@ -21,6 +21,7 @@ from gputop.sources.attach import (
     config_from_meta,
 )
 from tests.helpers.probe import ROOT, header_only_ring, trainer_env
+from tests.helpers.spy import spy
 
 TRAINER = """
 import sys, time
@@ -86,9 +87,9 @@ def test_a_probed_trainer_is_listed_and_read(trainer: subprocess.Popen[str],
 def test_a_tick_lists_the_ring_directory_once(trainer: subprocess.Popen[str], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              inotify: bool) -> None:
-    listings = []
-    real = rings_module.ring_names
-    monkeypatch.setattr(rings_module, "ring_names", lambda d: listings.append(d) or real(d))
+    listings: list[str] = []
+    monkeypatch.setattr(rings_module, "ring_names",
+                        spy(rings_module.ring_names, lambda directory: listings.append(directory)))
     if not inotify:  # the directory's mtime decides (the ring was made under a second ago)
         monkeypatch.setattr(dirwatch, "_watch_fd", lambda path: None)
     source = RingAttachSource(directory=str(tmp_path))

@@ -16,6 +16,7 @@ from gputop.model import EMPTY_STEP_SUMMARY, AttachState, StepRecord, TrainerCon
 from gputop.probe import ring as layout
 from gputop.sources.attach import WINDOW, RingAttachSource
 from tests.helpers.probe import header_only_ring, payload
+from tests.helpers.spy import spy
 
 MS = 1_000_000
 
@@ -47,7 +48,7 @@ def test_the_source_returns_steps_without_verdicts_and_no_summary(tmp_path: Path
 def test_each_step_is_classified_once_across_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = step_analysis.classify
-    monkeypatch.setattr(step_analysis, "classify", lambda s: calls.append(s.step) or real(s))
+    monkeypatch.setattr(step_analysis, "classify", spy(real, lambda step: calls.append(step.step)))
     window = [StepRecord(step=n, duration_ns=10 * MS, data_ns=n % 9 * MS, end_ns=n * 10 * MS)
               for n in range(WINDOW + 5)]
     derivation = Derivation()

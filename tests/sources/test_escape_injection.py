@@ -170,7 +170,7 @@ async def test_the_tui_paints_crafted_names_as_plain_text(hostile: tuple[int, in
     rows = _sample_rows(hostile)
     frame = frames("idle", 1)[0]
     hot = tuple(replace(row, cpu_percent=99.0) for row in rows.values())  # sorted to the top
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     async with app.run_test(size=(160, 40)) as pilot:
         app.show_frame(replace(frame, processes=hot + frame.processes))
         await pilot.pause()
@@ -193,7 +193,7 @@ class _RefusingSampler(FedSampler):
 
 @sync
 async def test_an_attach_error_quoting_markup_is_shown_as_plain_text() -> None:
-    app = build_app(_RefusingSampler())  # type: ignore[arg-type]
+    app = build_app(_RefusingSampler())
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_frame(frames("data-starved", 1)[0])
         await pilot.pause()

@@ -36,7 +36,8 @@ def test_a_first_look_is_the_process_sources_previous_tick(tmp_path: Path) -> No
         opened.close()
         listed.close()
         source.close()
-    assert rows[BUSY].cpu_percent is not None and rows[BUSY].cpu_percent > 0
+    busy = rows[BUSY].cpu_percent
+    assert busy is not None and busy > 0
     assert rows[QUIET].cpu_percent == 0.0
     assert rows[BUSY].cmdline == ("python", "train.py")
     assert source.listings == 0

@@ -52,7 +52,7 @@ def _series(metric: str, value: float | str, **labels: str) -> dict[str, object]
 
 def test_one_host_in_detail_is_read_from_its_own_series() -> None:
     gpu, trainer = {"gpu": "0", "UUID": "GPU-a"}, {"trainer": "42"}
-    own = [
+    own: list[dict[str, object]] = [
         _series("gputop_gpu_info", 1, model_name="H100", **gpu),
         _series("gputop_gpu_utilization_ratio", 0.25, **gpu),
         _series("gputop_gpu_memory_used_bytes", 3e10, **gpu),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -117,8 +118,12 @@ def test_each_cpu_line_is_summed_once(monkeypatch: pytest.MonkeyPatch):
     import builtins
 
     sums: list[int] = []
-    monkeypatch.setattr(procfs, "sum", lambda ticks: sums.append(1) or builtins.sum(ticks),
-                        raising=False)
+
+    def counting_sum(ticks: Iterable[int]) -> int:
+        sums.append(1)
+        return builtins.sum(ticks)
+
+    monkeypatch.setattr(procfs, "sum", counting_sum, raising=False)
     total, per = procfs.parse_cpu_lines(STAT.format(u=7, s=3, i=80, w=10, g=2, u0=4, i0=40,
                                                     u1=3, i1=40))
     assert (total, per) == (procfs.CpuTimes(10, 100),

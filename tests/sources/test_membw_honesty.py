@@ -136,7 +136,8 @@ def test_a_shown_estimate_says_its_source_and_what_it_is_relative_to() -> None:
         line = _text(membw_line(sample, history, 250))
         assert "[estimate" in line and sample.relative_to in line
         assert sample.relative_to in _membw_text(sample)
-        assert membw_json(sample)["relative_to"] == sample.relative_to
+        doc = membw_json(sample)
+        assert doc is not None and doc["relative_to"] == sample.relative_to
     finally:
         monitor.close()
 

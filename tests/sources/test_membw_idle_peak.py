@@ -15,12 +15,12 @@ import pytest
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.membw.canary import Calibration, Canary, MiB
 from gputop.sources.membw.estimate import RECALIBRATE_AFTER_S, CanaryEstimator
-from gputop.sources.membw.peakstore import FILE_NAME, PeakStore
+from gputop.sources.membw.peakstore import FILE_NAME, Key, PeakStore
 from gputop.sources.membw.quiet import QuietMeter
 from tests.helpers.membw import sys_with_llc
 
 FIX = Path(__file__).parent / "fixtures" / "membw"
-KEY = {"machine": "test"}
+KEY: Key = {"machine": "test"}
 
 
 class Clock:
@@ -47,21 +47,23 @@ class FakeQuiet:
         return self.busy
 
 
-def calibrator_at(single: float) -> object:
-    calls: list[int] = []
+class CountingCalibrator:
+    """Calibrates at once to `single` bytes/s (twice that in aggregate), counting its calls."""
 
-    def calibrate(canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
-        calls.append(1)
-        return Calibration(single, 2 * single, 2, 0.0)
+    def __init__(self, single: float) -> None:
+        self.single = single
+        self.calls: list[int] = []
 
-    calibrate.calls = calls  # type: ignore[attr-defined]
-    return calibrate
+    def __call__(self, canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
+        self.calls.append(1)
+        return Calibration(self.single, 2 * self.single, 2, 0.0)
 
 
 def _estimator(tmp_path: Path, quiet: FakeQuiet, single: float = 4e9,
-               clock: Clock | None = None) -> CanaryEstimator:
+               clock: Clock | None = None,
+               calibrator: CountingCalibrator | None = None) -> CanaryEstimator:
     return CanaryEstimator(Canary(4 * MiB, 1 * MiB), period_s=0.0, clock=clock or Clock(),
-                           calibrator=calibrator_at(single),  # type: ignore[arg-type]
+                           calibrator=calibrator or CountingCalibrator(single),
                            quiet=quiet, memory=PeakStore(tmp_path / "state", KEY))
 
 
@@ -69,12 +71,13 @@ def test_a_kept_peak_gives_once_a_reading_at_the_first_tick_without_calibrating(
     tmp_path: Path,
 ) -> None:
     PeakStore(tmp_path / "state", KEY).save(Calibration(1e15, 2e15, 2, 0.0))
-    estimator = _estimator(tmp_path, FakeQuiet(busy="load 1.00 per core"))
+    calibrator = CountingCalibrator(4e9)
+    estimator = _estimator(tmp_path, FakeQuiet(busy="load 1.00 per core"), calibrator=calibrator)
     monitor = MemoryBandwidthMonitor(None, estimator, FIX / "proc-zen2")
     try:
         sample = monitor.sample()  # the first and, for --once, the only tick that counts
         assert estimator.thread is None  # no calibration: the kept peak is the reference
-        assert not estimator._calibrator.calls  # type: ignore[attr-defined]
+        assert not calibrator.calls
         assert sample.confidence == "estimated" and sample.pressure is not None
         assert sample.pressure > 0.99  # a real copy is far below a 1 PB/s "idle peak"
         assert sample.relative_to is not None
@@ -105,7 +108,8 @@ def test_a_busy_calibration_is_retried_at_a_quiet_moment_and_then_kept(
     tmp_path: Path,
 ) -> None:
     quiet, clock = FakeQuiet(busy="load 0.90 per core"), Clock()
-    estimator = _estimator(tmp_path, quiet, clock=clock)
+    calibrator = CountingCalibrator(4e9)
+    estimator = _estimator(tmp_path, quiet, clock=clock, calibrator=calibrator)
     try:
         estimator.tick()
         assert estimator.wait_calibrated(10) and estimator.unsettled == "load 0.90 per core"
@@ -116,7 +120,7 @@ def test_a_busy_calibration_is_retried_at_a_quiet_moment_and_then_kept(
         assert estimator.wait_calibrated(10)
         assert estimator.unsettled is None
         assert estimator.origin == "measured at a quiet moment"
-        assert len(estimator._calibrator.calls) == 2  # type: ignore[attr-defined]
+        assert len(calibrator.calls) == 2
         kept = PeakStore(tmp_path / "state", KEY).load()
         assert kept is not None and kept.single_bytes_per_s == estimator.peak
     finally:

@@ -15,6 +15,7 @@ from gputop.sources.membw.layout import (
     read_udev,
 )
 from gputop.sources.membw.layoutcheck import read_layout
+from tests.helpers.membw import source_of
 
 FIX = Path(__file__).parent / "fixtures" / "membw"
 
@@ -78,6 +79,6 @@ def test_edac_gives_sizes_and_channels_but_no_peak() -> None:
 
 
 def test_read_layout_falls_back_udev_then_edac() -> None:
-    assert read_layout(FIX / "udev-none", FIX / "sys-edac").source == "edac"  # type: ignore[union-attr]
-    assert read_layout(FIX / "udev-four", FIX / "sys-edac").source == "udev"  # type: ignore[union-attr]
+    assert source_of(read_layout(FIX / "udev-none", FIX / "sys-edac")) == "edac"
+    assert source_of(read_layout(FIX / "udev-four", FIX / "sys-edac")) == "udev"
     assert read_layout(FIX / "nowhere", FIX / "nowhere") is None

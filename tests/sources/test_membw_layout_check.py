@@ -28,6 +28,7 @@ from gputop.sources.membw.smbios import (
     split_table,
 )
 from tests.helpers.builders import frame
+from tests.helpers.membw import source_of
 from tests.helpers.smbios import DDR5, Slot, array, device, write_entries
 from tests.sources.fixtures.layout.make_fixtures import build
 
@@ -142,14 +143,14 @@ def test_read_layout_order_and_dmidecode_only_when_sysfs_has_nothing() -> None:
         return (FIX / "x12-one-channel-empty/dmidecode.txt").read_text()
 
     balanced = FIX / "x12-8ch-balanced/sys"
-    assert read_layout(MEMBW / "udev-four", balanced, dmidecode).source == "udev"  # type: ignore[union-attr]
-    assert read_layout(MEMBW / "udev-none", balanced, dmidecode).source == "dmi"  # type: ignore[union-attr]
-    assert read_layout(MEMBW / "udev-none", FIX / "h13-mixed-speeds/sys",
-                       dmidecode).source == "dmi"  # type: ignore[union-attr]
+    assert source_of(read_layout(MEMBW / "udev-four", balanced, dmidecode)) == "udev"
+    assert source_of(read_layout(MEMBW / "udev-none", balanced, dmidecode)) == "dmi"
+    assert source_of(read_layout(MEMBW / "udev-none", FIX / "h13-mixed-speeds/sys",
+                                 dmidecode)) == "dmi"
     assert calls == []
     edac_only = FIX / "x12-one-channel-empty/sys"
-    assert read_layout(MEMBW / "udev-none", edac_only, dmidecode).source == "dmidecode"  # type: ignore[union-attr]
-    assert read_layout(MEMBW / "udev-none", edac_only, lambda: None).source == "edac"  # type: ignore[union-attr]
+    assert source_of(read_layout(MEMBW / "udev-none", edac_only, dmidecode)) == "dmidecode"
+    assert source_of(read_layout(MEMBW / "udev-none", edac_only, lambda: None)) == "edac"
 
 
 def test_record_edge_cases_sizes_speeds_and_junk() -> None:

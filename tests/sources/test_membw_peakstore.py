@@ -13,6 +13,7 @@ import pytest
 from gputop.sources.membw.canary import Calibration
 from gputop.sources.membw.peakstore import (
     FILE_NAME,
+    Key,
     PeakStore,
     StoreRefused,
     default_state_dir,
@@ -20,8 +21,8 @@ from gputop.sources.membw.peakstore import (
 )
 from tests.helpers.membw import as_other_user
 
-KEY = {"cpu_model": "Test CPU", "cpus": 2, "mem_total": "24683624 kB", "layout": "unknown",
-       "boot_id": "4f9b", "canary": "16777216/2097152"}
+KEY: Key = {"cpu_model": "Test CPU", "cpus": 2, "mem_total": "24683624 kB",
+            "layout": "unknown", "boot_id": "4f9b", "canary": "16777216/2097152"}
 CAL = Calibration(5e9, 9e9, 2, 0.2)
 
 

@@ -28,9 +28,11 @@ from gputop.sources.membw.uncore import PlannedEvent, UncoreMeter, UncorePlan, o
 FIX = Path(__file__).parent / "fixtures" / "membw"
 
 
-def _open_or_skip(**kwargs: object) -> PerfCounter:
+def _open_or_skip(config: int, pid: int = -1, cpu: int = -1,
+                  exclude_kernel: bool = False) -> PerfCounter:
     try:
-        return PerfCounter.open(PERF_TYPE_SOFTWARE, **kwargs)  # type: ignore[arg-type]
+        return PerfCounter.open(PERF_TYPE_SOFTWARE, config, pid=pid, cpu=cpu,
+                                exclude_kernel=exclude_kernel)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.ENOSYS):
             pytest.skip(f"perf_event_open refused here: {exc} "

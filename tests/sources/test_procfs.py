@@ -250,8 +250,8 @@ def test_schedstat_gate_skips_quiet_processes_but_not_runs(tmp_path: Path):
     (tmp_path / "self").mkdir()
     (tmp_path / "self/schedstat").write_text("5000 0 1\n")
 
-    def put(pid: int, runtime: int, **stat: int) -> None:
-        proc.add(pid, "sleep", "sleep 9", **stat)
+    def put(pid: int, runtime: int, ppid: int, rss: int, ut: int = 0) -> None:
+        proc.add(pid, "sleep", "sleep 9", ppid=ppid, rss=rss, ut=ut)
         (tmp_path / str(pid) / "schedstat").write_text(f"{runtime} 0 1\n")
 
     put(8, 10, ppid=7, rss=1)

@@ -21,6 +21,7 @@ from gputop.probe import ring as layout
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.probe import ROOT, trainer_env
 from tests.helpers.probe import payload as record_payload
+from tests.helpers.spy import spy
 
 OTHER_UID = 54321
 
@@ -312,8 +313,8 @@ def test_planted_files_are_looked_at_once_not_every_tick(
     for name in ("open", "lstat", "stat"):
         monkeypatch.setattr(os, name, _counting(getattr(os, name), str(shared_dir), touched))
     looked_up: list[int] = []
-    real_ticks = layout.start_ticks
-    monkeypatch.setattr(layout, "start_ticks", lambda pid: looked_up.append(pid) or real_ticks(pid))
+    monkeypatch.setattr(layout, "start_ticks",
+                        spy(layout.start_ticks, lambda pid: looked_up.append(pid)))
     source = RingAttachSource(directory=str(shared_dir))
     assert source.probe_pids() == {me}
     assert len(touched) > 1500  # each planted file looked at once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import statistics
@@ -49,8 +50,8 @@ def test_every_report_says_it_is_simulated(scenario: str) -> None:
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_field_is_filled_and_in_range(scenario: str) -> None:
     for gpu in (g for r in run(scenario, count=4) for g in r.gpus):
-        for name in GpuSample.__slots__:
-            assert getattr(gpu, name) is not None, name
+        for field in dataclasses.fields(GpuSample):
+            assert getattr(gpu, field.name) is not None, field.name
         assert 0 <= util(gpu) <= 100
         assert 0 <= memory_share(gpu) <= 1
         assert gpu.power_w is not None and gpu.power_limit_w is not None

@@ -9,12 +9,18 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
 from gputop.model import GpuReport, GpuSample
 from gputop.sources import simulated
 from gputop.sources.simulated import MAX_DEVICES, SCENARIOS, SimulatedGpuSource
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+D = TypeVar("D", bound="DataclassInstance")
 
 FIXTURE = Path(__file__).parent / "fixtures" / "simulated" / "reports.json"
 TICKS = 40
@@ -25,7 +31,8 @@ OWNERS = (4242, 4343)
 def canonical(report: GpuReport) -> str:
     """Every value of the report, floats exactly (repr round-trips them)."""
     gpus = tuple(
-        tuple((name, getattr(g, name)) for name in GpuSample.__slots__) for g in report.gpus)
+        tuple((f.name, getattr(g, f.name)) for f in dataclasses.fields(GpuSample))
+        for g in report.gpus)
     return repr((report.source, report.note, report.driver_version, report.scenario, gpus))
 
 
@@ -60,9 +67,9 @@ def test_a_tick_makes_no_random_generator_per_device(monkeypatch: pytest.MonkeyP
     made: list[int] = []
 
     class Counted(random.Random):
-        def __init__(self, *args: object) -> None:
+        def __init__(self, x: int | float | str | bytes | bytearray | None = None) -> None:
             made.append(1)
-            super().__init__(*args)
+            super().__init__(x)
 
     monkeypatch.setattr(simulated.random, "Random", Counted)
     source = SimulatedGpuSource("mixed", count=8)
@@ -75,9 +82,9 @@ def test_a_tick_makes_no_random_generator_per_device(monkeypatch: pytest.MonkeyP
 def test_small_batch_copies_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     copies: list[int] = []
 
-    def counted(obj: object, **changes: object) -> object:
+    def counted(obj: D, **changes: object) -> D:
         copies.append(1)
-        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+        return dataclasses.replace(obj, **changes)
 
     monkeypatch.setattr(simulated, "replace", counted, raising=False)
     SimulatedGpuSource("small-batch", count=4).sample()

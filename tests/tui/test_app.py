@@ -12,12 +12,13 @@ from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.table import ProcessTable
+from tests.helpers.spy import spy
 from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 
-def _app(**kwargs: object) -> tuple[GputopApp, FedSampler]:
+def _app() -> tuple[GputopApp, FedSampler]:
     sampler = FedSampler()
-    return build_app(sampler, **kwargs), sampler  # type: ignore[arg-type]
+    return build_app(sampler), sampler
 
 
 def _pids(app: GputopApp) -> list[int]:
@@ -316,9 +317,8 @@ async def test_a_pane_asks_one_refresh_for_all_its_changed_lines(
     async with running(app, *first_frames(), size=(80, 24)):
         table = app.query_one(ProcessTable)
         calls: list[int] = []
-        real = table.refresh
-        monkeypatch.setattr(table, "refresh", lambda *regions, **kw: (
-            calls.append(len(regions)), real(*regions, **kw))[1])
+        monkeypatch.setattr(table, "refresh", spy(
+            table.refresh, lambda *regions, **kw: calls.append(len(regions))))
         table.set_lines([((f"row {i} of tick 2", "plain"),) for i in range(20)])
         assert calls == [20]
 
@@ -332,9 +332,8 @@ async def test_a_frame_works_out_no_key_of_the_footer_again(
     app, _ = _app()
     async with running(app, *first_frames(), size=(80, 24)) as pilot:
         asked: list[str] = []
-        real = app.check_action
-        monkeypatch.setattr(app, "check_action", lambda action, parameters: (
-            asked.append(action), real(action, parameters))[1])
+        monkeypatch.setattr(app, "check_action", spy(
+            app.check_action, lambda action, parameters: asked.append(action)))
         for frame in frames("data-starved", 10)[5:]:
             app.show_frame(frame)
         await pilot.pause()
@@ -355,9 +354,8 @@ async def test_a_tick_formats_only_the_rows_that_changed(monkeypatch: pytest.Mon
         app.show_frame(builders.frame(processes=[*busy, *quiet]))
         await pilot.pause()
         formatted: list[int] = []
-        real = table_module.row_line
-        monkeypatch.setattr(table_module, "row_line", lambda row, *args: (
-            formatted.append(row.process.pid), real(row, *args))[1])
+        monkeypatch.setattr(table_module, "row_line", spy(
+            table_module.row_line, lambda row, *args: formatted.append(row.process.pid)))
         moved = [replace(busy[0], cpu_percent=1.0), busy[1]]  # now below the other
         app.show_frame(builders.frame(processes=[*moved, *quiet]))
         await pilot.pause()

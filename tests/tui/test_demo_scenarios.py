@@ -52,8 +52,12 @@ def test_idle_demo_starts_no_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int | None] = []
     monkeypatch.setattr(gputop.children, "start_demo_trainer",
                         lambda **kw: started.append(kw))
-    monkeypatch.setattr(gputop.tui, "run_tui",
-                        lambda sampler, attach_pid=None, **kw: seen.append(attach_pid) or 0)
+
+    def run_tui(sampler: object, attach_pid: int | None = None, **kw: object) -> int:
+        seen.append(attach_pid)
+        return 0
+
+    monkeypatch.setattr(gputop.tui, "run_tui", run_tui)
     assert wiring.run_live(demo="idle", membw="off") == 0
     assert started == [] and seen == [None]
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +25,9 @@ from tests.helpers import tmux
 from tests.helpers.fleet import Shape, backfill
 from tests.helpers.prometheus import Prometheus, prometheus
 from tests.helpers.tui import screen_text, sync
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 HOSTS = 500
 SHAPES = [Shape(i) for i in range(HOSTS)]
@@ -81,12 +85,12 @@ def test_the_source_drills_into_one_host(fleet: Fleet) -> None:
     assert (trainer.rank, trainer.world_size, trainer.workers) == ("3", "8", 4)
 
 
-async def _until(pilot: object, ok: Callable[[], bool], what: str) -> None:
+async def _until(pilot: Pilot[int], ok: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 60
     while not ok():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.1)
-        await pilot.pause()  # type: ignore[attr-defined]
+        await pilot.pause()
 
 
 @sync

@@ -44,7 +44,7 @@ DETAIL = FleetHostDetail(
 
 def _app() -> tuple[GputopApp, FedFleet]:
     feed = FedFleet()
-    return build_app(feed), feed  # type: ignore[arg-type]
+    return build_app(feed), feed
 
 
 def _rows(app: GputopApp) -> list[str]:

@@ -5,6 +5,7 @@ the filter line and the badge, the sorted column kept on screen, A (the advice w
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 import pytest
 from textual import events
@@ -28,11 +29,14 @@ from tests.helpers.tui import (
     sync,
 )
 
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
 TRAINER, WORKERS = 4242, (4251, 4252, 4253)
 
 
 def _app(signaller: RecordingSignaller | None = None) -> GputopApp:
-    return build_app(FedSampler(), signaller=signaller)  # type: ignore[arg-type]
+    return build_app(FedSampler(), signaller=signaller)
 
 
 def _table(app: GputopApp) -> ProcessTable:
@@ -52,7 +56,7 @@ def _key(app: GputopApp, pid: int) -> tuple[int, int]:
     return next(p.key for p in app.frame.processes if p.pid == pid)
 
 
-async def _cursor_to(app: GputopApp, pilot, pid: int) -> None:
+async def _cursor_to(app: GputopApp, pilot: Pilot[int], pid: int) -> None:
     table = _table(app)
     for _ in range(len(table.rows)):
         if table.selected is not None and table.selected.process.pid == pid:
@@ -68,8 +72,9 @@ async def test_k_on_a_trainer_names_it_and_its_workers_and_t_sends_sigterm_to_al
     signaller = RecordingSignaller()
     app = _app(signaller)
     async with running(app, *first_frames()) as pilot:
-        assert _table(app).selected is not None
-        assert _table(app).selected.process.pid == TRAINER  # the busiest row
+        selected = _table(app).selected
+        assert selected is not None
+        assert selected.process.pid == TRAINER  # the busiest row
         await pilot.press("k")
         assert isinstance(app.screen, SignalPrompt)
         question = "\n".join(screen_text(app))

@@ -13,7 +13,7 @@ from gputop.tui.views import processes as processes_view
 from gputop.tui.views.advice import advice_page_lines
 from gputop.tui.views.processes import (
     COMMAND_MIN,
-    Row,
+    Rows,
     TableState,
     badge,
     columns_for,
@@ -23,6 +23,7 @@ from gputop.tui.views.processes import (
     table_rows,
 )
 from gputop.tui.views.signals import describe, signal_targets
+from tests.helpers.spy import spy
 from tests.helpers.tui import frames
 
 
@@ -36,8 +37,9 @@ def _proc(pid: int, ppid: int | None, cpu: float = 0.0) -> ProcessSample:
                          rss_bytes=0, cpu_time_s=0.0, start_ticks=pid)
 
 
-def _tree(frame: Frame, **state: object) -> list[Row]:
-    return table_rows(frame, TableState(tree=True, **state))  # type: ignore[arg-type]
+def _tree(frame: Frame, filter: str = "", only_gpu: bool = False) -> Rows:
+    """The full tree's rows, filtered by `filter` and `only_gpu` as TableState does."""
+    return table_rows(frame, TableState(tree=True, filter=filter, only_gpu=only_gpu))
 
 
 def test_tree_guides_show_siblings_still_to_come() -> None:
@@ -157,9 +159,9 @@ def test_the_cpu_sort_asks_no_sort_key_of_idle_processes(monkeypatch: pytest.Mon
     asked: list[int] = []
     real = processes_view._sort_value
 
-    def counting(sort: str, groups: dict[int, TrainerGroup]) -> Callable[[ProcessSample], object]:
-        value = real(sort, groups)
-        return lambda proc: (asked.append(proc.pid), value(proc))[1]
+    def counting(sort: str, groups: dict[int, TrainerGroup]
+                 ) -> Callable[[ProcessSample], tuple[float, int]]:
+        return spy(real(sort, groups), lambda proc: asked.append(proc.pid))
 
     monkeypatch.setattr(processes_view, "_sort_value", counting)
     table_rows(_busy_and_idle(), TableState())

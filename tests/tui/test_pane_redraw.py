@@ -35,7 +35,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 async def test_a_table_key_does_not_draw_the_panes_beside_the_table(
         drawn: Counter[str]) -> None:
     shown = first_frames(attach=True)
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     async with running(app, *shown[:-1]) as pilot:
         assert all(drawn[name] for name in DRAWERS)
         before = drawn.copy()

@@ -12,7 +12,7 @@ from tests.helpers.tui import FedSampler, frames, sync
 
 @sync
 async def test_a_stopped_recording_is_one_line_in_the_header() -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     stopped = SourceError("record", "database or disk is full (run.sqlite); 812 ticks "
                           "recorded before it", 1, 0.0, None, stopped=True)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -7,6 +7,7 @@ import random
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop.export.record import RecordWriter, open_record
 from gputop.model import Frame
@@ -24,6 +25,9 @@ from tests.helpers.tui import (
     running,
     sync,
 )
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 TICKS = 12
 SIZE = (140, 50)
@@ -47,14 +51,14 @@ def _replay(tmp_path: Path) -> tuple[GputopApp, Playback, list[Frame]]:
     path, live = _recorded(tmp_path)
     playback = Playback(Recording(str(path)))
     playback.set_paused(True)
-    return build_app(playback), playback, live  # type: ignore[arg-type]
+    return build_app(playback), playback, live
 
 
 def _text(app: GputopApp, pane: str) -> str:
     return app.query_one(f"#{pane}", LinePane).text
 
 
-async def _showing(app: GputopApp, pilot, tick: int, live: list[Frame]) -> None:
+async def _showing(app: GputopApp, pilot: Pilot[int], tick: int, live: list[Frame]) -> None:
     """Wait (a bounded number of UI turns) until the app shows recorded tick `tick` (1-based)."""
     for _ in range(2000):
         if app.frame is not None and app.frame.time == live[tick - 1].time:
@@ -137,7 +141,7 @@ async def test_a_replayed_tick_shows_the_panes_the_live_view_showed(tmp_path: Pa
 
 @sync
 async def test_the_live_view_keeps_g_for_sorting() -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     async with running(app, frames("data-starved", 1)[0], size=SIZE) as pilot:
         await pilot.press("g")
         assert app.state.sort == "gpu"
@@ -146,7 +150,7 @@ async def test_the_live_view_keeps_g_for_sorting() -> None:
 
 async def _live_panes(frames_shown: list[Frame], panes: tuple[str, ...]) -> dict[str, str]:
     """The panes of the live view fed `frames_shown` one after another."""
-    shown = build_app(FedSampler())  # type: ignore[arg-type]
+    shown = build_app(FedSampler())
     async with shown.run_test(size=SIZE) as pilot:
         for frame in frames_shown:
             shown.show_frame(frame)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop.sources.replay import Recording
 from gputop.tui import build_app
 from gputop.tui.widgets.linepane import LinePane
 from gputop.wiring import open_playback
@@ -25,9 +26,11 @@ async def test_the_step_pane_replays_the_trainers_steps(tmp_path: Path) -> None:
                                       f"WHERE frame = {last_running}")
     playback = open_playback(str(path))
     playback.set_paused(True)
-    app = build_app(playback)  # type: ignore[arg-type]
+    recording = playback.recording
+    assert isinstance(recording, Recording)  # open_playback's: it knows the recorded frame ids
+    app = build_app(playback)
     async with app.run_test(size=(140, 50)) as pilot:
-        index = list(playback.recording.ids).index(last_running)
+        index = list(recording.ids).index(last_running)
         await pilot.press("g", *["right"] * index)
         for _ in range(300):
             if app.frame is not None and app.frame.attached and app.frame.attached[0].steps and (
@@ -38,6 +41,7 @@ async def test_the_step_pane_replays_the_trainers_steps(tmp_path: Path) -> None:
         steps = app.query_one("#steps", LinePane).text
         assert f"attached {pid}" in steps
         assert f"#{last_step} " in steps and f"#{last_step - 1} " in steps
+        assert app.frame is not None
         window = app.frame.attached[0]
         assert len(window.steps) == last_step - first_step + 1  # the window of that tick
         assert window.summary.steps > 0 and f"last {window.summary.steps} steps" in steps

@@ -42,7 +42,7 @@ class FakeCommand:
 
 def _app(command: FakeCommand | None = None) -> tuple[GputopApp, FedSampler]:
     sampler = FedSampler()
-    return build_app(sampler, command=command), sampler  # type: ignore[arg-type]
+    return build_app(sampler, command=command), sampler
 
 
 def _text(app: GputopApp, pane: str) -> str:

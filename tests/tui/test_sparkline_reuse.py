@@ -15,9 +15,9 @@ class _Percent(float):
 
     divisions = 0
 
-    def __truediv__(self, other: object) -> float:
+    def __truediv__(self, other: float) -> float:
         _Percent.divisions += 1
-        return float(self) / other  # type: ignore[operator]
+        return float(self) / other
 
 
 def test_a_sparkline_works_out_each_value_once_not_each_frame() -> None:

@@ -14,7 +14,11 @@ import termios
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from gputop.model import Frame
 from gputop.tui.splash import ENTER, LEAVE, LOADING, Splash, render
+from tests.helpers.spy import spy
 from tests.helpers.tui import frames
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -138,7 +142,8 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
                if p.in_proc and p.pid in primed_pids)
 
 
-def test_after_an_early_look_the_first_frame_needs_no_priming_sample() -> None:
+def test_after_an_early_look_the_first_frame_needs_no_priming_sample(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The live view looks at the host and the processes before NVML and the UI load: its
     first frame is the first sample (no priming sample, no gap after it), with rates."""
     import threading
@@ -147,14 +152,17 @@ def test_after_an_early_look_the_first_frame_needs_no_priming_sample() -> None:
 
     sampler = build_sampler(demo="idle", defer=True, early=True)
     samples: list[int] = []
-    real = sampler.sample
-    sampler.sample = lambda: (samples.append(1), real())[1]  # type: ignore[method-assign]
+    monkeypatch.setattr(sampler, "sample", spy(sampler.sample, lambda: samples.append(1)))
     primed: list[object] = []
-    frames_seen: list = []
+    frames_seen: list[Frame] = []
     got = threading.Event()
+
+    def on_frame(frame: Frame) -> None:
+        frames_seen.append(frame)
+        got.set()
+
     try:
-        sampler.start(lambda frame: (frames_seen.append(frame), got.set()),
-                      on_prime=primed.append)
+        sampler.start(on_frame, on_prime=primed.append)
         assert got.wait(30)
     finally:
         sampler.stop()

@@ -14,6 +14,7 @@ import pytest
 from gputop.model import AttachState, StepRecord
 from gputop.tui.views import steps as steps_view
 from gputop.tui.views.steps import step_lines
+from tests.helpers.spy import spy
 from tests.helpers.tui import MS, steps
 
 WINDOW = 256
@@ -23,11 +24,13 @@ WINDOW = 256
 def phase_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """How many times a step's unmeasured rest (other_ns, a phase every walk reads) was read."""
     reads = [0]
-    other_ns = StepRecord.other_ns
+    other_ns = vars(StepRecord)["other_ns"]
+    assert isinstance(other_ns, property) and other_ns.fget is not None
+    getter = other_ns.fget
 
     def counted(step: StepRecord) -> int:
         reads[0] += 1
-        return other_ns.fget(step)  # type: ignore[attr-defined,no-any-return]
+        return getter(step)
 
     monkeypatch.setattr(StepRecord, "other_ns", property(counted))
     yield reads
@@ -51,13 +54,8 @@ def test_the_legend_reads_the_steps_that_came_not_the_window(phase_reads: list[i
 def test_a_step_line_is_drawn_once_while_it_stays_on_screen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     drawn: list[int] = []
-    step_line = steps_view.step_line
-
-    def counted(step: StepRecord, *args: object) -> object:
-        drawn.append(step.step)
-        return step_line(step, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(steps_view, "step_line", counted)
+    monkeypatch.setattr(steps_view, "step_line", spy(
+        steps_view.step_line, lambda step, *args: drawn.append(step.step)))
     before, after = _slid()
     shown = len(step_lines((before,), 120, 16)) - steps_view.HEAD_LINES
     assert len(drawn) == shown > 1

@@ -94,7 +94,7 @@ async def test_dropped_strips_are_freed_without_the_cyclic_collector() -> None:
 
 @sync
 async def test_the_live_app_leaves_no_strips_to_the_cyclic_collector() -> None:
-    app = build_app(FedSampler())  # type: ignore[arg-type]
+    app = build_app(FedSampler())
     fed = frames("data-starved", 60, attach=True, advice=True)
     async with app.run_test(size=(120, 40)) as pilot:
         for frame in fed[:10]:  # first screens, styles and caches

@@ -56,8 +56,11 @@ def test_demo_in_tmux_shows_gpus_and_trainer_resizes_and_quits(session: str) -> 
 
     for width, height in ((80, 24), (40, 12), (200, 60)):
         _tmux("resize-window", "-t", session, "-x", str(width), "-y", str(height))
-        _wait_for(session, lambda s, w=width: max(len(line) for line in s.splitlines()) <= w
-                  and "SIMULATED" in s)
+
+        def fits(s: str, w: int = width) -> bool:
+            return max(len(line) for line in s.splitlines()) <= w and "SIMULATED" in s
+
+        _wait_for(session, fits)
     assert "EXIT=" not in _screen(session)  # still running after every resize
 
     _tmux("send-keys", "-t", session, "q")

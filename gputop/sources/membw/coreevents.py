@@ -19,8 +19,8 @@ from gputop.sources.membw.perf_event import (
     PERF_COUNT_HW_CACHE_MISSES,
     PERF_TYPE_HARDWARE,
     PERF_TYPE_HW_CACHE,
-    PerfCounter,
-    SampleRing,
+    Counter,
+    Ring,
 )
 from gputop.sources.membw.pmus import is_core_pmu, pmu_names
 from gputop.sources.membw.uncore import parse_cpulist
@@ -32,8 +32,8 @@ TOP = 3
 UNSUPPORTED_ERRNOS = frozenset({errno.ENOENT, errno.EOPNOTSUPP, errno.EINVAL, errno.ENODEV})
 GONE_ERRNOS = frozenset({errno.ESRCH, *DENIED_ERRNOS})
 
-Opener = Callable[..., PerfCounter]
-RingFactory = Callable[[int], SampleRing]
+Opener = Callable[..., Counter]
+RingFactory = Callable[[int], Ring]
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from gputop.sources.membw.coreevents import (
 )
 from gputop.sources.membw.perf_event import (
     DENIED_ERRNOS,
+    Counter,
     CounterValue,
-    PerfCounter,
     paranoid_level,
     scaled_delta,
 )
@@ -39,7 +39,7 @@ class _Watched:
     """One thread's counter and its last reading."""
 
     tgid: int
-    counter: PerfCounter
+    counter: Counter
     last: CounterValue | None = None
 
 
@@ -125,7 +125,7 @@ class ProcessCoreMeter:
             gone.counter.close()
         self._watched = kept
 
-    def _open(self, tid: int) -> PerfCounter | None:
+    def _open(self, tid: int) -> Counter | None:
         """An enabled counter on one thread; None if it has gone or may not be counted."""
         try:
             counter = self._opener(self.event.type_, self.event.config, pid=tid, cpu=-1,

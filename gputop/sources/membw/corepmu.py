@@ -31,8 +31,10 @@ from gputop.sources.membw.perf_event import (
     DENIED_ERRNOS,
     PERF_SAMPLE_PERIOD,
     PERF_SAMPLE_TID,
+    Counter,
     CounterValue,
     PerfCounter,
+    Ring,
     SampleRing,
     Samples,
     cpu_wide_refusal,
@@ -59,7 +61,7 @@ class SystemCoreMeter:
     def __init__(
         self,
         event: CoreEvent,
-        counters: list[tuple[PerfCounter, SampleRing | None]],
+        counters: list[tuple[Counter, Ring | None]],
         proc_root: Path | str = "/proc",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -140,9 +142,9 @@ def open_system_meter(
 
 def _open_on_cpus(
     event: CoreEvent, cpus: tuple[int, ...], opener: Opener, ring: RingFactory | None
-) -> list[tuple[PerfCounter, SampleRing | None]]:
+) -> list[tuple[Counter, Ring | None]]:
     """Open, map (when `ring`) and enable the event on every CPU; all or nothing."""
-    opened: list[tuple[PerfCounter, SampleRing | None]] = []
+    opened: list[tuple[Counter, Ring | None]] = []
     try:
         for cpu in cpus:
             if ring is None:

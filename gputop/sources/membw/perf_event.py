@@ -297,12 +297,32 @@ class SampleRing:
             self._map.close()
 
 
+class Counter(Protocol):
+    """What the meters use of an open counter (PerfCounter's)."""
+
+    fd: int
+
+    def enable(self) -> None: ...
+
+    def read(self) -> CounterValue: ...
+
+    def close(self) -> None: ...
+
+
+class Ring(Protocol):
+    """What the meters use of a sample ring (SampleRing's)."""
+
+    def drain(self) -> Samples: ...
+
+    def close(self) -> None: ...
+
+
 class PerfLayer(Protocol):
     """What the meters need from the kernel: open a counter, map its sample ring."""
 
-    def open(self, type_: int, config: int, **kwargs: Any) -> PerfCounter: ...
+    def open(self, type_: int, config: int, **kwargs: Any) -> Counter: ...
 
-    def ring(self, fd: int) -> SampleRing: ...
+    def ring(self, fd: int) -> Ring: ...
 
 
 class KernelPerf:

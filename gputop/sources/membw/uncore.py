@@ -11,6 +11,7 @@ from typing import Literal
 
 from gputop.sources.membw.perf_event import (
     DENIED_ERRNOS,
+    Counter,
     CounterValue,
     PerfCounter,
     cpu_wide_refusal,
@@ -304,7 +305,7 @@ class UncoreMeter:
     def __init__(
         self,
         plan: UncorePlan,
-        counters: list[tuple[PlannedEvent, PerfCounter]],
+        counters: list[tuple[PlannedEvent, Counter]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = plan.source
@@ -319,11 +320,11 @@ class UncoreMeter:
     def open(
         cls,
         plan: UncorePlan,
-        opener: Callable[..., PerfCounter] = PerfCounter.open,
+        opener: Callable[..., Counter] = PerfCounter.open,
         clock: Callable[[], float] = time.monotonic,
     ) -> UncoreMeter:
         """Open and enable every event on each CPU of its PMU's cpumask; all or nothing."""
-        counters: list[tuple[PlannedEvent, PerfCounter]] = []
+        counters: list[tuple[PlannedEvent, Counter]] = []
         try:
             for event in plan.events:
                 config, config1, config2 = event.config
@@ -377,7 +378,7 @@ def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -
 def open_uncore(
     sys_root: Path | str = "/sys",
     proc_root: Path | str = "/proc",
-    opener: Callable[..., PerfCounter] = PerfCounter.open,
+    opener: Callable[..., Counter] = PerfCounter.open,
 ) -> tuple[UncoreMeter | None, str]:
     """The uncore meter for this machine, or None and the reason it refused."""
     plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))

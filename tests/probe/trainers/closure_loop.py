@@ -27,7 +27,7 @@ def main(out_path, steps):
                           nn.Linear(WIDTH, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     clock = time.perf_counter_ns
-    hand = {"forward": [], "backward": [], "optimizer": []}
+    hand: dict[str, list[int]] = {"forward": [], "backward": [], "optimizer": []}
     for x, y in loader:
         timed = {"forward": 0, "backward": 0}
 

@@ -21,6 +21,7 @@ def main(stop_path):
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
         for p in model.parameters():
+            assert p.grad is not None  # backward() gave every parameter one
             p.data.add_(p.grad, alpha=-0.01)
         time.sleep(0.01)
 
