@@ -10,6 +10,9 @@ ratio to btop for that round, and the report gives the medians of the rounds. To
 - gputop+8gpu: `--demo mixed --gpus 8`, eight simulated GPUs and the demo trainer attached
   (its probe's ring read every tick, its workers' waits);
 - gputop-ui: the same app fed frames recorded beforehand (what drawing alone costs);
+- textual-floor: a bare Textual app (benchmarks/textual_floor.py) that repaints as many
+  lines a second as gputop-ui marked for repaint, ten styled spans a line: what Textual
+  alone costs for that drawing (gputop-ui over it: how far drawing is from its floor);
 - btop (1000 ms update) and htop (`-d 10`).
 
 Peak RSS (VmHWM) of each at the end of each window. Then, at ~600 processes and 80x24:
@@ -57,14 +60,17 @@ def gputop_command() -> list[str]:
 
 
 class ReplaySampler:
-    """Replays frames recorded beforehand at 1 Hz: isolates what drawing costs."""
+    """Replays frames recorded beforehand at 1 Hz: isolates what drawing costs. Each tick
+    it writes to `lines_file` how many lines the panes have marked for repaint so far."""
 
-    def __init__(self, frames: list) -> None:
+    def __init__(self, frames: list, lines_file: Path, repainted: list[int]) -> None:
         import threading
 
         self.frames = frames
         self.paused = False
         self._stop = threading.Event()
+        self._lines_file = lines_file
+        self._repainted = repainted
 
     def start(self, on_frame, *, on_prime=None) -> None:
         import threading
@@ -74,6 +80,8 @@ class ReplaySampler:
             while not self._stop.wait(1.0 if tick else 0.05):
                 on_frame(self.frames[tick % len(self.frames)])
                 tick += 1
+                with suppress(OSError):
+                    self._lines_file.write_text(str(self._repainted[0]))
 
         threading.Thread(target=run, daemon=True).start()
 
@@ -93,10 +101,21 @@ class ReplaySampler:
         pass
 
 
-def serve_replay() -> int:
-    """Run the real app on frames recorded from this machine first (drawing cost only)."""
+def serve_replay(lines_file: Path) -> int:
+    """Run the real app on frames recorded from this machine first (drawing cost only),
+    counting the lines its panes mark for repaint into `lines_file`."""
     from gputop.tui import run_tui
+    from gputop.tui.widgets.linepane import LinePane
     from gputop.wiring import build_sampler
+
+    repainted = [0]
+    refresh = LinePane.refresh
+
+    def counted(pane: LinePane, *regions, **options):  # a region a line; none: the whole pane
+        repainted[0] += len(regions) or len(pane.lines)
+        return refresh(pane, *regions, **options)
+
+    setattr(LinePane, "refresh", counted)  # noqa: B010 (mypy would hold it to Widget's signature)
 
     sampler = build_sampler(demo=None)
     sampler.prime()
@@ -105,7 +124,7 @@ def serve_replay() -> int:
         time.sleep(0.5)
         frames.append(sampler.sample())
     sampler.close()
-    return run_tui(ReplaySampler(frames))
+    return run_tui(ReplaySampler(frames, lines_file, repainted))
 
 
 def spawn_sleepers(count: int) -> list[subprocess.Popen[bytes]]:
@@ -190,21 +209,29 @@ def btop_home() -> Iterator[str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def tools(reference: str | None = None) -> dict[str, list[str]]:
+def tools(lines_file: Path, reference: str | None = None) -> dict[str, list[str]]:
     """Each tool's command line (btop and htop where installed; `reference`: gputop from
-    another checkout, e.g. the code before a change, beside it in the same run)."""
+    another checkout, e.g. the code before a change, beside it in the same run).
+    gputop-ui counts its repainted lines into `lines_file`, which textual-floor follows."""
     python = gputop_command()[0]
     found = {"gputop": gputop_command(),
              "gputop+8gpu": [*gputop_command(), "--demo", "mixed", "--gpus", "8"],
-             "gputop-ui": [python, str(Path(__file__).resolve()), "--serve-replay"]}
+             "gputop-ui": [python, str(Path(__file__).resolve()), "--serve-replay",
+                           str(lines_file)],
+             "textual-floor": [python, str(Path(__file__).resolve().parent / "textual_floor.py"),
+                               "--follow", str(lines_file)]}
     if reference:
-        found["gputop-ref"] = ["env", "-C", reference, f"PYTHONPATH={reference}",
-                               *gputop_command()]  # -m imports from the current directory
+        found["gputop-ref"] = reference_command(reference)
     if shutil.which("btop"):
         found["btop"] = ["btop", "--utf-force"]
     if shutil.which("htop"):
         found["htop"] = ["htop", "-d", "10"]
     return found
+
+
+def reference_command(reference: str) -> list[str]:
+    """gputop from the checkout `reference` (-m imports from the current directory)."""
+    return ["env", "-C", reference, f"PYTHONPATH={reference}", *gputop_command()]
 
 
 def tool_env(home: str) -> dict[str, str]:
@@ -379,7 +406,7 @@ def first_frames(runs: int, reference: str | None = None) -> dict[str, list[tupl
     CPU ms of each start."""
     commands = {"gputop": (gputop_command(), "%CPU")}
     if reference:
-        commands["gputop-ref"] = (tools(reference)["gputop-ref"], "%CPU")
+        commands["gputop-ref"] = (reference_command(reference), "%CPU")
     if shutil.which("htop"):
         commands["htop"] = (["htop", "-d", "10"], "CPU%")
     for checkout in (REPO, *([Path(reference)] if reference else [])):
@@ -426,10 +453,10 @@ def main() -> int:
                         help="the side-by-side CPU windows only (no --interval 0.1, first frame)")
     parser.add_argument("--first-only", action="store_true",
                         help="the first useful frame only (with --reference: beside it)")
-    parser.add_argument("--serve-replay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-replay", type=Path, metavar="LINES_FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_replay:
-        return serve_replay()
+        return serve_replay(args.serve_replay)
     if shutil.which("tmux") is None:
         print("bench_tui: tmux is required", file=sys.stderr)
         return 2
@@ -438,7 +465,8 @@ def main() -> int:
     warmup_s = args.warmup if args.warmup is not None else (
         QUICK_WARMUP_S if args.quick else WARMUP_S)
     counts = [int(n) for n in args.processes.split(",")]
-    commands = tools(args.reference)
+    lines_file = Path(tempfile.mkdtemp(prefix="bench-tui-")) / "gputop-ui.lines"
+    commands = tools(lines_file, args.reference)
     print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}; "
           f"{warmup_s:g} s warm-up, then {rounds} rounds of {window_s:g} s")
     sleepers: list[subprocess.Popen[bytes]] = []
@@ -447,14 +475,18 @@ def main() -> int:
         for count in [] if args.first_only else counts:
             for size in SIZES:
                 reach(count, sleepers)
+                lines_file.unlink(missing_ok=True)  # each window's gputop-ui counts from 0
                 window = measure(commands, size, rounds, window_s, warmup_s)
                 print_window(size, window)
                 if "btop" in window.cpu:
                     summary.append(f"{count}/{size[0]}x{size[1]}: gputop "
                                    f"x{window.ratio('gputop', 'btop'):.2f}, +8gpu "
-                                   f"x{window.ratio('gputop+8gpu', 'btop'):.2f}")
+                                   f"x{window.ratio('gputop+8gpu', 'btop'):.2f}; drawing "
+                                   f"x{window.ratio('gputop-ui', 'textual-floor'):.2f} "
+                                   f"Textual's floor")
         if summary:
-            print("\nvs btop (target <= 0.5): " + "; ".join(summary))
+            print("\nvs btop (target <= 0.5), and gputop-ui vs textual-floor: "
+                  + "; ".join(summary))
         if args.cpu_only:
             return 0
         reach(counts[0], sleepers)
@@ -466,6 +498,7 @@ def main() -> int:
             proc.kill()
         for proc in sleepers:
             proc.wait(timeout=30)
+        shutil.rmtree(lines_file.parent, ignore_errors=True)
     return 0
 
 
