@@ -32,11 +32,12 @@ from gputop.analysis import grouping
 from gputop.model import GpuReport
 from gputop.sampler import Sampler
 from gputop.sources.host import ProcHostSource
-from gputop.sources.processes import ProcProcessSource
+from gputop.sources.processes import DEEP_QUIET_TICKS, ProcProcessSource
 
 SIZES = (100, 600, 3000)
 FLOOR_SIZES = (600, 3000)
 FLOOR_ROUNDS = 15  # --quick: 5
+WARM_TICKS = DEEP_QUIET_TICKS + 8
 TICK_GAP_S = 1.0  # between rounds, as the live view ticks (a gate skips what did not run)
 PSUTIL_ATTRS = ["pid", "ppid", "name", "status", "num_threads", "cpu_percent", "memory_info",
                 "cpu_times", "create_time"]
@@ -189,10 +190,13 @@ def floor_figures(trainer_pid: int, rounds: int) -> dict[str, float]:
     kept = KeptFloor()
     runs: dict[str, list[float]] = {"floor": [], "kept": [], "scan": [], "tick": []}
     try:
-        for _ in range(3):  # the first ticks read every cmdline and open every fd
+        # The first ticks read every cmdline and open every fd; then quiet processes age
+        # into the every-4th-tick look a monitor left open reaches (after DEEP_QUIET_TICKS
+        # ticks: ticks, not seconds, so they may come fast).
+        for _ in range(WARM_TICKS):
             source.sample(none)
             sampler.sample()
-            time.sleep(0.2)
+            time.sleep(0.02)
         for _ in range(rounds):
             time.sleep(TICK_GAP_S)
             runs["floor"].append(cpu_ms(floor_pass))
@@ -235,7 +239,8 @@ def print_floor(sleepers: list[int], rounds: int) -> None:
     print("floor: list /proc, open + pread + close each /proc/PID/stat; kept-fd: one pread per "
           "process through fds kept open; scan: the process source (1 pread a process, of "
           "schedstat where that shows it did not run, every other tick once it has not run for "
-          "8); tick: Sampler.sample with 8 simulated GPUs and an attached demo trainer (every "
+          f"8 ticks, every 4th once it has not for 64: a warm-up of {WARM_TICKS} ticks ages them "
+          "first); tick: Sampler.sample with 8 simulated GPUs and an attached demo trainer (every "
           "source of the live view)")
 
 
