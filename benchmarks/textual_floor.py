@@ -33,7 +33,7 @@ STYLES = tuple(Style(color=colour, bold=bold) for colour in ("green", "cyan", "y
 
 
 class EveryLine(Widget):
-    """Paints `tick`-numbered lines; each tick every line is new."""
+    """Paints `tick`-numbered lines; a tick renews as many lines as gputop-ui repainted."""
 
     def __init__(self, follow: Path | None) -> None:
         super().__init__()
@@ -81,7 +81,7 @@ class EveryLine(Widget):
 
 
 class FloorApp(App[None]):
-    """One EveryLine filling the screen, repainted every second."""
+    """One EveryLine filling the screen, renewed every second."""
 
     look = PLAIN  # what gputop's driver reads from its app
 
