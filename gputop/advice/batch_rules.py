@@ -57,7 +57,8 @@ def raise_batch_size(ctx: Context, state: AttachState) -> list[Advice]:
             action=f"Try batch_size ≈ {estimate} (memory grows about linearly with batch size; "
             f"this leaves ~10% headroom) and retune the learning rate: {grow:.2f}x the samples "
             f"a step for {fixed.ms:.1f} + {grow:.2f} x {scaled:.1f} ms predicts at least "
-            f"{floor:.2f}x the samples/s (up to {grow:.1f}x where compute barely grows).",
+            f"{floor:.2f}x the samples/s ({grow:.1f}x where compute barely grows, more where "
+            "larger matmuls run their kernels fuller).",
         )]
     return []
 

