@@ -23,6 +23,7 @@ from typing import Any
 
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
+from textual.drivers._writer_thread import WriterThread
 from textual.drivers.linux_driver import LinuxDriver
 
 from gputop.tui.cells import ascii_cells
@@ -67,6 +68,24 @@ def screen_file(look: Look) -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
+class DirectWriter(WriterThread):
+    """Textual's writer thread, writing on the caller's thread instead (it is never
+    started): a frame a second is a few KiB, and handing it over cost a wake-up of the
+    writer and a pass of the GIL between the two threads each frame."""
+
+    def write(self, text: str) -> None:
+        """Write `text` to the terminal now."""
+        self._file.write(text)
+        self._file.flush()
+
+    def flush(self) -> None:
+        """Nothing is held back."""
+
+    def stop(self) -> None:
+        """Nothing runs: only what is buffered leaves."""
+        self._file.flush()
+
+
 class QuietLinuxDriver(LinuxDriver):
     """LinuxDriver with an input thread that does not poll, drawing on the terminal."""
 
@@ -82,6 +101,10 @@ class QuietLinuxDriver(LinuxDriver):
     def start_application_mode(self) -> None:
         """Start as usual; after a splash, restore the modes from before it at exit."""
         super().start_application_mode()
+        started = self._writer_thread
+        if started is not None:  # it wrote the modes set so far: let it finish, then end it
+            started.stop()
+        self._writer_thread = DirectWriter(self._screen)
         splash = getattr(self._app, "splash", None)
         if splash is not None:
             self.attrs_before = splash.take_over()
