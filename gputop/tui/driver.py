@@ -74,16 +74,17 @@ class DirectWriter(WriterThread):
     writer and a pass of the GIL between the two threads each frame."""
 
     def write(self, text: str) -> None:
-        """Write `text` to the terminal now."""
-        self._file.write(text)
-        self._file.flush()
+        """Write `text` to the terminal now; a terminal that hung up takes nothing (the input
+        thread sees the hang-up and ends the app)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._file.write(text)
+            self._file.flush()
 
     def flush(self) -> None:
         """Nothing is held back."""
 
     def stop(self) -> None:
-        """Nothing runs: only what is buffered leaves."""
-        self._file.flush()
+        """Nothing runs to stop."""
 
 
 class QuietLinuxDriver(LinuxDriver):

@@ -1,10 +1,19 @@
-"""Terminal conventions in a real terminal (tmux): NO_COLOR, ASCII locales and --ascii,
-8/16-colour terminals, and stderr sent to a file."""
+"""Terminal conventions in a real terminal (tmux, or a pty of our own): NO_COLOR, ASCII
+locales and --ascii, 8/16-colour terminals, stderr sent to a file, a terminal that goes
+away."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import select
 import shutil
+import struct
+import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +106,44 @@ def test_stderr_to_a_file_keeps_the_screen_on_the_terminal(tmp_path: Path) -> No
         tmux.wait_for(name, _app_with_steps, timeout_s=60)
         _quit(name)
     assert "\x1b" not in log.read_text(errors="replace")
+
+
+def test_a_terminal_that_goes_away_ends_gputop_cleanly(tmp_path: Path) -> None:
+    """The terminal's far end closes (an SSH drop without SIGHUP, a closed terminal window):
+    writes to it fail and reads end. gputop exits 0 within seconds, with no traceback."""
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    log = tmp_path / "err.log"
+    python = PYTHON if PYTHON.exists() else Path(sys.executable)
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [str(python), "-m", "gputop"], stdin=terminal, stdout=terminal, stderr=err,
+            env={**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)},
+            start_new_session=True)
+    os.close(terminal)
+    try:
+        shown = _read_until(master, b"%CPU", timeout_s=60)
+        assert b"%CPU" in shown, shown[-2000:]
+        time.sleep(1.5)  # a frame or so more of the full view
+        _read_until(master, b"\0", timeout_s=0.2)  # drain what it drew meanwhile
+        os.close(master)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in log.read_text(errors="replace"), log.read_text()
+
+
+def _read_until(fd: int, needle: bytes, timeout_s: float) -> bytes:
+    """What the program drew on the terminal until `needle` appeared or `timeout_s` passed."""
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        try:
+            seen += os.read(fd, 65536)
+        except OSError:
+            break
+    return seen
