@@ -29,13 +29,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def session() -> Iterator[str]:
-    """A detached 120x40 tmux session whose pane stays after the program exits."""
-    with tmux.session(REPO, 120, 40) as name:
-        yield name
-
-
 @contextlib.contextmanager
 def probed(tmp_path: Path, name: str = "a") -> Iterator[subprocess.Popen[bytes]]:
     """The data-bound test trainer under the probe, its ring in tmp_path/rings, until it

@@ -32,13 +32,6 @@ pytestmark = [
 
 
 @pytest.fixture
-def session() -> Iterator[str]:
-    """A detached 120x40 tmux session whose pane stays after the program exits."""
-    with tmux.session(REPO) as name:
-        yield name
-
-
-@pytest.fixture
 def trainers() -> Iterator[list[int]]:
     """PIDs of trainers a test left running on purpose: killed at the end."""
     pids: list[int] = []

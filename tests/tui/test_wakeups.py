@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,12 +24,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-
-
-@pytest.fixture
-def session() -> Iterator[str]:
-    with tmux.session(REPO, 100, 30) as name:
-        yield name
 
 
 def test_a_tick_wakes_the_sampler_and_the_app_only(session: str) -> None:
