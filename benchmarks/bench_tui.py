@@ -137,9 +137,22 @@ def process_count() -> int:
     return sum(1 for name in os.listdir("/proc") if name.isdigit())
 
 
+def settled_count(polls: int = 20, gap_s: float = 0.25) -> int:
+    """The process count once two looks agree: processes killed just before (another run's
+    sleepers) still hold their /proc entries until they are reaped."""
+    last = process_count()
+    for _ in range(polls):
+        time.sleep(gap_s)
+        now = process_count()
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def reach(target: int, sleepers: list[subprocess.Popen[bytes]]) -> None:
     """Start or end our sleepers until the machine holds about `target` processes."""
-    have = process_count()
+    have = settled_count()
     if have < target:
         sleepers += spawn_sleepers(target - have)
         return
