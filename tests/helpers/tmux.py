@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +16,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gputop.probe.ring import ENV_DIR
+from tests.helpers.processes import children
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable  # what the panes run
 
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 _OTHER_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][0-9A-Za-z])")
@@ -67,6 +73,21 @@ def spawn(name: str, command: str, *, tty_mode: bool = False) -> None:
     after = f"; {TTY_MODE}" if tty_mode else ""
     script = f"trap : INT; {command}; echo EXIT=$?{after}; sleep 60"
     tmux("respawn-pane", "-k", "-t", name, f"bash -c {shlex.quote(script)}")
+
+
+def pane_process(name: str, marker: bytes) -> int:
+    """The first process under the pane, breadth first, whose command line holds `marker`
+    (a program before the ones it started)."""
+    queue = [int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())]
+    while queue:
+        pid = queue.pop(0)
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+            queue += children(pid)
+        except OSError:  # gone meanwhile
+            continue
+    raise AssertionError(f"no {marker!r} under tmux session {name}")
 
 
 def screen(name: str, *, styled: bool = False) -> str:

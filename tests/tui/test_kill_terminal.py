@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from tests.helpers.processes import alive
 from tests.helpers.trainer_harness import LOADER_TRAINER, running_trainer
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_PYTHON = REPO / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+PYTHON = tmux.PYTHON
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),

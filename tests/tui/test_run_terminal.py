@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,7 @@ from tests.helpers import tmux
 from tests.helpers.processes import children, gone
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_PYTHON = REPO / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+PYTHON = tmux.PYTHON
 TRAINER = REPO / "tests" / "cli" / "interruptible.py"
 WORKERS_ADVICE = "Batches are loaded in the training process itself (num_workers=0)"
 QUESTION = "training is still running: Q stop it, d detach and leave it running, Esc cancel"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,6 @@ from tests.helpers import tmux
 from tests.helpers.processes import children, gone
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON = REPO / ".venv" / "bin" / "python"
 _tmux, _screen, _wait_for, _exit_code = tmux.tmux, tmux.screen, tmux.wait_for, tmux.exit_code
 
 
@@ -31,7 +29,7 @@ pytestmark = [
 
 def _entry() -> list[str]:
     """`python -m gputop --demo data-starved` from the project's venv."""
-    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    python = tmux.PYTHON
     return [python, "-m", "gputop", "--demo", "data-starved"]
 
 
@@ -78,16 +76,7 @@ def test_ctrl_c_exits_cleanly(session: str) -> None:
 
 def _own_demo_trainer(session: str) -> int:
     """The demo trainer this session's gputop started (other gputops may run here too)."""
-    queue = [int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())]
-    while queue:
-        pid = queue.pop(0)  # breadth first: the trainer comes before its workers
-        try:
-            if b"gputop.demo_trainer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return pid
-            queue += children(pid)
-        except OSError:  # gone meanwhile
-            continue
-    raise AssertionError(f"no demo trainer under tmux session {session}")
+    return tmux.pane_process(session, b"gputop.demo_trainer")
 
 
 def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:
@@ -182,7 +171,7 @@ def test_ctrl_c_during_the_splash_exits_0_and_restores_the_terminal(session: str
 
 def test_run_keeps_the_commands_output_off_the_screen(session: str, tmp_path: Path) -> None:
     """`gputop run`: the TUI attaches, CMD's output goes to the log, q exits with CMD's code."""
-    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    python = tmux.PYTHON
     script = REPO / "tests" / "cli" / "probed_exit3.py"
     log = tmp_path / "run.log"
     _spawn(session, f"env PYTHONPATH={REPO} TERM=xterm {python} -m gputop run --membw off "
@@ -199,7 +188,7 @@ def test_run_keeps_the_commands_output_off_the_screen(session: str, tmp_path: Pa
 def test_ctrl_c_at_any_moment_of_startup_exits_0(session: str) -> None:
     """Splash, handover, Textual start-up, running app: once anything is drawn, Ctrl-C
     quits with 0 (before that, Python is still importing and 130 is the convention)."""
-    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    python = tmux.PYTHON
     for delay in (0.0, 0.15, 0.3, 0.5, 0.8):
         _spawn(session, f"env PYTHONPATH={REPO} TERM=xterm {python} -m gputop --membw off")
         _wait_for(session, lambda s: "gputop" in s, timeout_s=60)

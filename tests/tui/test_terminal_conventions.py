@@ -11,7 +11,6 @@ import select
 import shutil
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
@@ -21,7 +20,6 @@ import pytest
 from tests.helpers import tmux
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON = REPO / ".venv" / "bin" / "python"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
@@ -32,7 +30,7 @@ SUMMARY = "of step time"  # the summary line: "data-bound  input-bound 98% of st
 
 
 def _demo(env: str, extra: str = "") -> str:
-    python = PYTHON if PYTHON.exists() else Path(sys.executable)
+    python = tmux.PYTHON
     return (f"env -u COLORTERM PYTHONPATH={REPO} {env} {python} -m gputop --demo data-starved"
             f" {extra}")
 
@@ -114,10 +112,10 @@ def test_a_terminal_that_goes_away_ends_gputop_cleanly(tmp_path: Path) -> None:
     master, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     log = tmp_path / "err.log"
-    python = PYTHON if PYTHON.exists() else Path(sys.executable)
+    python = tmux.PYTHON
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [str(python), "-m", "gputop"], stdin=terminal, stdout=terminal, stderr=err,
+            [python, "-m", "gputop"], stdin=terminal, stdout=terminal, stderr=err,
             env={**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)},
             start_new_session=True)
     os.close(terminal)

@@ -7,17 +7,14 @@ thread costs more than the work it wakes for (its caches went cold in the second
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import tmux
-from tests.helpers.processes import children
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON = REPO / ".venv" / "bin" / "python"
 WATCH_S = 4.0  # four ticks at the default interval
 
 pytestmark = [
@@ -27,10 +24,10 @@ pytestmark = [
 
 
 def test_a_tick_wakes_the_sampler_and_the_app_only(session: str) -> None:
-    python = str(PYTHON) if PYTHON.exists() else sys.executable
+    python = tmux.PYTHON
     tmux.spawn(session, f"env TERM=xterm-256color PYTHONPATH={REPO} {python} -m gputop")
     tmux.wait_for(session, lambda s: "%CPU" in s and "PID" in s)
-    pid = _gputop_pid(session)
+    pid = tmux.pane_process(session, b"-m\0gputop")  # not the shell that started it
     time.sleep(2.0)  # past start-up: the deferred sources are in
     before = _switches(pid)
     time.sleep(WATCH_S)
@@ -41,15 +38,6 @@ def test_a_tick_wakes_the_sampler_and_the_app_only(session: str) -> None:
         f"{len(woke)} of {len(after)} threads woke in {WATCH_S:g} s (expected the app's and "
         f"the sampler's): {sorted(woke)}")
     assert "EXIT=" not in tmux.screen(session)
-
-
-def _gputop_pid(session: str) -> int:
-    """The gputop process under the pane's shell."""
-    shell = int(tmux.tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-    for pid in children(shell):
-        if b"gputop" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return pid
-    raise AssertionError(f"no gputop under tmux session {session}")
 
 
 def _switches(pid: int) -> dict[int, int]:
