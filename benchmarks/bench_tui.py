@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,18 +104,25 @@ class ReplaySampler:
 def serve_replay(lines_file: Path) -> int:
     """Run the real app on frames recorded from this machine first (drawing cost only),
     counting the lines its panes mark for repaint into `lines_file`."""
-    from gputop.tui import run_tui
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from gputop.tui import paint, run_tui
     from gputop.tui.widgets.linepane import LinePane
     from gputop.wiring import build_sampler
 
     repainted = [0]
-    refresh = LinePane.refresh
+    repaint, relayout = paint.repaint, paint.relayout
 
-    def counted(pane: LinePane, *regions, **options):  # a region a line; none: the whole pane
-        repainted[0] += len(regions) or len(pane.lines)
-        return refresh(pane, *regions, **options)
+    def counted(widget: Widget, regions: Sequence[Region]) -> None:  # a region a line
+        repainted[0] += len(regions)
+        repaint(widget, regions)
 
-    setattr(LinePane, "refresh", counted)  # noqa: B010 (mypy would hold it to Widget's signature)
+    def counted_whole(widget: Widget) -> None:  # a new height: the whole pane again
+        repainted[0] += len(widget.lines) if isinstance(widget, LinePane) else widget.size.height
+        relayout(widget)
+
+    paint.repaint, paint.relayout = counted, counted_whole
 
     sampler = build_sampler(demo=None)
     sampler.prime()

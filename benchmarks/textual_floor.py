@@ -4,9 +4,9 @@ Run by bench_tui.py beside gputop-ui (the real app fed recorded frames), in a tm
 the same size: one widget, a timer on the app's own loop (no thread, no data), and each
 second a new strip for as many lines as gputop-ui marked for repaint in its last second
 (`--follow FILE`, the count it keeps there; without it, every line), ten styled spans a
-line as a process row has, through gputop's driver. What is left is what Textual costs to
-put those lines on the terminal: gputop-ui's CPU over this one says how far drawing is
-from the floor.
+line as a process row has, painted in one pass and written through gputop's driver. What
+is left is what Textual costs to put those lines on the terminal: gputop-ui's CPU over
+this one says how far drawing is from the floor.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from textual.widget import Widget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gputop.tui import paint
 from gputop.tui.driver import QuietLinuxDriver
 from gputop.tui.look import PLAIN
 
@@ -44,13 +45,14 @@ class EveryLine(Widget):
 
     def next_tick(self) -> None:
         """New content on as many lines as gputop-ui repainted (or on all), each marked dirty
-        as gputop's panes mark theirs."""
+        and painted in one pass as gputop's panes are (gputop.tui.paint)."""
         self.tick += 1
         self._strips.clear()
         width, height = self.size
         lines = min(height, self._lines_to_repaint(height))
         if lines:
-            self.refresh(*[Region(0, y, width, 1) for y in range(lines)])
+            with paint.together(self.screen):
+                paint.repaint(self, [Region(0, y, width, 1) for y in range(lines)])
 
     def _lines_to_repaint(self, height: int) -> int:
         if self._follow is None:

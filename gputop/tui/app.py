@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from gputop.model import Advice, Frame, Trend
+from gputop.tui import paint
 from gputop.tui.history import KEEP, History
 from gputop.tui.lines import Line
 from gputop.tui.look import PLAIN
@@ -218,7 +219,8 @@ class GputopApp(App[int]):
         self._keep_final_advice(frame)
         if self._want_attach is not None:
             self._attach_pending(self._want_attach)
-        self.refresh_panes()
+        with paint.together(self.screen):
+            self.refresh_panes()
         if self._leave_on_next_frame:
             self.exit()
 

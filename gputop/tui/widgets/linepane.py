@@ -18,6 +18,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.tui import paint
 from gputop.tui.lines import STYLE_WORDS, Line
 
 STRIP_SLACK = 16  # strips kept beyond twice the lines shown, for lines that come back
@@ -85,19 +86,20 @@ class LinePane(Widget):
         return "\n".join("".join(text for text, _ in line) for line in self._lines)
 
     def set_lines(self, lines: Sequence[Line]) -> None:
-        """Show `lines`: repaint only rows whose spans changed; re-layout only on a new height."""
+        """Show `lines`: repaint only rows whose spans changed (with the frame's other panes
+        when a `paint.together` batch is open); re-layout only on a new height."""
         old, self._lines = self._lines, list(lines)
         if self.AUTO_HEIGHT and len(old) != len(self._lines):
             self.styles.height = len(self._lines)
             self.display = bool(self._lines)
-            self.refresh()
+            paint.relayout(self)
             return
         width = self.size.width
         changed = [Region(0, y, width, 1)
                    for y, (before, after) in enumerate(zip_longest(old, self._lines))
                    if before != after]
-        if changed:  # one refresh for them all: each call clears caches and checks idle
-            self.refresh(*changed)
+        if changed:  # one repaint for them all: each refresh clears caches and checks idle
+            paint.repaint(self, changed)
 
     def notify_style_update(self) -> None:
         """Theme or CSS changed: forget every cached style and strip."""
