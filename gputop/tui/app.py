@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import functools
 import gc
 import operator
@@ -23,7 +24,7 @@ from gputop.tui import paint
 from gputop.tui.history import KEEP, History
 from gputop.tui.lines import Line
 from gputop.tui.look import PLAIN
-from gputop.tui.messages import FrameReady, HeaderClicked, HostChosen, RowActivated
+from gputop.tui.messages import HeaderClicked, HostChosen, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
 from gputop.tui.views.advice import advice_lines
@@ -190,17 +191,28 @@ class GputopApp(App[int]):
         self.look = PLAIN  # how the terminal draws (build_app sets it; the driver reads it)
         self.replay = sampler if isinstance(sampler, ReplayControls) else None
         self.fleet = isinstance(sampler, FleetFeed)  # the fleet screens, not this machine's
+        self._frame_context: contextvars.Context | None = None  # on_mount sets it
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
     def _wake(self) -> None:
-        self.post_message(FrameReady())
+        """On the sampler thread: have the app's loop show the parked frame in its next turn,
+        a plain callback (a message would take the app's queue, its task and a dispatch)."""
+        loop, context = self._loop, self._frame_context
+        if loop is None or context is None or self._closing:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed as the app ends
+            loop.call_soon_threadsafe(self._show_parked, context=context)
 
-    def on_frame_ready(self, _message: FrameReady) -> None:
-        """Take the newest parked frame and show it."""
-        frame = self.slot.take()
-        if frame is not None:
-            self.show_frame(frame)
+    def _show_parked(self) -> None:
+        """Take the newest parked frame and show it; a bug ends the app as a message
+        handler's would (its traceback shown), never silently."""
+        try:
+            frame = self.slot.take()
+            if frame is not None:
+                self.show_frame(frame)
+        except Exception as error:
+            self._handle_exception(error)
 
     def show_frame(self, frame: Frame) -> None:
         """Render one Frame into every pane."""
@@ -284,6 +296,7 @@ class GputopApp(App[int]):
         self.set_interval(FULL_GC_EVERY_S, self.collect_garbage)
         if self.fleet:
             self.push_screen(FleetScreen())
+        self._frame_context = contextvars.copy_context()  # the app's: Textual finds it there
         frame = self.slot.listen(self._wake)
         if frame is not None:
             self.show_frame(frame)

@@ -1,18 +1,10 @@
-"""Messages the sampler thread and the widgets post to the app."""
+"""Messages the widgets post to the app."""
 
 from __future__ import annotations
 
 from textual.message import Message
 
 from gputop.tui.views.processes import Row
-
-
-class FrameReady(Message):
-    """A new Frame is waiting in the app's slot; a burst of these collapses into one."""
-
-    def can_replace(self, message: Message) -> bool:
-        """An older FrameReady still queued says nothing this one does not."""
-        return isinstance(message, FrameReady)
 
 
 class RowActivated(Message):

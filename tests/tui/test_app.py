@@ -57,6 +57,31 @@ async def test_frames_from_the_sampler_thread_are_rendered() -> None:
         assert "scenario idle" in _text(app, "header")
 
 
+@sync
+async def test_a_bug_drawing_a_frame_from_the_sampler_thread_ends_the_app_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frame is shown by a callback on the app's loop, not a message handler: a bug in
+    it still ends the app with its traceback (exit code 1), never a frozen screen."""
+    import threading
+
+    app, sampler = _app()
+
+    def broken(frame: Frame) -> None:
+        raise RuntimeError("a bug drawing the frame")
+
+    with pytest.raises(RuntimeError, match="a bug drawing the frame"):
+        async with app.run_test(size=(120, 40)) as pilot:
+            monkeypatch.setattr(app, "show_frame", broken)
+            assert sampler.on_frame is not None
+            thread = threading.Thread(target=sampler.on_frame, args=(frames("idle", 1)[0],))
+            thread.start()
+            thread.join()
+            for _ in range(20):
+                await pilot.pause()
+    assert app.return_code == 1
+
+
 @pytest.mark.parametrize(("key", "first"), [("n", 1), ("m", 5310), ("g", 4242), ("c", 4242)])
 @sync
 async def test_sort_keys(key: str, first: int) -> None:

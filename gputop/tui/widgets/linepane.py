@@ -49,9 +49,10 @@ class PaneStrip(Strip):
 
 
 class LinePane(Widget):
-    """Renders a list of Lines; each line's Strip is cached by its spans and the width.
+    """Renders a list of Lines; each line's Strip is cached by its spans and the width, and
+    kept on its line while the line is unchanged (a frame draws it again with no lookup).
 
-    The cache keeps the most recently drawn strips, at most twice the lines shown plus
+    The cache keeps the strips most recently put on a line, at most twice the lines shown plus
     STRIP_SLACK: lines that change every tick (counters, bars) leave strips that are never
     drawn again, and a bound near the pane's size keeps memory flat from the first
     seconds on (a cap of hundreds, cleared at once, filled for minutes in quiet panes).
@@ -64,6 +65,7 @@ class LinePane(Widget):
         super().__init__(id=id, classes=classes)
         self._lines: list[Line] = []
         self._strips: dict[tuple[Line, int], PaneStrip] = {}
+        self._shown: list[PaneStrip | None] = []  # each line's strip, while the line stays
         self._span_styles: dict[str, Style] = {}
         self._blank: PaneStrip | None = None
         if self.AUTO_HEIGHT:
@@ -89,28 +91,36 @@ class LinePane(Widget):
         """Show `lines`: repaint only rows whose spans changed (with the frame's other panes
         when a `paint.together` batch is open); re-layout only on a new height."""
         old, self._lines = self._lines, list(lines)
+        changed = [y for y, (before, after) in enumerate(zip_longest(old, self._lines))
+                   if before != after]
+        shown = self._shown
+        del shown[len(self._lines):]
+        shown += [None] * (len(self._lines) - len(shown))
+        for y in changed:
+            if y < len(shown):
+                shown[y] = None
         if self.AUTO_HEIGHT and len(old) != len(self._lines):
             self.styles.height = len(self._lines)
             self.display = bool(self._lines)
             paint.relayout(self)
             return
-        width = self.size.width
-        changed = [Region(0, y, width, 1)
-                   for y, (before, after) in enumerate(zip_longest(old, self._lines))
-                   if before != after]
         if changed:  # one repaint for them all: each refresh clears caches and checks idle
-            paint.repaint(self, changed)
+            width = self.size.width
+            paint.repaint(self, [Region(0, y, width, 1) for y in changed])
 
     def notify_style_update(self) -> None:
         """Theme or CSS changed: forget every cached style and strip."""
         super().notify_style_update()
         self._span_styles.clear()
-        self._strips.clear()
-        self._blank = None
+        self._forget_strips()
 
     def on_resize(self) -> None:
         """Widths changed: old strips no longer fit."""
+        self._forget_strips()
+
+    def _forget_strips(self) -> None:
         self._strips.clear()
+        self._shown = [None] * len(self._lines)
         self._blank = None
 
     def render_lines(self, crop: Region) -> list[Strip]:
@@ -122,17 +132,26 @@ class LinePane(Widget):
         return list(strips)
 
     def _strip(self, y: int, width: int) -> PaneStrip:
-        if y >= len(self._lines):
+        """Line `y`'s strip: the one it had while unchanged, else from the cache."""
+        shown = self._shown
+        if y >= len(shown):
             if self._blank is None:
                 self._blank = self._build((), width)
             return self._blank
-        line = self._lines[y]
+        strip = shown[y]
+        if strip is None or strip.cell_length != width:  # drawn at a new width before on_resize
+            strip = shown[y] = self._cached(self._lines[y], width)
+        return strip
+
+    def _cached(self, line: Line, width: int) -> PaneStrip:
+        """`line`'s strip from the cache (made and added when missing), now the newest: the
+        cache drops the strips least recently put on a line."""
         key = (line, width)
         strip = self._strips.pop(key, None)  # put back below as the newest
         if strip is None:
             strip = self._build(line, width)
             while len(self._strips) >= 2 * len(self._lines) + STRIP_SLACK:
-                del self._strips[next(iter(self._strips))]  # the least recently drawn
+                del self._strips[next(iter(self._strips))]
         self._strips[key] = strip
         return strip
 
