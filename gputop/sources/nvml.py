@@ -51,10 +51,11 @@ class NoGpuSource:
 
     def __init__(self, note: str) -> None:
         self.note = note
+        self._report = GpuReport(source="none", note=note)
 
     def sample(self) -> GpuReport:
-        """The same empty report every tick."""
-        return GpuReport(source="none", note=self.note)
+        """The same empty report every tick (one object: nothing in it changes)."""
+        return self._report
 
     def close(self) -> None:
         """Nothing to release."""
