@@ -40,16 +40,21 @@ async def test_sampling_starts_before_mount_and_an_early_frame_is_shown() -> Non
         assert 4242 in _pids(app)
 
 
-@sync
-async def test_frames_from_the_sampler_thread_are_rendered() -> None:
+def _deliver_from_a_thread(sampler: FedSampler, frame: Frame) -> None:
+    """Hand `frame` to the app as the sampler thread does: from a thread of its own."""
     import threading
 
+    assert sampler.on_frame is not None
+    thread = threading.Thread(target=sampler.on_frame, args=(frame,))
+    thread.start()
+    thread.join()
+
+
+@sync
+async def test_frames_from_the_sampler_thread_are_rendered() -> None:
     app, sampler = _app()
     async with app.run_test(size=(120, 40)) as pilot:
-        assert sampler.on_frame is not None
-        thread = threading.Thread(target=sampler.on_frame, args=(frames("idle", 1)[0],))
-        thread.start()
-        thread.join()
+        _deliver_from_a_thread(sampler, frames("idle", 1)[0])
         for _ in range(20):
             await pilot.pause()
             if app.frame is not None:
@@ -63,8 +68,6 @@ async def test_a_bug_drawing_a_frame_from_the_sampler_thread_ends_the_app_loudly
 ) -> None:
     """The frame is shown by a callback on the app's loop, not a message handler: a bug in
     it still ends the app with its traceback (exit code 1), never a frozen screen."""
-    import threading
-
     app, sampler = _app()
 
     def broken(frame: Frame) -> None:
@@ -73,10 +76,7 @@ async def test_a_bug_drawing_a_frame_from_the_sampler_thread_ends_the_app_loudly
     with pytest.raises(RuntimeError, match="a bug drawing the frame"):
         async with app.run_test(size=(120, 40)) as pilot:
             monkeypatch.setattr(app, "show_frame", broken)
-            assert sampler.on_frame is not None
-            thread = threading.Thread(target=sampler.on_frame, args=(frames("idle", 1)[0],))
-            thread.start()
-            thread.join()
+            _deliver_from_a_thread(sampler, frames("idle", 1)[0])
             for _ in range(20):
                 await pilot.pause()
     assert app.return_code == 1
