@@ -197,6 +197,9 @@ class ProcProcessSource:
         self._users: dict[int, str] = {}
         self._ticks = 0
         self._recheck: set[int] = set()  # read stat next tick: their parent vanished
+        # The long-quiet (DEEP_QUIET_TICKS) by look phase, pid % DEEP_LOOK_EVERY: on a tick
+        # the loop would skip three of these four, they are carried over whole instead.
+        self._asleep: list[dict[int, _Tracked]] = [{} for _ in range(DEEP_LOOK_EVERY)]
         self._order: list[int] = []  # tracked pids, sorted, as of the last change
         self._on_gpu: set[int] = set()  # pids NVML listed last tick
         self.listings = 0
@@ -263,8 +266,8 @@ class ProcProcessSource:
     ) -> tuple[dict[int, _Tracked], list[_Tracked], list[_Tracked], set[int]]:
         """Every live process, those whose row may have changed, those that appeared or
         changed parent or name, and the PIDs that vanished (or went to a new process). A
-        quiet process costs one pread and no object, a long-quiet one every other tick
-        nothing: this loop runs for every process."""
+        quiet process costs one pread and no object, a long-quiet one nothing on three ticks
+        of four: the loop runs for every process but those, which are carried over whole."""
         old = self._tracked
         pids, probed = self._pids_to_read(old)
         dt = None if last is None else now - last
@@ -285,6 +288,16 @@ class ProcProcessSource:
         born_gone = 0  # PIDs born since the last look and already gone
         skipped: list[int] = []
         tracked: dict[int, _Tracked] = {}
+        asleep = self._asleep
+        if gate and counts_ends:  # the long-quiet the loop would skip, carried over unlooped
+            resting = [b for phase, b in enumerate(asleep) if b and (phase + ticks) & deep_mask]
+            if resting:
+                carried = set().union(*resting)
+                pids = (old.keys() - carried if pids is old
+                        else [pid for pid in pids if pid not in carried])
+                for bucket in resting:
+                    tracked.update(bucket)
+                    skipped.extend(bucket)
         touched: list[_Tracked] = []
         moved: list[_Tracked] = []
         replaced: set[int] = set()
@@ -328,6 +341,8 @@ class ProcProcessSource:
                                 touched.append(t)
                             t.seen_at = ticks
                             tracked[pid] = t
+                            if idle > DEEP_QUIET_TICKS:
+                                asleep[pid % DEEP_LOOK_EVERY][pid] = t
                             continue
                         t.sched, t.ran_at = sched, ticks
                 data = read(pid)
@@ -356,6 +371,11 @@ class ProcProcessSource:
                     touched.append(t)
                 t.seen_at = ticks
                 tracked[pid] = t
+                if ticks - t.ran_at > DEEP_QUIET_TICKS and t.num_threads == 1 and (
+                        pid not in recheck):
+                    asleep[pid % DEEP_LOOK_EVERY][pid] = t
+                else:
+                    asleep[pid % DEEP_LOOK_EVERY].pop(pid, None)
             if not (skipped and counts_ends and self._unseen_ends(old, tracked, replaced,
                                                                   born_gone)):
                 break
@@ -371,6 +391,8 @@ class ProcProcessSource:
         # A process that vanished may have left children re-parented while asleep: only
         # theirs is a ppid that can change without running.
         self._recheck = {pid for pid, t in tracked.items() if t.ppid in gone} if gone else set()
+        for pid in gone | self._recheck:  # gone, or to be read next tick
+            asleep[pid % DEEP_LOOK_EVERY].pop(pid, None)
         self._tracked = tracked
         return tracked, touched, moved, gone
 

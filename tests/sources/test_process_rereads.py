@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from gputop.model import GpuReport, ProcessSample
 from gputop.sources.processes import (
@@ -245,4 +246,37 @@ def test_deep_quiet_processes_are_looked_at_every_fourth_tick_and_never_outstay_
         assert 100 / (woken[1] - asleep[0]) <= cpu <= 100 / (woken[0] - asleep[1])
     finally:
         watch.close()
+        source.close()
+
+
+class _Visits(dict[int, Any]):
+    """The source's tracked processes, noting each one its scan looks up (once a visit)."""
+
+    def __init__(self, tracked: dict[int, Any]) -> None:
+        super().__init__(tracked)
+        self.looked_up: list[int] = []
+
+    def get(self, pid: int, default: Any = None) -> Any:
+        self.looked_up.append(pid)
+        return super().get(pid, default)
+
+
+def test_a_tick_visits_only_the_long_quiet_processes_it_looks_at(tmp_path: Path) -> None:
+    """Three of every four long-quiet processes are carried over whole each tick, not
+    visited one by one only to be skipped: beside thousands of idle processes, a tick's loop
+    runs for a quarter of them."""
+    _tree(tmp_path)
+    _threads(tmp_path, 500)
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    try:
+        for _ in range(DEEP_QUIET_TICKS + REFRESH_TICKS):
+            source.sample(GPU_NONE)
+        for _ in range(DEEP_LOOK_EVERY):
+            visits = _Visits(source._tracked)
+            source._tracked = visits
+            rows = source.sample(GPU_NONE).rows
+            assert set(QUIET) <= {row.pid for row in rows}  # carried, still listed
+            visited = [pid for pid in visits.looked_up if pid in QUIET]
+            assert len(visited) == len(QUIET) // DEEP_LOOK_EVERY, visited
+    finally:
         source.close()
