@@ -371,8 +371,8 @@ class ProcProcessSource:
                     touched.append(t)
                 t.seen_at = ticks
                 tracked[pid] = t
-                if ticks - t.ran_at > DEEP_QUIET_TICKS and t.num_threads == 1 and (
-                        pid not in recheck):
+                if gate and ticks - t.ran_at > DEEP_QUIET_TICKS and t.num_threads == 1 and (
+                        pid not in recheck):  # without the gate none is carried: none kept
                     asleep[pid % DEEP_LOOK_EVERY][pid] = t
                 else:
                     asleep[pid % DEEP_LOOK_EVERY].pop(pid, None)
