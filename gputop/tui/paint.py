@@ -4,16 +4,23 @@ Textual repaints through messages: a pane that refreshes wakes its own task, whi
 screen, which arms a 1/60 s timer that composes and writes the update. On a 1 Hz monitor
 that is a task switch per pane and a second wake-up of the app's thread a tick (each paid
 with caches gone cold in the second between). While a frame is shown, the panes instead
-hand their changed lines to the open batch, which marks them and has the screen compose
-and write them when it closes. What the batch cannot paint alone (a pane that changes
-height, a layout or repaint already pending, a screen not on top) takes Textual's way.
+hand their changed lines to the open batch, which writes them when it closes: each row
+rendered by its pane alone and put at its place on the screen, as Textual's compositor
+writes it (which renders every line of every widget under the changed rows, the screen's
+own background included, to keep the few that changed). What the batch cannot paint alone
+(a pane that changes height, a layout or repaint already pending, a screen not on top, a
+pane partly out of view or under another widget, such as a notification) takes Textual's
+way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import cast
 
+from rich.console import Console, RenderableType
+from textual._compositor import CompositorUpdate
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.widget import Widget
@@ -66,11 +73,16 @@ def together(screen: Screen[object]) -> Iterator[None]:
 
 
 def _paint(screen: Screen[object], batch: _Batch) -> None:
-    """Compose and write the batch's regions now, or leave them to Textual's update timer
-    where something else must happen first."""
+    """Write the batch's rows now (each alone where it can be, else composed by the screen),
+    or leave them to Textual's update timer where something else must happen first."""
     if batch.relayout or not _paints_alone(screen, batch.regions):
         for widget, regions in batch.regions.items():
             widget.refresh(*regions)
+        return
+    update = _rows_alone(screen, batch.regions)
+    if update is not None:
+        # _display writes any CompositorUpdate by render_segments (Textual's types say renderable)
+        screen.app._display(screen, cast(RenderableType, update))
         return
     for widget, regions in batch.regions.items():
         widget._set_dirty(*regions)
@@ -87,3 +99,49 @@ def _paints_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -
                      or screen._dirty_widgets)
             and all(widget.is_mounted and widget.screen is screen
                     and widget in screen._compositor.visible_widgets for widget in widgets))
+
+
+class RowsUpdate(CompositorUpdate):
+    """Rows of panes rendered and placed, written by `App._display` as Textual's own
+    updates are (in a synchronized update, the cursor put back after)."""
+
+    __slots__ = ("sequences",)
+
+    def __init__(self, sequences: str) -> None:
+        self.sequences = sequences
+
+    def render_segments(self, console: Console) -> str:
+        return self.sequences
+
+
+def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> RowsUpdate | None:
+    """The batch's rows, each rendered by its own pane, or None where a pane is partly out
+    of view or another widget overlaps it (the compositor must combine them)."""
+    if screen.app.is_inline:
+        return None
+    visible = screen._compositor.visible_widgets
+    console = screen.app.console
+    sequences: list[str] = []
+    for widget, regions in widgets.items():
+        region, clip = visible[widget]
+        if not clip.contains_region(region) or _overlapped(widget, region, visible):
+            return None
+        x, top, width = region.x, region.y, region.width
+        row_sequence = getattr(widget, "row_sequence", None)
+        for row in regions:
+            for y in range(row.y, row.bottom):
+                sequences.append(f"\x1b[{top + y + 1};{x + 1}H")  # Control.move_to(x, top + y)
+                if row_sequence is not None:  # a LinePane renders a row with no Strip
+                    sequences.append(row_sequence(y, width, console))
+                else:
+                    sequences.append(widget.render_lines(Region(0, y, width, 1))[0]
+                                     .render(console))
+    return RowsUpdate("".join(sequences))
+
+
+def _overlapped(widget: Widget, region: Region,
+                visible: dict[Widget, tuple[Region, Region]]) -> bool:
+    """Whether a visible widget other than `widget` and those it lies in overlaps `region`."""
+    below = set(widget.ancestors_with_self)
+    return any(other not in below and region.overlaps(other_region)
+               for other, (other_region, _clip) in visible.items())

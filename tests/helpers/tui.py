@@ -271,10 +271,10 @@ def sync(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
 
 
 @asynccontextmanager
-async def running(app: GputopApp, *shown: Frame, size: tuple[int, int] = (120, 40)
-                  ) -> AsyncIterator[Pilot[int]]:
+async def running(app: GputopApp, *shown: Frame, size: tuple[int, int] = (120, 40),
+                  notifications: bool = False) -> AsyncIterator[Pilot[int]]:
     """`app` run headless at `size`, handed `shown` in order and settled: its Pilot."""
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=size, notifications=notifications) as pilot:
         for frame in shown:
             app.show_frame(frame)
         await pilot.pause()

@@ -1,13 +1,18 @@
 """A frame's changed lines are composed and written while the frame is shown, in one pass:
-no message round per pane, no 1/60 s update timer to wake the app's thread a second time.
-Where that cannot be done alone (a pane changes height, a page is on top), Textual paints."""
+no message round per pane, no 1/60 s update timer to wake the app's thread a second time,
+each changed row rendered alone, as Textual's compositor would write it. Where that cannot
+be done alone (a pane changes height, a page is on top, a notification over a pane),
+Textual paints."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from textual.screen import Screen
 
-from gputop.tui import build_app
+from gputop.model import Frame
+from gputop.tui import build_app, paint
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
@@ -17,6 +22,87 @@ from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 def _app() -> GputopApp:
     return build_app(FedSampler())
+
+
+def _written(app: GputopApp, monkeypatch: pytest.MonkeyPatch) -> list[dict[tuple[int, int], str]]:
+    """What each update written from now on puts where: (row, column) to the sequences
+    written there (the text with its styles), as a terminal would take them."""
+    written: list[dict[tuple[int, int], str]] = []
+
+    def record(screen: Screen[object], renderable: object) -> None:
+        sequences = renderable.render_segments(app.console)  # type: ignore[attr-defined]
+        parts = re.split(r"\x1b\[(\d+);(\d+)H", sequences.replace("\n", ""))
+        written.append({(int(row), int(column)): text for row, column, text
+                        in zip(parts[1::3], parts[2::3], parts[3::3], strict=True)})
+
+    monkeypatch.setattr(app, "_display", spy(app._display, record))
+    return written
+
+
+async def _writes_for(later: list[Frame], monkeypatch: pytest.MonkeyPatch
+                      ) -> list[dict[tuple[int, int], str]]:
+    """What showing each of `later` after the first five writes, on a fresh app."""
+    app = _app()
+    async with running(app, *later[:5], size=(120, 40)) as pilot:
+        written = _written(app, monkeypatch)
+        for frame in later[5:]:
+            app.show_frame(frame)
+            await pilot.pause()
+        return written
+
+
+@pytest.mark.parametrize("no_color", ["", "1"])
+@sync
+async def test_a_frames_rows_are_written_as_textuals_compositor_writes_them(
+    monkeypatch: pytest.MonkeyPatch, no_color: str,
+) -> None:
+    monkeypatch.setenv("NO_COLOR", no_color)
+    later = frames("data-starved", 9, attach=True)
+    alone = await _writes_for(later, monkeypatch)
+    monkeypatch.setattr(paint, "_rows_alone", lambda screen, widgets: None)
+    composed = await _writes_for(later, monkeypatch)
+    assert all(alone) and len(alone) == len(composed) == 4
+    assert alone == composed, "a row was written otherwise than Textual's compositor writes it"
+
+
+@sync
+async def test_a_frame_renders_its_changed_rows_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not every line of every widget under them, the screen's own background included."""
+    app = _app()
+    later = frames("data-starved", 8)
+    async with running(app, *later[:5], size=(120, 40)):
+        rendered: list[object] = []
+        for widget in (app.screen, *app.query(LinePane)):
+            monkeypatch.setattr(widget, "render_lines", spy(widget.render_lines, rendered.append))
+        written = _written(app, monkeypatch)
+        app.show_frame(later[5])
+        assert written and written[0], "the frame changed no row"
+        assert rendered == [], "whole widgets were rendered for a frame's changed rows"
+
+
+@sync
+async def test_rows_under_a_notification_are_composed_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A notification tall enough to cover the GPU rows, which change every frame."""
+    app = _app()
+    later = frames("data-starved", 8)
+    async with running(app, *later[:5], size=(120, 40), notifications=True) as pilot:
+        app.notify("\n".join(f"note {n}" for n in range(34)), timeout=60)
+        await pilot.pause(0.3)
+        toast = next(region for widget, (region, _) in app.screen._compositor.visible_widgets
+                     .items() if type(widget).__name__ == "Toast")
+        written = _written(app, monkeypatch)
+        for frame in later[5:]:
+            app.show_frame(frame)
+            await pilot.pause()
+        rows_under = {row for update in written for row, _ in update
+                      if row - 1 in range(toast.y, toast.bottom)}
+        assert rows_under, "no frame changed a row under the notification"
+        notes = [update[row, toast.x + 1] for update in written for row in rows_under
+                 if (row, toast.x + 1) in update]
+        assert len(notes) >= len(rows_under), "a row was written over the notification"
+        assert any("note" in text for text in notes)
 
 
 def _displayed(app: GputopApp, monkeypatch: pytest.MonkeyPatch) -> list[Screen[object]]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import zip_longest
 
+from rich.color import ColorSystem
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
-from textual.filter import ANSIToTruecolor
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -67,6 +69,7 @@ class LinePane(Widget):
         self._strips: dict[tuple[Line, int], PaneStrip] = {}
         self._shown: list[PaneStrip | None] = []  # each line's strip, while the line stays
         self._span_styles: dict[str, Style] = {}
+        self._span_codes: dict[str, tuple[str, str]] = {}  # each word's escapes, around text
         self._blank: PaneStrip | None = None
         if self.AUTO_HEIGHT:
             self.styles.height = 0
@@ -112,6 +115,7 @@ class LinePane(Widget):
         """Theme or CSS changed: forget every cached style and strip."""
         super().notify_style_update()
         self._span_styles.clear()
+        self._span_codes.clear()
         self._forget_strips()
 
     def on_resize(self) -> None:
@@ -130,6 +134,33 @@ class LinePane(Widget):
         if crop.x or crop.width != width:
             strips = [strip.cut(crop.x, crop.right) for strip in strips]
         return list(strips)
+
+    def row_sequence(self, y: int, width: int, console: Console) -> str:
+        """Row `y` at `width` as terminal sequences, the same as its strip renders to but
+        made from the spans and each style word's escapes (no Segment, no Strip)."""
+        line = self._lines[y] if y < len(self._lines) else ()
+        codes = self._span_codes
+        parts: list[str] = []
+        used = 0
+        for text, word in line:
+            if used >= width:
+                break
+            text = text[: width - used]
+            before, after = codes.get(word) or self._codes(word, console)
+            parts += (before, text, after)
+            used += len(text)
+        if used < width:
+            before, after = codes.get("plain") or self._codes("plain", console)
+            parts += (before, " " * (width - used), after)
+        return "".join(parts)
+
+    def _codes(self, word: str, console: Console) -> tuple[str, str]:
+        """The escapes a strip renders before and after a span styled `word` (filtered)."""
+        style = self._filtered(self._style(word))
+        color_system = console._color_system or ColorSystem.TRUECOLOR
+        before, after = Strip.render_style(style, "\0", color_system).split("\0")
+        self._span_codes[word] = before, after
+        return before, after
 
     def _strip(self, y: int, width: int) -> PaneStrip:
         """Line `y`'s strip: the one it had while unchanged, else from the cache."""
@@ -166,12 +197,26 @@ class LinePane(Widget):
             used += len(text)
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
-        filters = [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
+        filters = self._filters()
         if filters:
             background = self.background_colors[1]
             for line_filter in filters:
                 segments = line_filter.apply(segments, background)
         return PaneStrip(segments, width)
+
+    def _filters(self) -> list[LineFilter]:
+        return [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
+
+    def _filtered(self, style: Style) -> Style:
+        """`style` as the app's line filters leave it (each maps a segment's style alone)."""
+        filters = self._filters()
+        if not filters:
+            return style
+        segments = [Segment("x", style)]
+        background = self.background_colors[1]
+        for line_filter in filters:
+            segments = line_filter.apply(segments, background)
+        return segments[0].style or Style()
 
     def _style(self, word: str) -> Style:
         style = self._span_styles.get(word)
