@@ -4,9 +4,10 @@ Run by bench_tui.py beside gputop-ui (the real app fed recorded frames), in a tm
 the same size: one widget, a timer on the app's own loop (no thread, no data), and each
 second a new strip for as many lines as gputop-ui marked for repaint in its last second
 (`--follow FILE`, the count it keeps there; without it, every line), ten styled spans a
-line as a process row has, painted in one pass and written through gputop's driver. What
-is left is what Textual costs to put those lines on the terminal: gputop-ui's CPU over
-this one says how far drawing is from the floor.
+line as a process row has, painted in one pass as gputop's panes are (gputop.tui.paint:
+each row rendered alone, here through Textual's Strip, and written through gputop's
+driver). What is left is what it costs to put those lines on the terminal from a Textual
+app: gputop-ui's CPU over this one says how far drawing is from the floor.
 """
 
 from __future__ import annotations
