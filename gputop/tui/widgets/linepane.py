@@ -1,9 +1,10 @@
 """A widget that paints Lines through cached Strips and repaints only the lines that changed.
 
 Its strips skip Textual's styles cache, so the app's line filters (NO_COLOR's NoColor,
-Textual's monochrome) are applied here, once per cached strip. ANSI-to-RGB is left out: the
-panes' colours come from the theme, never from ANSI names, so it would change nothing at
-~16 us a line.
+Textual's monochrome) are applied here, once per cached strip, and once per style word for
+the rows a frame writes alone (gputop.tui.paint), which are made from the spans.
+ANSI-to-RGB is left out: the panes' colours come from the theme, never from ANSI names, so
+it would change nothing at ~16 us a line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from rich.color import ColorSystem
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
-from textual.filter import ANSIToTruecolor, LineFilter
+from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -156,7 +157,7 @@ class LinePane(Widget):
 
     def _codes(self, word: str, console: Console) -> tuple[str, str]:
         """The escapes a strip renders before and after a span styled `word` (filtered)."""
-        style = self._filtered(self._style(word))
+        style = self._filtered([Segment("x", self._style(word))])[0].style or Style()
         color_system = console._color_system or ColorSystem.TRUECOLOR
         before, after = Strip.render_style(style, "\0", color_system).split("\0")
         self._span_codes[word] = before, after
@@ -197,26 +198,16 @@ class LinePane(Widget):
             used += len(text)
         if used < width:
             segments.append(Segment(" " * (width - used), self._style("plain")))
-        filters = self._filters()
+        return PaneStrip(self._filtered(segments), width)
+
+    def _filtered(self, segments: list[Segment]) -> list[Segment]:
+        """`segments` through the app's line filters (each maps a segment's style alone)."""
+        filters = [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
         if filters:
             background = self.background_colors[1]
             for line_filter in filters:
                 segments = line_filter.apply(segments, background)
-        return PaneStrip(segments, width)
-
-    def _filters(self) -> list[LineFilter]:
-        return [f for f in self.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
-
-    def _filtered(self, style: Style) -> Style:
-        """`style` as the app's line filters leave it (each maps a segment's style alone)."""
-        filters = self._filters()
-        if not filters:
-            return style
-        segments = [Segment("x", style)]
-        background = self.background_colors[1]
-        for line_filter in filters:
-            segments = line_filter.apply(segments, background)
-        return segments[0].style or Style()
+        return segments
 
     def _style(self, word: str) -> Style:
         style = self._span_styles.get(word)
