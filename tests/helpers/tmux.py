@@ -42,10 +42,18 @@ def tmux(*args: str) -> str:
         _server_started = True
         subprocess.run(["tmux", "-L", SOCKET, "start-server", ";", "set-option", "-g",
                         "exit-empty", "off"], check=True, capture_output=True, timeout=30)
-        atexit.register(subprocess.run, ["tmux", "-L", SOCKET, "kill-server"],
-                        capture_output=True, timeout=30)
+        atexit.register(_stop_server, subprocess.run(
+            ["tmux", "-L", SOCKET, "display-message", "-p", "#{socket_path}"],
+            capture_output=True, text=True, timeout=30).stdout.strip())
     return subprocess.run(["tmux", "-L", SOCKET, *args], check=True, capture_output=True,
                           text=True, timeout=30).stdout
+
+
+def _stop_server(socket_path: str) -> None:
+    """End this run's server and remove its socket (a killed server leaves the file)."""
+    subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True, timeout=30)
+    if socket_path:
+        Path(socket_path).unlink(missing_ok=True)
 
 
 @contextmanager
