@@ -237,7 +237,8 @@ class RecordWriter:
                         "driver_version": gpu.driver_version, "scenario": gpu.scenario}),
             scaled_whole(host.cpu_percent, 10), per_cpu,
             host.memory_available_bytes, host.swap_used_bytes,
-            *(scaled(v, 100) for v in host.load_average), round(host.uptime_s),
+            # uptime cut down to the second, never rounded up: the screen cuts it to the minute
+            *(scaled(v, 100) for v in host.load_average), int(host.uptime_s),
             len(frame.processes), self._errors(frame), per_cpu_classes))
         self._gpus(fid, gpu.gpus)
         on_gpus = [(g.index, i, p.pid, in_units(p.memory_used_bytes, MIB),

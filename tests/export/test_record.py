@@ -21,6 +21,7 @@ from gputop.export.record import (
 from gputop.model import Advice, AttachState, MemoryBandwidthSample, StepRecord, TrainerConfig
 from gputop.recording import SCHEMA
 from gputop.sources.replay import Recording, ReplayError
+from gputop.tui.views.header import header_lines
 from tests.helpers.builders import GIB, frame, gpu, process, trainer_with_workers
 
 MS = 1_000_000
@@ -344,3 +345,17 @@ def test_a_command_line_longer_than_any_screen_is_cut(tmp_path: Path) -> None:
     stored = Recording(str(path)).frame(0).processes[0].cmdline
     assert stored[:2] == long[:2] and stored[2].endswith("…") and len(stored) == 3
     assert len(" ".join(stored)) == COMMAND_CHARS + 1
+
+
+@pytest.mark.parametrize("uptime_s", [3599.6, 3600.4, 86399.5])
+def test_the_replays_header_shows_the_uptime_the_live_view_showed(
+        tmp_path: Path, uptime_s: float) -> None:
+    """The screen prints whole minutes of uptime, cut down: a recording that rounded the
+    seconds showed the next minute in the last half second of one."""
+    live = replace(frame(), host=replace(frame().host, uptime_s=uptime_s))
+    writer, path = _writer(tmp_path)
+    writer.write(live)
+    recording = Recording(str(path))
+    replayed = recording.frame(0)
+    recording.close()
+    assert header_lines(replayed, 120) == header_lines(live, 120)
