@@ -213,7 +213,7 @@ class ProcProcessSource:
         tracked, touched, moved, gone = self._scan(now, last)
         changed = bool(moved or gone)
         touched += self._join_gpus(tracked, gpu_use)
-        if changed:
+        if gone or len(tracked) != len(self._order):  # not for a rename: none came or went
             self._order = sorted(tracked)
             if self._torch_versions:
                 self._torch_versions = {k: v for k, v in self._torch_versions.items()
@@ -458,7 +458,7 @@ class ProcProcessSource:
         t = _Tracked(pid, st, raw)
         t.ran_at = t.seen_at = self._ticks
         age = now - st.starttime / procfs.CLOCK_TICKS
-        self._read_cmdline(t, age)
+        self._read_cmdline(t, st, age)
         t.username = self._username(pid)
         if last is not None and now - age >= last and age >= MIN_LIFE_S:
             # Born during the interval: its whole life is the interval.
@@ -475,7 +475,7 @@ class ProcProcessSource:
         if st.comm != t.comm or t.cmdline_age < YOUNG_S:
             changed |= st.comm != t.comm
             t.comm = t.name = st.comm
-            self._read_cmdline(t, now - st.starttime / procfs.CLOCK_TICKS)
+            self._read_cmdline(t, st, now - st.starttime / procfs.CLOCK_TICKS)
         t.raw, t.ppid, t.state = raw, st.ppid, st.state
         if t.num_threads is not None and st.num_threads is not None:
             self._threads_ended_seen += max(0, t.num_threads - st.num_threads)
@@ -483,10 +483,15 @@ class ProcProcessSource:
         t.rss_bytes = st.rss_pages * procfs.PAGE_SIZE
         return changed
 
-    def _read_cmdline(self, t: _Tracked, age: float) -> None:
-        """argv (escaped: another user chose it) and the name shown from it and comm."""
-        data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/cmdline")
+    def _read_cmdline(self, t: _Tracked, st: procfs.ProcStat, age: float) -> None:
+        """argv (escaped: another user chose it) and the name shown from it and comm. A
+        kernel thread has no argv: its file is not read (kworkers rename themselves for
+        each work item, on a big server dozens a second)."""
         t.cmdline_age = age
+        if st.flags & procfs.PF_KTHREAD:
+            t.cmdline, t.name = (), display_name(st.comm, ())
+            return
+        data = procfs.read_bytes(f"{self.proc_root}/{t.pid}/cmdline")
         if data is None:
             t.name = display_name(t.comm, ())
             return

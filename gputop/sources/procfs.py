@@ -26,6 +26,10 @@ class ProcStat(NamedTuple):
     num_threads: int
     starttime: int
     rss_pages: int
+    flags: int = 0  # the kernel's per-task flags (PF_*)
+
+
+PF_KTHREAD = 0x00200000  # a kernel thread: set by the kernel alone, no user can fake it
 
 
 class CpuTimes(NamedTuple):
@@ -64,6 +68,7 @@ def parse_stat(data: bytes) -> ProcStat | None:
             num_threads=int(fields[17]),
             starttime=int(fields[19]),
             rss_pages=int(fields[21]),
+            flags=int(fields[6]),
         )
     except ValueError:
         return None

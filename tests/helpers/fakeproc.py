@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11+; annotations only
 
-TAIL = ("0 0 0 -1 4194304 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
+TAIL = ("0 0 0 -1 {flags} 120 0 0 0 {ut} {st} 0 0 20 0 {thr} 0 {start} 9000 {rss} "
         "18446744073709551615")
 IN_ACCESS = 0x1  # a read(2)/pread(2) of a file, or a listing of a folder
 IN_OPEN = 0x20  # an open(2) of a file or folder
@@ -25,11 +25,11 @@ EXIT_SIGNAL_AT = 35  # exit_signal's index after ')'; TAIL ends at index 22
 
 def stat_line(pid: int, comm: str, state: str = "S", ppid: int = 1, ut: int = 0, st: int = 0,
               thr: int = 1, start: int = 100, rss: int = 10,
-              exit_signal: int | None = None) -> str:
+              exit_signal: int | None = None, flags: int = 0x400000) -> str:
     """A /proc/PID/stat line with the fields gputop reads (to exit_signal when given: -1
-    for a thread)."""
+    for a thread); `flags` the kernel's PF_* (PF_FORKNOEXEC by default)."""
     line = f"{pid} ({comm}) {state} {ppid} " + TAIL.format(
-        ut=ut, st=st, thr=thr, start=start, rss=rss)
+        ut=ut, st=st, thr=thr, start=start, rss=rss, flags=flags)
     if exit_signal is not None:
         line += " 0" * (EXIT_SIGNAL_AT - 23) + f" {exit_signal}"
     return line
@@ -46,6 +46,7 @@ class StatFields(TypedDict, total=False):
     start: int
     rss: int
     exit_signal: int | None
+    flags: int
 
 
 class FakeProc:

@@ -15,10 +15,11 @@ from gputop.sources.processes import (
     QUIET_REFRESH_TICKS,
     QUIET_TICKS,
     REFRESH_TICKS,
+    YOUNG_S,
     ProcProcessSource,
 )
-from gputop.sources.procfs import CLOCK_TICKS
-from tests.helpers.fakeproc import FakeProc, ReadWatch, stat_line
+from gputop.sources.procfs import CLOCK_TICKS, PF_KTHREAD
+from tests.helpers.fakeproc import IN_OPEN, FakeProc, ReadWatch, stat_line
 
 GPU_NONE = GpuReport("none")
 QUIET = range(100, 116)  # single-threaded, asleep throughout
@@ -279,4 +280,40 @@ def test_a_tick_visits_only_the_long_quiet_processes_it_looks_at(tmp_path: Path)
             visited = [pid for pid in visits.looked_up if pid in QUIET]
             assert len(visited) == len(QUIET) // DEEP_LOOK_EVERY, visited
     finally:
+        source.close()
+
+
+def test_a_renamed_kernel_thread_has_no_argv_read(tmp_path: Path) -> None:
+    """kworkers rename themselves for each work item (on a big server dozens a second): a
+    kernel thread's new name is taken from its stat, its cmdline (always empty) is not
+    opened; a user process that renames itself has its argv read again."""
+    proc = FakeProc(tmp_path)
+    kworker, renamer = 50, 60
+    proc.add(kworker, "kworker/0:1-events", ppid=2, flags=PF_KTHREAD | 0x8000)
+    proc.add(renamer, "python3", "python3 train.py")
+    source = ProcProcessSource(str(tmp_path), max_fds=0)
+    # opened, not read: reading an empty file is no access to inotify
+    watch = ReadWatch({pid: tmp_path / str(pid) for pid in (kworker, renamer)}, mask=IN_OPEN)
+    try:
+        source.sample(GPU_NONE)
+        time.sleep(YOUNG_S)  # past the age at which a new process's argv is read again
+        source.sample(GPU_NONE)
+        watch.take()
+        names = []
+        for tick, work in enumerate(("mm_percpu_wq", "events_unbound", "writeback")):
+            proc.add(kworker, f"kworker/0:1-{work}", ppid=2, flags=PF_KTHREAD | 0x8000,
+                     ut=tick + 1)
+            proc.add(renamer, f"step-{tick}", "python3 train.py", ut=tick + 1)
+            watch.take()  # the files written above
+            rows = {row.pid: row for row in source.sample(GPU_NONE).rows}
+            names.append((rows[kworker].name, rows[renamer].name))
+            read = watch.take()
+            assert (kworker, "cmdline") not in read, tick
+            assert (renamer, "cmdline") in read, tick
+        assert names == [("kworker/0:1-mm_percpu_wq", "step-0"),
+                         ("kworker/0:1-events_unbound", "step-1"),
+                         ("kworker/0:1-writeback", "step-2")]
+        assert rows[kworker].cmdline == () and rows[renamer].cmdline == ("python3", "train.py")
+    finally:
+        watch.close()
         source.close()
