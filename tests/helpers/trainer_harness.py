@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 LOADER_TRAINER = REPO / "tests" / "sources" / "loader_trainer.py"
 READY_TIMEOUT_S = 120.0
 TAG = "GPUTOP_TEST_TRAINER"  # every process of one trainer run inherits it, torchrun ranks too
+TRACKER = b"multiprocessing.resource_tracker"  # in a resource tracker's command line
+TRACKER_GRACE_S = 10.0
 
 
 class TrainerFailed(RuntimeError):
@@ -69,22 +71,57 @@ def _wait_ready(proc: subprocess.Popen[bytes], paths: list[Path], err: IO[bytes]
 
 
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the trainer's whole session (workers, forkserver, resource tracker) and reap."""
+    """SIGKILL the trainer's whole session (workers, forkserver) and reap, its resource
+    trackers last (see _trackers_last)."""
+    _trackers_last(lambda: _in_session(proc.pid))
     with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
 
 def _kill_tagged(tag: bytes) -> None:
-    """SIGKILL every process whose environment carries `tag` (ranks torchrun moved elsewhere)."""
+    """SIGKILL every process whose environment carries `tag` (ranks torchrun moved elsewhere),
+    their resource trackers last."""
+    _trackers_last(lambda: _tagged(tag))
+
+
+def _trackers_last(members: Callable[[], list[int]]) -> None:
+    """SIGKILL `members()` but multiprocessing's resource trackers until none is left, then
+    give the trackers TRACKER_GRACE_S to see their last user gone, unlink the semaphores the
+    killed left in /dev/shm (a spawn or forkserver DataLoader's ~50 a run) and exit; SIGKILL
+    those still there."""
     for _ in range(20):
-        found = _tagged(tag)
-        if not found:
-            return
-        for pid in found:
+        found = members()
+        doomed = [pid for pid in found if TRACKER not in _cmdline(pid)]
+        if not doomed:
+            break
+        for pid in doomed:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+        _wait_gone(doomed)
+    trackers = members()
+    _wait_gone(trackers, TRACKER_GRACE_S)
+    for pid in trackers:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_gone(trackers)
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live processes of session `sid`."""
+    found = []
+    for pid in _pids():
+        with suppress(OSError):
+            if os.getsid(pid) == sid and alive(pid):
+                found.append(pid)
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _tagged(tag: bytes) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,7 @@ def _assert_grouped(frame: Frame, ready: dict) -> TrainerGroup:
 )
 def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: int, pin: bool):
     args = ["--start-method", method, "--workers", str(workers)] + (["--pin-memory"] if pin else [])
+    semaphores = _semaphores()
     with running_trainer(tmp_path, args) as ready:
         frame = _frame()
         group = _assert_grouped(frame, ready)
@@ -106,6 +108,13 @@ def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: 
     assert group.pin_memory_thread is False
     assert [p for p in (ready["pid"], *ready["worker_pids"], *(h.pid for h in helpers))
             if alive(p)] == []
+    # the killed run's named semaphores (spawn, forkserver) unlinked by its resource tracker
+    assert _semaphores() - semaphores == set()
+
+
+def _semaphores() -> set[str]:
+    """multiprocessing's named semaphores in /dev/shm."""
+    return {name for name in os.listdir("/dev/shm") if name.startswith("sem.mp-")}
 
 
 def test_pin_memory_thread_detected(tmp_path: Path):
