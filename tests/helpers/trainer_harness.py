@@ -92,7 +92,7 @@ def _trackers_last(members: Callable[[], list[int]]) -> None:
     those still there."""
     for _ in range(20):
         found = members()
-        doomed = [pid for pid in found if TRACKER not in _cmdline(pid)]
+        doomed = [pid for pid in found if TRACKER not in _proc_file(pid, "cmdline")]
         if not doomed:
             break
         for pid in doomed:
@@ -117,15 +117,9 @@ def _in_session(sid: int) -> list[int]:
     return found
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 def _tagged(tag: bytes) -> list[int]:
-    return [pid for pid in _pids() if b"\0" + tag + b"\0" in _environ(pid)]
+    entry = b"\0" + tag + b"\0"
+    return [pid for pid in _pids() if entry in b"\0" + _proc_file(pid, "environ") + b"\0"]
 
 
 def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
@@ -139,8 +133,9 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _environ(pid: int) -> bytes:
+def _proc_file(pid: int, name: str) -> bytes:
+    """/proc/PID/`name`, or nothing for a process gone."""
     try:
-        return b"\0" + Path(f"/proc/{pid}/environ").read_bytes() + b"\0"
+        return Path(f"/proc/{pid}/{name}").read_bytes()
     except OSError:
         return b""
