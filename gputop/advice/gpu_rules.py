@@ -51,13 +51,15 @@ def _starved(ctx: Context, gpu: GpuSample) -> _Starved | None:
     fraction = gpu_memory_fraction(gpu)
     if gpu.lost or len(history) < MIN_HISTORY or fraction is None:
         return None
-    idle_share = sum(u <= IDLE_UTIL for u in history) / len(history)
-    flat = fraction >= HIGH_MEMORY and max(history) <= IDLE_UTIL
-    sawtooth = _rises(history) >= MIN_RISES and idle_share >= SAWTOOTH_IDLE_SHARE
+    idle_share = len([u for u in history if u <= IDLE_UTIL]) / len(history)
+    peak = max(history)
+    flat = fraction >= HIGH_MEMORY and peak <= IDLE_UTIL
+    # A sawtooth needs idle samples and spikes: a busy or a quiet GPU is not walked again.
+    sawtooth = (idle_share >= SAWTOOTH_IDLE_SHARE and peak >= SPIKE_UTIL
+                and _rises(history) >= MIN_RISES)
     if not (flat or sawtooth):
         return None
-    return _Starved(gpu.index, fraction, fmean(history), len(history), flat, max(history),
-                    idle_share)
+    return _Starved(gpu.index, fraction, fmean(history), len(history), flat, peak, idle_share)
 
 
 def _evidence(starved: list[_Starved]) -> str:
