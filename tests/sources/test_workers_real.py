@@ -112,6 +112,23 @@ def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: 
     assert _semaphores() - semaphores == set()
 
 
+def test_a_killed_workers_torch_segment_is_removed(tmp_path: Path):
+    # A worker SIGKILLed between making a torch shared-memory file and unlinking it leaves
+    # the file in /dev/shm (a race: made here by hand, named as torch names it, with the
+    # worker's PID); the trainer's other files there are not the run's to remove.
+    with running_trainer(tmp_path, ["--workers", "2"]) as ready:
+        left = Path(f"/dev/shm/torch_{ready['worker_pids'][0]}_1804289383_0")
+        other = Path(f"/dev/shm/torch_{_pid_max() + 7}_1804289383_0")  # no process's
+        for path in (left, other):
+            path.write_bytes(b"\0" * 1024)
+    try:
+        assert not left.exists()
+        assert other.exists()
+    finally:
+        left.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
+
+
 def _semaphores() -> set[str]:
     """multiprocessing's named semaphores in /dev/shm."""
     return {name for name in os.listdir("/dev/shm") if name.startswith("sem.mp-")}
