@@ -113,6 +113,7 @@ class RingReader:
             raise
         self.next_index = max(0, self.header.head - self.header.slots)
         self.dropped = 0
+        self.skipped = 0
         self._meta_seq = -1
         self._meta: dict[str, Any] = {}
 
@@ -138,8 +139,11 @@ class RingReader:
         return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1),
                           layout.header_namespace(raw))
 
-    def read_new(self) -> list[RawRecord]:
+    def read_new(self, newest: int | None = None) -> list[RawRecord]:
         """Records published since the last call, oldest first; lost ones add to `dropped`.
+        With `newest`, only that many of the latest are read: those before them, still in
+        the ring but left unread on purpose, add to `skipped` (a reader that keeps a window
+        of that many would drop them at once).
 
         `head` is only a hint (a read racing its update may see it torn): a slot whose
         sequence says "not written yet" ends the read, and the next call resumes there.
@@ -150,6 +154,9 @@ class RingReader:
             return []
         first = max(self.next_index, head - slots)
         self.dropped += first - self.next_index
+        if newest is not None and head - first > newest:
+            self.skipped += head - newest - first
+            first = head - newest
         self.next_index = first
         out: list[RawRecord] = []
         for lo, hi in _contiguous_slot_runs(first, head, slots):

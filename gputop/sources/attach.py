@@ -226,7 +226,8 @@ class _RingWindow:
                     self.alive, self.error = False, f"no process with PID {self.pid}"
                     return
                 self.reader = self.rings.open(self.pid)  # checked against the live process
-            for raw in self.reader.read_new():
+            # Of more records than the window holds, the older would leave it at once.
+            for raw in self.reader.read_new(newest=self.steps.maxlen):
                 self._add(raw)
             meta = self.reader.read_meta()  # the same object until the trainer writes anew
             if meta is not self._meta:
