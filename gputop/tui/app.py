@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.widgets import Input
 
 from gputop.model import Advice, Frame, Trend
@@ -185,6 +186,7 @@ class GputopApp(App[int]):
         self.signaller = signaller  # None: read-only, `k` refuses
         self._leave_when_command_ends = False  # Ctrl-C was forwarded: quit once it has ended
         self._leave_on_next_frame = False
+        self._command_watch: Timer | None = None  # checks the command's end (see _watch_command)
         self._frames_shown = 0
         self._live_advice: tuple[Advice, ...] = ()  # the advice while a trainer ran
         self.final_advice: tuple[Advice, ...] | None = None  # kept once every trainer exited
@@ -288,8 +290,6 @@ class GputopApp(App[int]):
         self.query_one("#filter", Input).display = False
         self.query_one(ProcessTable).focus()
         self._install_signal_handlers()
-        if self.command is not None:
-            self.set_interval(COMMAND_CHECK_S, self.check_command)
         # Textual's own strips (the filter Input's, an open page's) keep themselves in their
         # divide cache and layouts leave small cycles: only a full collection frees them, and
         # left to chance their garbage lifts the resident size (the panes' strips have no cycle).
@@ -485,6 +485,7 @@ class GputopApp(App[int]):
             return
         self.command.interrupt()
         self._leave_when_command_ends = True
+        self._watch_command()
         if isinstance(self.screen, QuitPrompt):
             self.screen.dismiss("cancel")
         self.notify(f"Ctrl-C sent to {self.command.pid}; gputop quits when it ends "
@@ -507,6 +508,14 @@ class GputopApp(App[int]):
     def _ask_about_command(self) -> None:
         if self.command is not None and not isinstance(self.screen, QuitPrompt):
             self.push_screen(QuitPrompt(self.command.pid, self.command.log), self._answered)
+            self._watch_command()
+
+    def _watch_command(self) -> None:
+        """Look every COMMAND_CHECK_S whether the command has ended, from the first time the
+        user asked to leave once it has (Ctrl-C forwarded, or q asking): until then its end
+        changes nothing, and a timer would wake the app four times a second for nothing."""
+        if self._command_watch is None:
+            self._command_watch = self.set_interval(COMMAND_CHECK_S, self.check_command)
 
     def _answered(self, answer: Answer | None) -> None:
         """Stop the command (SIGINT now, SIGTERM later from wiring) or leave it, and quit."""

@@ -165,3 +165,32 @@ async def test_advice_stays_marked_final_after_the_trainer_exits_until_d() -> No
         await pilot.press("d")  # moving on: the final summary and advice go
         await pilot.pause()
         assert _text(app, "advice") == "" and _text(app, "steps") == ""
+
+
+@sync
+async def test_the_commands_end_is_watched_only_once_the_user_asked_to_leave() -> None:
+    """Until Ctrl-C is forwarded or q asks, the command ending changes nothing on screen, so
+    no timer wakes the app to look (four wake-ups a second cost ~0.6 ms of CPU a second);
+    from then on it looks every COMMAND_CHECK_S and quits after the command ended."""
+    command = FakeCommand()
+    app, _ = _app(command)
+    looks = 0
+    check = app.check_command
+
+    def counted() -> None:
+        nonlocal looks
+        looks += 1
+        check()
+
+    app.check_command = counted  # type: ignore[method-assign]
+    async with running(app, *first_frames(attach=True)) as pilot:
+        await pilot.pause(1.0)
+        assert looks == 0
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.8)
+        assert looks >= 2 and app.is_running
+        command.alive = False
+        await pilot.pause(0.5)
+        app.show_frame(_exited(frames("data-starved", 1, attach=True)[0]))
+        await pilot.pause()
+        assert not app.is_running
