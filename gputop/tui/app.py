@@ -494,13 +494,15 @@ class GputopApp(App[int]):
     def check_command(self) -> None:
         """Quit after the command ended, when the user asked to (Ctrl-C, or q still asking),
         once a frame sampled after its end is on screen."""
+        if not (self._leave_when_command_ends or isinstance(self.screen, QuitPrompt)):
+            self._unwatch_command()  # the question was cancelled: its end changes nothing
+            return
         if self._leave_on_next_frame or self.command is None or self._command_running():
             return
-        if self._leave_when_command_ends or isinstance(self.screen, QuitPrompt):
-            if self.sampler.paused:
-                self.exit()
-            else:
-                self._leave_on_next_frame = True
+        if self.sampler.paused:
+            self.exit()
+        else:
+            self._leave_on_next_frame = True
 
     def _command_running(self) -> bool:
         return self.command is not None and self.command.running()
@@ -516,6 +518,11 @@ class GputopApp(App[int]):
         changes nothing, and a timer would wake the app four times a second for nothing."""
         if self._command_watch is None:
             self._command_watch = self.set_interval(COMMAND_CHECK_S, self.check_command)
+
+    def _unwatch_command(self) -> None:
+        if self._command_watch is not None:
+            self._command_watch.stop()
+            self._command_watch = None
 
     def _answered(self, answer: Answer | None) -> None:
         """Stop the command (SIGINT now, SIGTERM later from wiring) or leave it, and quit."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -47,6 +48,20 @@ def _app(command: FakeCommand | None = None) -> tuple[GputopApp, FedSampler]:
 
 def _text(app: GputopApp, pane: str) -> str:
     return app.query_one(f"#{pane}", LinePane).text
+
+
+def _count_looks(app: GputopApp) -> Callable[[], int]:
+    """How many times the app has looked whether the command ended, from now on."""
+    looks = 0
+    check = app.check_command
+
+    def counted() -> None:
+        nonlocal looks
+        looks += 1
+        check()
+
+    app.check_command = counted  # type: ignore[method-assign]
+    return lambda: looks
 
 
 def _exited(frame: Frame) -> Frame:
@@ -174,23 +189,31 @@ async def test_the_commands_end_is_watched_only_once_the_user_asked_to_leave() -
     from then on it looks every COMMAND_CHECK_S and quits after the command ended."""
     command = FakeCommand()
     app, _ = _app(command)
-    looks = 0
-    check = app.check_command
-
-    def counted() -> None:
-        nonlocal looks
-        looks += 1
-        check()
-
-    app.check_command = counted  # type: ignore[method-assign]
+    looks = _count_looks(app)
     async with running(app, *first_frames(attach=True)) as pilot:
         await pilot.pause(1.0)
-        assert looks == 0
+        assert looks() == 0
         await pilot.press("ctrl+c")
         await pilot.pause(0.8)
-        assert looks >= 2 and app.is_running
+        assert looks() >= 2 and app.is_running
         command.alive = False
         await pilot.pause(0.5)
         app.show_frame(_exited(frames("data-starved", 1, attach=True)[0]))
         await pilot.pause()
         assert not app.is_running
+
+
+@sync
+async def test_a_cancelled_quit_question_stops_watching_the_command() -> None:
+    command = FakeCommand()
+    app, _ = _app(command)
+    looks = _count_looks(app)
+    async with running(app, *first_frames()) as pilot:
+        await pilot.press("q")
+        await pilot.pause(0.6)
+        assert looks() >= 1
+        await pilot.press("escape")
+        await pilot.pause(0.6)
+        after = looks()
+        await pilot.pause(1.0)
+        assert looks() == after and app.is_running
