@@ -89,3 +89,26 @@ def test_a_record_is_built_as_its_dataclass_would_be(cls: type) -> None:
     with pytest.raises(TypeError):
         cls(*values, "one too many")
     assert "__setattr__" not in vars(cls)["__init__"].__code__.co_names
+
+
+def test_factory_and_init_false_fields_are_built_as_dataclasses_build_them() -> None:
+    """None of the model's records has one yet; a record that adds one behaves the same."""
+    from gputop.records import record
+
+    def shape(cls: type) -> type:
+        cls.__annotations__ = {"x": "int", "items": "list[int]", "fixed": "int",
+                               "made": "list[int]"}
+        cls.items = dataclasses.field(default_factory=list)  # type: ignore[attr-defined]
+        cls.fixed = dataclasses.field(default=7, init=False)  # type: ignore[attr-defined]
+        cls.made = dataclasses.field(  # type: ignore[attr-defined]
+            default_factory=lambda: [1], init=False)
+        return cls
+
+    rec: Any = record(shape(type("Rec", (), {})))
+    twin: Any = dataclasses.dataclass(frozen=True, slots=True)(shape(type("Twin", (), {})))
+    assert [(p.name, repr(p.default)) for p in inspect.signature(rec).parameters.values()] == [
+        (p.name, repr(p.default)) for p in inspect.signature(twin).parameters.values()]
+    one, two = rec(1), rec(1)
+    assert (one.x, one.items, one.fixed, one.made) == (1, [], 7, [1])
+    assert one.items is not two.items and one.made is not two.made  # a new one each time
+    assert rec(1, [2]).items == twin(1, [2]).items == [2]
