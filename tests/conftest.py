@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from gputop.probe import ring as layout
+from tests.helpers.shm import of_the_dead_since, remove_torch_segments
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,3 +33,13 @@ def private_ring_directory() -> Iterator[str]:
         else:
             os.environ[layout.ENV_DIR] = saved
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_torch_segments_left() -> Iterator[None]:
+    """After the run, the torch files in /dev/shm that its killed processes left (a trainer
+    killed by a test, not through the trainer harness, between making one and unlinking
+    it: ~1 a full run): those changed since the run began whose maker no longer runs."""
+    began = time.time() - 1.0  # file times are the kernel's coarse clock
+    yield
+    remove_torch_segments(of_the_dead_since(began))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.helpers.processes import alive
+from tests.helpers.shm import of_killed, remove_torch_segments
 
 REPO = Path(__file__).resolve().parents[2]
 LOADER_TRAINER = REPO / "tests" / "sources" / "loader_trainer.py"
@@ -21,7 +22,6 @@ READY_TIMEOUT_S = 120.0
 TAG = "GPUTOP_TEST_TRAINER"  # every process of one trainer run inherits it, torchrun ranks too
 TRACKER = b"multiprocessing.resource_tracker"  # in a resource tracker's command line
 TRACKER_GRACE_S = 10.0
-SHM = "/dev/shm"
 
 
 class TrainerFailed(RuntimeError):
@@ -58,7 +58,7 @@ def running_trainer(
         _kill_session(proc)
         _kill_tagged(tag.encode())
         _wait_gone(doomed)
-        _remove_torch_segments(killed)
+        remove_torch_segments(of_killed(killed))
         err.close()
 
 
@@ -108,19 +108,6 @@ def _trackers_last(members: Callable[[], list[int]]) -> None:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     _wait_gone(trackers)
-
-
-def _remove_torch_segments(pids: set[int], shm: str = SHM) -> None:
-    """Unlink the shared-memory files torch names after the process that made them
-    (`torch_<pid>_<n>_<n>`) for the killed `pids`: a worker SIGKILLed between making one
-    and unlinking it leaves it behind (~1 a full test run)."""
-    prefixes = tuple(f"torch_{pid}_" for pid in pids)
-    with suppress(OSError):
-        for entry in os.scandir(shm):
-            if entry.name.startswith(prefixes):
-                with suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid == os.getuid():
-                        os.unlink(entry.path)
 
 
 def _in_session(sid: int) -> list[int]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from gputop.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.processes import alive
+from tests.helpers.shm import of_the_dead_since, remove_torch_segments
 from tests.helpers.trainer_harness import REPO, running_trainer
 
 pytestmark = pytest.mark.slow
@@ -201,3 +203,20 @@ def test_torchrun_launcher_and_ranks(tmp_path: Path):
     # torchrun puts ranks in sessions of their own: teardown must still leave nothing behind.
     started = [launcher, *(p for r in ready["ranks"] for p in (r["pid"], *r["worker_pids"]))]
     assert [p for p in started if alive(p)] == []
+
+
+
+def test_a_runs_leftover_torch_segments_are_those_of_dead_makers(tmp_path: Path):
+    """What the run's end removes: files named for a process that no longer runs and
+    changed since the run began; never a live process's, never one from before."""
+    dead = _pid_max() + 13
+    since = time.time() - 60
+    files = {name: tmp_path / name for name in (
+        f"torch_{dead}_1_0", f"torch_{os.getpid()}_1_0", f"torch_{dead}_2_0", "sem.mp-x")}
+    for path in files.values():
+        path.write_bytes(b"x")
+    old = files[f"torch_{dead}_2_0"]
+    os.utime(old, (since - 60, since - 60))
+    remove_torch_segments(of_the_dead_since(since), shm=str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"torch_{os.getpid()}_1_0", old.name, "sem.mp-x"])
