@@ -10,13 +10,12 @@ before and after, interleaved (tests/helpers/follow.py).
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import pytest
 
-from gputop.advice.context import Context, job_cpu, step_shape, worker_load
+from gputop.advice.context import Context, ceil_div, job_cpu, step_shape, worker_load
 from gputop.model import Frame
 from tests.helpers.advice_run import (
     CORES,
@@ -73,8 +72,8 @@ def _check_more_arithmetic(evidence: str, frame: Frame, pid: int, suggested: int
     floor = number(rf"{per_batch:.1f} / ([\d.]+) = ", evidence)
     # The divisor is printed to 0.1 ms: the count is the quotient's ceiling for a divisor
     # within that rounding (2.9 stood for 2.85 in a run: 42.9 / 2.85 = 15.05 -> 16).
-    fewest = min(16, math.ceil(round(per_batch / (floor + 0.05), 6)))
-    most = min(16, math.ceil(round(per_batch / (floor - 0.05), 6)))
+    fewest = min(16, ceil_div(per_batch, floor + 0.05))
+    most = min(16, ceil_div(per_batch, floor - 0.05))
     assert fewest <= suggested <= most
     job = job_cpu(ctx, pid, load.starved)
     assert job is not None and f"({job.words()})" in evidence
