@@ -286,6 +286,35 @@ def ceil_div(a: float, b: float) -> int:
     return math.ceil(round(a / b, 6))
 
 
+def decimals(x: float) -> int:
+    """Decimal places that show `x` to three significant figures, and at least one."""
+    if not math.isfinite(x) or x <= 0:
+        return 1
+    return max(1, 2 - math.floor(math.log10(x)))
+
+
+def shown(x: float) -> float:
+    """`x` rounded as `figure` prints it: arithmetic done on it holds as printed."""
+    return round(x, decimals(x))
+
+
+def figure(x: float) -> str:
+    """`x` to three significant figures, and at least one decimal: 382.2, 2.85, 0.0412."""
+    return f"{x:.{decimals(x)}f}"
+
+
+def rounded_up(x: float) -> str:
+    """`x` printed as `figure` would, but rounded up: a quotient whose ceiling follows."""
+    x = round(x, 6)  # as ceil_div: float noise never lifts an exact quotient
+    places = decimals(x)
+    return f"{math.ceil(round(x * 10 ** places, 6)) / 10 ** places:.{places}f}"
+
+
+def exact(x: float) -> str:
+    """A product of printed figures, in full: 2.7, 2.82, 3."""
+    return f"{round(x, 6):g}"
+
+
 def swapping(ctx: Context) -> bool:
     """The host pages memory in from swap: more processes would make it worse."""
     m = ctx.frame.memory_bandwidth

@@ -15,11 +15,16 @@ from gputop.advice.context import (
     ceil_div,
     counted,
     cpu_only,
+    decimals,
+    exact,
+    figure,
     input_evidence,
     is_data_bound,
     job_cpu,
     num_workers,
     others_cores,
+    rounded_up,
+    shown,
     swapping,
     trainer_starved,
     trainer_thread_saturated,
@@ -76,14 +81,17 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
         return []  # a CPU trainer's gain depends on the CPU it has: unknown without rates
     # Beside a GPU's compute the loading moves to idle host time: only the loader's CPU counts,
     # and the training process does all of it now.
-    cpu_ms = _cpu_step_ms(job, shape, on_cpu) if on_cpu and job is not None else 0.0
-    floor = max(shape.compute_ms, cpu_ms, 1e-3)
-    target = max(1, min(MAX_WORKERS, ceil_div(shape.input_ms, floor)))
-    predicted = max(floor, shape.input_ms / target)
-    if predicted > shape.step_ms * (1 - MIN_GAIN):
+    # The arithmetic is done on the figures it prints, so that it holds as printed.
+    cpu_ms = shown(_cpu_step_ms(job, shape, on_cpu)) if on_cpu and job is not None else 0.0
+    input_ms, compute_ms, step_ms = (shown(shape.input_ms), shown(shape.compute_ms),
+                                     shown(shape.step_ms))
+    floor = max(compute_ms, cpu_ms, 1e-3)
+    target = max(1, min(MAX_WORKERS, ceil_div(input_ms, floor)))
+    predicted = max(floor, input_ms / target)
+    if predicted > step_ms * (1 - MIN_GAIN):
         return []  # the CPU the loading would move to is already spent: not a gain
     cores = ctx.frame.host.cpu_count
-    cpu = (f"; the job's CPU ({job.words()}) allows a step every {cpu_ms:.1f} ms"
+    cpu = (f"; the job's CPU ({job.words()}) allows a step every {figure(cpu_ms)} ms"
            if on_cpu and job is not None else "")
     pin = "" if on_cpu else ", pin_memory=True"
     return [Advice(
@@ -91,12 +99,12 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
         severity="critical",
         title="Batches are loaded in the training process itself (num_workers=0)",
         evidence=f"{input_evidence(state)}; num_workers=0 on a {cores}-core host. Loading "
-        f"takes {shape.input_ms:.1f} ms per batch, compute {shape.compute_ms:.1f} ms{cpu}: "
-        f"{shape.input_ms:.1f} / {floor:.1f} → {counted(target, 'worker')}"
-        f"{_capped(target, shape.input_ms / floor)}",
+        f"takes {figure(input_ms)} ms per batch, compute {figure(compute_ms)} ms{cpu}: "
+        f"{figure(input_ms)} / {figure(floor)} = {rounded_up(input_ms / floor)} → "
+        f"{counted(target, 'worker')}{_capped(target, input_ms / floor)}",
         action=f"Try DataLoader(num_workers={target}{pin}, persistent_workers=True) so "
-        f"batches are prepared while the model computes: predicted step {predicted:.1f} ms "
-        f"instead of {shape.step_ms:.1f} ms.",
+        f"batches are prepared while the model computes: predicted step {figure(predicted)} "
+        f"ms instead of {figure(step_ms)} ms.",
     )]
 
 
@@ -112,25 +120,28 @@ def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     job = job_cpu(ctx, state.pid, load.starved or trainer_starved(ctx, state.pid))
     if job is None:
         return []
-    per_batch = n * shape.step_ms  # n workers deliver a batch per step: each takes n steps
-    cpu_ms = _cpu_step_ms(job, shape, cpu_only(ctx, state))
-    floor = max(shape.compute_ms, cpu_ms, 1e-3)
+    # The arithmetic is done on the figures it prints, so that it holds as printed.
+    step_ms, compute_ms = shown(shape.step_ms), shown(shape.compute_ms)
+    per_batch = n * step_ms  # n workers deliver a batch per step: each takes n steps
+    cpu_ms = shown(_cpu_step_ms(job, shape, cpu_only(ctx, state)))
+    floor = max(compute_ms, cpu_ms, 1e-3)
     target = min(MAX_WORKERS, ceil_div(per_batch, floor))
     predicted = max(floor, per_batch / max(target, 1))
-    if target <= n or predicted > shape.step_ms * (1 - MIN_GAIN):
+    if target <= n or predicted > step_ms * (1 - MIN_GAIN):
         return []
+    per_batch_words = f"{per_batch:.{decimals(step_ms)}f}"  # exact: n times a printed figure
     return [Advice(
         id="raise-num-workers",
         severity="warn",
         title="The workers cannot keep up: add DataLoader workers",
         evidence=f"{input_evidence(state)}; {load.words()}. They deliver a batch every "
-        f"{shape.step_ms:.1f} ms on average, so each takes {n} x {shape.step_ms:.1f} = "
-        f"{per_batch:.1f} ms per batch; a step computes for {shape.compute_ms:.1f} ms and "
-        f"the job's CPU ({job.words()}) allows one every "
-        f"{cpu_ms:.1f} ms: {per_batch:.1f} / {floor:.1f} = {per_batch / floor:.1f} → "
+        f"{figure(step_ms)} ms on average, so each takes {n} x {figure(step_ms)} = "
+        f"{per_batch_words} ms per batch; a step computes for {figure(compute_ms)} ms and "
+        f"the job's CPU ({job.words()}) allows one every {figure(cpu_ms)} ms: "
+        f"{per_batch_words} / {figure(floor)} = {rounded_up(per_batch / floor)} → "
         f"{counted(target, 'worker')}{_capped(target, per_batch / floor)}",
-        action=f"Try num_workers={target}: predicted step {predicted:.1f} ms instead of "
-        f"{shape.step_ms:.1f} ms ({shape.step_ms / predicted:.1f}x the samples/s).",
+        action=f"Try num_workers={target}: predicted step {figure(predicted)} ms instead of "
+        f"{figure(step_ms)} ms ({step_ms / predicted:.1f}x the samples/s).",
     )]
 
 
@@ -155,12 +166,13 @@ def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
     if not n or n <= cores or load is None or load.busy is None or not load.starved:
         return []
     if state.summary.verdict == "compute-bound":
-        needed = HEADROOM * n * load.busy
+        busy = round(load.busy, 2)  # as printed: the product holds as printed
+        needed = HEADROOM * n * busy
         target = max(1, ceil_div(needed, 1.0))
         share = state.summary.input_bound_percent or 0.0
         why = (f"while the steps barely wait for input ({share:.0f}% of step time). Their work "
-               f"(busy {load.busy:.0%} of the time each) fits in {HEADROOM} x {n} x "
-               f"{load.busy:.2f} = {needed:.1f} → {counted(target, 'worker')}")
+               f"(busy {busy:.0%} of the time each) fits in {HEADROOM} x {n} x "
+               f"{busy:.2f} = {exact(needed)} → {counted(target, 'worker')}")
     else:
         job = job_cpu(ctx, state.pid, starved=True)
         others = None if job is None else others_cores(ctx, job.used)

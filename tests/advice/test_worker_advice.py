@@ -15,6 +15,7 @@ import pytest
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
 from gputop.model import Advice, Frame, MemoryBandwidthSample, ProcessSample
+from tests.helpers.arithmetic import printed_arithmetic
 from tests.helpers.builders import attached, frame, gpu, process, trainer_with_workers
 
 NUM_WORKERS_ITEMS = {"num-workers-zero", "raise-num-workers", "too-many-workers"}
@@ -55,14 +56,45 @@ def test_io_like_workers_on_a_busy_host_get_more_workers_with_the_arithmetic() -
     assert "every 20.0 ms on average, so each takes 2 x 20.0 = 40.0 ms per batch" in more.evidence
     # The job uses 0.26 cores; beside two busy processes it can count on a third of 2 cores.
     assert "the job's CPU (0.26 cores used now, 0.67 available)" in more.evidence
-    allowed = 0.26 * 20.0 / (2 / 3)
-    assert f"allows one every {allowed:.1f} ms" in more.evidence
-    assert f"40.0 / {allowed:.1f} = {40 / allowed:.1f} → 6 workers" in more.evidence
+    assert "allows one every 7.80 ms" in more.evidence  # 0.26 x 20.0 / (2 / 3)
+    assert "40.0 / 7.80 = 5.13 → 6 workers" in more.evidence
     assert _number(r"num_workers=(\d+)", more.action) == 6
-    assert f"predicted step {allowed:.1f} ms instead of 20.0 ms" in more.action
+    assert "predicted step 7.80 ms instead of 20.0 ms" in more.action
     io = found["io-bound-loading"]
     assert "they read nothing from local storage" in io.evidence
     assert "more workers" in io.action and "only if" not in io.action  # no hedge against it
+
+
+@pytest.mark.parametrize(("workers", "data_ms", "compute_ms"), [
+    (3, 71.43, 56.0),  # a recorded run: 3 x 127.43 printed "3 x 127.4 = 382.3"
+    (2, 18.6, 2.85),  # 42.9 / 2.85 = 15.05 printed "42.9 / 2.9 = 15.0 → 16"
+    (2, 16, 4), (4, 9.96, 0.04), (2, 33.333, 3.333),
+])
+def test_the_more_workers_arithmetic_holds_as_printed(workers: int, data_ms: float,
+                                                       compute_ms: float) -> None:
+    rows, group = trainer_with_workers(10, workers=workers, worker_cpu=3.0, worker_wait=2.0,
+                                       trainer_cpu=20.0, reads=0.0)
+    f = frame(processes=rows, trainers=(group,), cores=32, cpu_percent=5.0,
+              attach=(attached(10, data_ms=data_ms, compute_ms=compute_ms,
+                               num_workers=workers),))
+    more = _advice(f)["raise-num-workers"]
+    assert printed_arithmetic(more.evidence) == 2, more.evidence
+    suggested = _number(r"Try num_workers=(\d+)", more.action)
+    assert f"→ {suggested:.0f} workers" in more.evidence
+
+
+def test_the_zero_workers_arithmetic_holds_as_printed() -> None:
+    rows = [process(10, role="trainer", cpu=100.0, wait=1.0)]
+    f = frame(processes=rows, cores=8, cpu_percent=20.0,
+              attach=(attached(10, data_ms=42.94, compute_ms=2.849, num_workers=0),))
+    zero = _advice(f)["num-workers-zero"]
+    assert printed_arithmetic(zero.evidence) == 1, zero.evidence
+    assert "Try DataLoader(num_workers=16" in zero.action
+
+
+def test_the_fewer_workers_arithmetic_holds_as_printed() -> None:
+    few = _advice(_ahead(4, run=20.4, wait=29.95))["too-many-workers"]
+    assert printed_arithmetic(few.evidence) == 1, few.evidence
 
 
 def test_following_the_advice_is_never_answered_with_remove_workers() -> None:
@@ -161,7 +193,7 @@ def test_more_workers_are_bounded_by_the_cpu_the_job_can_get() -> None:
               attach=(attached(10, data_ms=60, compute_ms=40, num_workers=2, device="cpu"),))
     more = _advice(f)["raise-num-workers"]
     assert "2.94 cores used now, 4.00 available" in more.evidence
-    assert "allows one every 73.5 ms: 200.0 / 73.5 = 2.7 → 3 workers" in more.evidence
+    assert "allows one every 73.5 ms: 200.0 / 73.5 = 2.73 → 3 workers" in more.evidence
     assert "Try num_workers=3: predicted step 73.5 ms instead of 100.0 ms" in more.action
 
 
@@ -199,7 +231,7 @@ def test_num_workers_zero_with_idle_cores_predicts_the_step() -> None:
     assert "Loading takes 80.0 ms per batch, compute 20.0 ms" in zero.evidence
     # Three other busy cores: the job counts on its own core and the four idle ones.
     assert ("the job's CPU (1.00 cores used now, 5.00 available) allows a step every 20.0 ms: "
-            "80.0 / 20.0 → 4 workers") in zero.evidence
+            "80.0 / 20.0 = 4.00 → 4 workers") in zero.evidence
     assert "num_workers=4, persistent_workers=True" in zero.action
     assert "predicted step 20.0 ms instead of 100.0 ms" in zero.action
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.advice.context import Context, ceil_div, job_cpu, step_shape, worker_load
+from gputop.advice.context import Context, figure, job_cpu, step_shape, worker_load
 from gputop.model import Frame
 from tests.helpers.advice_run import (
     CORES,
@@ -29,6 +29,7 @@ from tests.helpers.advice_run import (
     state,
     watching,
 )
+from tests.helpers.arithmetic import printed_arithmetic
 from tests.helpers.follow import busy_host, interleaved, report, with_workers
 
 pytestmark = pytest.mark.slow
@@ -62,19 +63,16 @@ def test_io_like_loader_on_a_busy_host_gets_more_workers_and_following_it_pays(
 
 
 def _check_more_arithmetic(evidence: str, frame: Frame, pid: int, suggested: int) -> None:
-    """The evidence's numbers are the frame's, and the suggestion follows from them."""
+    """The evidence's numbers are the frame's, its arithmetic holds as printed, and the
+    suggestion is its conclusion."""
     ctx = Context(frame, {})
     shape, load = step_shape(state(frame)), worker_load(ctx, pid)
     assert shape is not None and load is not None
     assert load.words() in evidence
-    per_batch = 2 * shape.step_ms
-    assert f"each takes 2 x {shape.step_ms:.1f} = {per_batch:.1f} ms per batch" in evidence
-    floor = number(rf"{per_batch:.1f} / ([\d.]+) = ", evidence)
-    # The divisor is printed to 0.1 ms: the count is the quotient's ceiling for a divisor
-    # within that rounding (2.9 stood for 2.85 in a run: 42.9 / 2.85 = 15.05 -> 16).
-    fewest = min(16, ceil_div(per_batch, floor + 0.05))
-    most = min(16, ceil_div(per_batch, floor - 0.05))
-    assert fewest <= suggested <= most
+    step = figure(shape.step_ms)
+    assert f"a batch every {step} ms on average, so each takes 2 x {step} = " in evidence
+    assert printed_arithmetic(evidence) == 2
+    assert f"→ {suggested} workers" in evidence
     job = job_cpu(ctx, pid, load.starved)
     assert job is not None and f"({job.words()})" in evidence
 

@@ -1,7 +1,12 @@
 """Recordings of layouts 2 and 3 (users made them before layout 3 packed a tick's processes,
 and before layout 4 packed a tick's steps and attached trainers): replay, report and export
 read them as before; the README's queries run on every layout; an older file is never
-appended to."""
+appended to.
+
+The fixtures hold `recordable_frames(6)` as those layouts stored them, with the advice words
+today's rules write (a change of wording is made in them too: they test the layout, not the
+words).
+"""
 
 from __future__ import annotations
 
