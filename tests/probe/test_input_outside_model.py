@@ -54,16 +54,25 @@ def test_without_a_loader_the_gap_before_the_forward_is_the_steps_input(rec: Rec
 
 
 def test_only_the_first_forward_of_a_step_ends_its_input(rec: Recorder) -> None:
-    """Gradient accumulation: several forwards per optimizer step, all of them forward time."""
+    """Gradient accumulation: several forwards per optimizer step, all of them forward time;
+    the input is the gap to the first (the later ones start a second on: were one to end the
+    input, the step's data wait would include that second)."""
+    firsts: list[int] = []
     for _ in range(4):
-        for _ in range(3):
-            rec.forward_begin(perf_counter_ns())
+        firsts.append(perf_counter_ns())
+        rec.forward_begin(firsts[-1])
+        rec.forward_done(100)
+        rec.auto_phase(BACKWARD, 200)
+        for _ in range(2):
+            rec.forward_begin(perf_counter_ns() + 10**9)
             rec.forward_done(100)
             rec.auto_phase(BACKWARD, 200)
         rec.auto_optimizer_done(50)
     got = _records(rec)[1:]
+    assert len(got) == 3
     assert all(r.forward_ns == 300 and r.backward_ns == 600 for r in got)
-    assert all(r.data_ns + 900 + 50 <= r.duration_ns for r in got)
+    for step, first in zip(got, firsts[1:], strict=True):
+        assert step.data_ns == first - step.start_ns
 
 
 def test_a_loader_step_gets_its_forward_and_keeps_its_loaders_wait(rec: Recorder) -> None:
