@@ -110,12 +110,14 @@ def _seed(host: ProcHostSource, processes: ProcProcessSource, look: FirstLook) -
 
 def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
     from gputop.advice import Advisor
+    from gputop.analysis.steps import verdict_of
     from gputop.sampler import DeferredSources
     from gputop.sources.attach import RingAttachSource
     from gputop.sources.membw import open_membw_source
 
-    return DeferredSources(membw=open_membw_source(membw), attach=RingAttachSource(),
-                        advisor=Advisor(on_after=advice_after))
+    return DeferredSources(membw=open_membw_source(membw),
+                           attach=RingAttachSource(verdict_of=verdict_of),
+                           advisor=Advisor(on_after=advice_after))
 
 
 def start_probed(

@@ -35,6 +35,8 @@ class Context:
     _busy: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _shapes: dict[int, tuple[AttachState, StepShape | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _loads: dict[int, WorkerLoad | None] = field(default_factory=dict, init=False, repr=False,
+                                                 compare=False)
 
     def process(self, pid: int) -> ProcessSample | None:
         """The process row for `pid`, if it was seen this tick (the first, if listed twice)."""
@@ -66,6 +68,12 @@ class Context:
         shape = step_shape(state)
         self._shapes[id(state)] = (state, shape)  # the state kept: its id stays its own
         return shape
+
+    def worker_load(self, pid: int) -> WorkerLoad | None:
+        """`worker_load(self, pid)`, worked out once per trainer however many rules ask."""
+        if pid not in self._loads:
+            self._loads[pid] = worker_load(self, pid)
+        return self._loads[pid]
 
     def trainer(self, pid: int) -> TrainerGroup | None:
         """The worker group of trainer `pid`, if grouping found one."""

@@ -28,7 +28,6 @@ from gputop.advice.context import (
     swapping,
     trainer_starved,
     trainer_thread_saturated,
-    worker_load,
 )
 from gputop.model import Advice, AttachState
 
@@ -111,7 +110,7 @@ def num_workers_zero(ctx: Context, state: AttachState) -> list[Advice]:
 def raise_num_workers(ctx: Context, state: AttachState) -> list[Advice]:
     """Data-bound, and more workers of the kind there are would shorten the step."""
     n = num_workers(ctx, state)
-    load = worker_load(ctx, state.pid)
+    load = ctx.worker_load(state.pid)
     shape = ctx.step_shape(state)
     if not is_data_bound(state) or not n or load is None or shape is None or swapping(ctx):
         return []
@@ -161,7 +160,7 @@ def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
     of a data-bound trainer on a busy 2-core host cost 26% of the samples/s): quiet then.
     """
     n = num_workers(ctx, state)
-    load = worker_load(ctx, state.pid)
+    load = ctx.worker_load(state.pid)
     cores = ctx.frame.host.cpu_count
     if not n or n <= cores or load is None or load.busy is None or not load.starved:
         return []
@@ -198,7 +197,7 @@ def io_bound_loading(ctx: Context, state: AttachState) -> list[Advice]:
     if no_dataloader(state):
         return []
     n = num_workers(ctx, state)
-    load = worker_load(ctx, state.pid)
+    load = ctx.worker_load(state.pid)
     if not is_data_bound(state) or not n or load is None:
         return []
     if trainer_thread_saturated(ctx, state.pid):

@@ -69,10 +69,19 @@ def split(step: StepRecord) -> tuple[int, int] | None:
 
 def classify(step: StepRecord) -> Verdict:
     """data-bound when input ≥ compute, compute-bound otherwise, unknown without data."""
-    parts = split(step)
-    if parts is None:
+    return verdict_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns)
+
+
+def verdict_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns: int | None,
+               gpu_gap_ns: int | None) -> Verdict:
+    """classify() from the fields it reads, before there is a record: the attach source
+    classifies each step as it makes it (wiring hands it this), and no second record is made."""
+    if gpu_gap_ns is not None and gpu_ns is not None:
+        return "data-bound" if gpu_gap_ns >= gpu_ns else "compute-bound"
+    if data_ns is None:
         return "unknown"
-    return "data-bound" if parts[0] >= parts[1] else "compute-bound"
+    input_ns = data_ns + (h2d_ns or 0)
+    return "data-bound" if input_ns >= max(0, duration_ns - input_ns) else "compute-bound"
 
 
 def classified(steps: Iterable[StepRecord]) -> tuple[StepRecord, ...]:
@@ -81,9 +90,12 @@ def classified(steps: Iterable[StepRecord]) -> tuple[StepRecord, ...]:
 
 
 def with_verdict(step: StepRecord) -> StepRecord:
-    """`step` with its verdict filled in (built from its fields: half what replace() costs,
-    paid for every step that closes)."""
-    values: tuple[Any, ...] = (*_BEFORE_VERDICT(step), classify(step), *_AFTER_VERDICT(step))
+    """`step` with its verdict filled in: itself where it was classified when made, else
+    built from its fields (half what replace() costs, paid for every step that closes)."""
+    verdict = classify(step)
+    if verdict == step.verdict:
+        return step
+    values: tuple[Any, ...] = (*_BEFORE_VERDICT(step), verdict, *_AFTER_VERDICT(step))
     return StepRecord(*values)
 
 

@@ -1,16 +1,18 @@
 """Reads probed trainers' rings: which PIDs have one, and the newest steps of attached ones
-(raw: the sampler's Derivation classifies and summarizes them)."""
+(classified as they are read where the wiring hands in the verdict; the sampler's Derivation
+summarizes them)."""
 
 from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import fields
 from itertools import pairwise
 from operator import itemgetter
 from typing import Any
 
-from gputop.model import AttachState, StepRecord, TrainerConfig
+from gputop.model import AttachState, StepRecord, TrainerConfig, Verdict
 from gputop.printable import printable
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
@@ -18,6 +20,9 @@ from gputop.sources.procfs import parse_stat, read_bytes
 from gputop.sources.rings import RingDirectory, process_owner
 
 WINDOW = 256
+# A step's verdict from (duration, data, h2d, gpu, gpu_gap) ns (analysis.steps.verdict_of,
+# handed in by wiring: sources do not import the analysis).
+VerdictOf = Callable[[int, int | None, int | None, int | None, int | None], Verdict]
 HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
 RING_APPEARS = ("the probe makes it at the first DataLoader pass, backward or optimizer step; "
                 "try again once the model trains")
@@ -38,9 +43,11 @@ class RingAttachSource:
     later join as they appear.
     """
 
-    def __init__(self, directory: str | None = None, window: int = WINDOW) -> None:
+    def __init__(self, directory: str | None = None, window: int = WINDOW,
+                 verdict_of: VerdictOf | None = None) -> None:
         self.rings = RingDirectory(directory, watch=True)
         self.window = window
+        self.verdict_of = verdict_of  # None: steps are left "unknown" for the Derivation
         self._targets: list[int] = []
         self._windows: dict[int, _RingWindow] = {}
         self._members: dict[int, list[int]] = {}
@@ -67,7 +74,7 @@ class RingAttachSource:
             self._targets.append(pid)
             self._members[pid] = []
         if pid not in self._windows:
-            self._windows[pid] = _RingWindow(pid, self.rings, self.window)
+            self._windows[pid] = _RingWindow(pid, self.rings, self.window, self.verdict_of)
 
     def detach(self, pid: int) -> None:
         """Stop reading the job `pid` belongs to (as its target or one of its ranks)."""
@@ -123,7 +130,7 @@ class RingAttachSource:
                 self._judged.add((pid, ticks))
             if target is not None:
                 self._members[target].append(pid)
-                self._windows[pid] = _RingWindow(pid, self.rings, self.window)
+                self._windows[pid] = _RingWindow(pid, self.rings, self.window, self.verdict_of)
 
     def _job_of(self, pid: int) -> tuple[int | None, bool]:
         """The attached target whose job `pid` belongs to (or None), and whether that is
@@ -189,9 +196,11 @@ class _RingWindow:
     """One attached trainer's ring across ticks: its reader and the window of its newest
     steps (loaders that do not train left out)."""
 
-    def __init__(self, pid: int, rings: RingDirectory, window: int) -> None:
+    def __init__(self, pid: int, rings: RingDirectory, window: int,
+                 verdict_of: VerdictOf | None = None) -> None:
         self.pid = pid
         self.rings = rings
+        self.verdict_of = verdict_of
         self.reader: RingReader | None = None
         # the newest records' steps and, side by side, the loader of each (0: none)
         self.steps: deque[StepRecord] = deque(maxlen=window)
@@ -250,7 +259,7 @@ class _RingWindow:
             held[left] -= 1
             if not held[left]:
                 del held[left]
-        self.steps.append(to_step(raw))
+        self.steps.append(to_step(raw, self.verdict_of))
         loaders.append(loader)
         held[loader] = held.get(loader, 0) + 1
         trains = raw.flags & layout.F_OPTIMIZER and loader
@@ -269,14 +278,16 @@ class _RingWindow:
             self.reader = None
 
 
-def to_step(raw: RawRecord) -> StepRecord:
-    """A ring record as a StepRecord, its fields taken by name (-1 becomes None); the
-    verdict is left to the sampler's Derivation."""
+def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None) -> StepRecord:
+    """A ring record as a StepRecord, its fields taken by name (-1 becomes None), classified
+    by `verdict_of` where given (else "unknown", for the sampler's Derivation)."""
     flags, duration = raw.flags, raw.duration_ns
+    measured = [None if v < 0 else v for v in _raw_measured(raw)]
+    verdict = "unknown" if verdict_of is None else verdict_of(duration, *_verdict_fields(measured))
     values: tuple[Any, ...] = (
-        raw.step, duration, *[None if v < 0 else v for v in _raw_measured(raw)], raw.epoch,
-        bool(flags & layout.F_WARMUP), "unknown", raw.start_ns + duration,
-        bool(flags & layout.F_IMPLICIT), bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
+        raw.step, duration, *measured, raw.epoch, bool(flags & layout.F_WARMUP), verdict,
+        raw.start_ns + duration, bool(flags & layout.F_IMPLICIT),
+        bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
     return StepRecord(*values)
 
 
@@ -286,6 +297,8 @@ _RAW_MEASURED = slice(RawRecord._fields.index(layout.MEASURED_FIELDS[0]),
                       RawRecord._fields.index(layout.MEASURED_FIELDS[-1]) + 1)
 assert RawRecord._fields[_RAW_MEASURED] == layout.MEASURED_FIELDS
 _raw_measured = itemgetter(_RAW_MEASURED)
+_verdict_fields = itemgetter(*map(layout.MEASURED_FIELDS.index,
+                                  ("data_ns", "h2d_ns", "gpu_ns", "gpu_gap_ns")))
 assert tuple(f.name for f in fields(StepRecord)) == (
     "step", "duration_ns", *layout.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
     "implicit", "input_outside_model")

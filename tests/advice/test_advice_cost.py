@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gputop.advice import evaluate
-from gputop.advice.context import Context, step_shape
+import pytest
+
+from gputop.advice import context, evaluate
+from gputop.advice.context import Context, WorkerLoad, step_shape
 from gputop.derive import Derivation
 from gputop.model import AttachState, Frame, ProcessSample, StepRecord
 from tests.helpers.builders import attached, frame, process, trainer_with_workers
@@ -94,3 +96,21 @@ def test_the_advice_passes_over_the_process_rows_once() -> None:
     found = evaluate(Context(replace(f, processes=CountingRows(f.processes)), {}))
     assert CountingRows.passes == 1
     assert found == evaluate(Context(f, {}))
+
+
+def test_every_rule_shares_one_worker_load_per_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three num_workers rules and the I/O rule read the same workers' load: it is
+    averaged once a tick, not once per rule that asks."""
+    f, _ = _data_bound_trainer()
+    made = 0
+    real = context.worker_load
+
+    def counting(ctx: Context, pid: int) -> WorkerLoad | None:
+        nonlocal made
+        made += 1
+        return real(ctx, pid)
+
+    monkeypatch.setattr(context, "worker_load", counting)
+    found = evaluate(Context(f, {}))
+    assert "raise-num-workers" in {a.id for a in found}
+    assert made == 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict
 
+import pytest
+
 from gputop.analysis.steps import (
     WAIT_FLOOR_NS,
     band,
@@ -12,6 +14,8 @@ from gputop.analysis.steps import (
     classify,
     input_straggler,
     summarize,
+    verdict_of,
+    with_verdict,
 )
 from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig, Verdict
 
@@ -140,3 +144,18 @@ def test_a_single_rank_is_not_searched_for_a_straggler() -> None:
     counted = replace(one, steps=_CountedSteps(one.steps))
     assert input_straggler([counted]) is None
     assert _CountedSteps.walks == 0
+
+
+@pytest.mark.parametrize("gpu", [None, (300, 700), (700, 300), (500, 500)])
+@pytest.mark.parametrize("data", [None, 0, 400, 500, 600, 1200])
+@pytest.mark.parametrize("h2d", [None, 0, 100])
+def test_a_step_classified_as_it_is_made_gets_the_verdict_classify_gives(
+        gpu: tuple[int, int] | None, data: int | None, h2d: int | None) -> None:
+    """verdict_of (the attach source's, before the record exists) is classify's rule, and
+    with_verdict keeps a step so classified as it is."""
+    gpu_ns, gap_ns = gpu if gpu is not None else (None, None)
+    step = StepRecord(step=1, duration_ns=1000, data_ns=data, h2d_ns=h2d, gpu_ns=gpu_ns,
+                      gpu_gap_ns=gap_ns)
+    made = replace(step, verdict=verdict_of(1000, data, h2d, gpu_ns, gap_ns))
+    assert made.verdict == classify(step)
+    assert with_verdict(made) is made and with_verdict(step) == made
