@@ -59,12 +59,18 @@ def input_words(s: StepSummary) -> str:
 
 def split(step: StepRecord) -> tuple[int, int] | None:
     """(input_ns, compute_ns) that decide the verdict, or None without a data phase."""
-    if step.gpu_gap_ns is not None and step.gpu_ns is not None:
-        return step.gpu_gap_ns, step.gpu_ns
-    if step.data_ns is None:
+    return split_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns)
+
+
+def split_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns: int | None,
+             gpu_gap_ns: int | None) -> tuple[int, int] | None:
+    """split() from the fields it reads, before there is a record."""
+    if gpu_gap_ns is not None and gpu_ns is not None:
+        return gpu_gap_ns, gpu_ns
+    if data_ns is None:
         return None
-    input_ns = step.data_ns + (step.h2d_ns or 0)
-    return input_ns, max(0, step.duration_ns - input_ns)
+    input_ns = data_ns + (h2d_ns or 0)
+    return input_ns, max(0, duration_ns - input_ns)
 
 
 def classify(step: StepRecord) -> Verdict:
@@ -76,12 +82,10 @@ def verdict_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns
                gpu_gap_ns: int | None) -> Verdict:
     """classify() from the fields it reads, before there is a record: the attach source
     classifies each step as it makes it (wiring hands it this), and no second record is made."""
-    if gpu_gap_ns is not None and gpu_ns is not None:
-        return "data-bound" if gpu_gap_ns >= gpu_ns else "compute-bound"
-    if data_ns is None:
+    parts = split_of(duration_ns, data_ns, h2d_ns, gpu_ns, gpu_gap_ns)
+    if parts is None:
         return "unknown"
-    input_ns = data_ns + (h2d_ns or 0)
-    return "data-bound" if input_ns >= max(0, duration_ns - input_ns) else "compute-bound"
+    return "data-bound" if parts[0] >= parts[1] else "compute-bound"
 
 
 def classified(steps: Iterable[StepRecord]) -> tuple[StepRecord, ...]:
