@@ -313,9 +313,9 @@ def figure(x: float) -> str:
 
 def rounded_up(x: float) -> str:
     """`x` printed as `figure` would, but rounded up: a quotient whose ceiling follows."""
-    x = round(x, 6)  # as ceil_div: float noise never lifts an exact quotient
+    x = round(x, 6)  # as ceil_div, at the quotient's own scale: noise never lifts it
     places = decimals(x)
-    return f"{math.ceil(round(x * 10 ** places, 6)) / 10 ** places:.{places}f}"
+    return f"{ceil_div(x * 10 ** places, 1.0) / 10 ** places:.{places}f}"
 
 
 def exact(x: float) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from gputop.advice.context import ceil_div
+
 NUMBER = r"(\d+(?:\.\d+)?)"
 PRODUCT = re.compile(rf"{NUMBER}((?: x {NUMBER})+) = {NUMBER}")
 QUOTIENT = re.compile(rf"{NUMBER} / {NUMBER} = {NUMBER} → (\d+) workers?( \(at most \d+\))?")
@@ -30,6 +32,6 @@ def printed_arithmetic(text: str) -> int:
         step = 10.0 ** -_places(q)
         assert exact - 1e-9 <= float(q) < exact + step, f"{match.group(0)!r}: a / b = {exact}"
         if not capped:
-            assert int(n) == math.ceil(round(float(q), 6)), match.group(0)
+            assert int(n) == ceil_div(float(q), 1.0), match.group(0)
         checked += 1
     return checked
