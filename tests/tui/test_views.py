@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gputop import fmt
 from gputop.analysis.steps import input_straggler
 from gputop.model import Advice
 from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import width_of
+from gputop.tui.views import gpus as gpus_view
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.gpus import gpu_lines, gpu_row
 from gputop.tui.views.host import host_lines
@@ -45,6 +48,21 @@ def test_sixteen_gpus_fit_in_two_columns_or_say_how_many_are_hidden() -> None:
     assert len(gpu_lines(gpus, History(), 200, 8)) == 8
     narrow = gpu_lines(gpus, History(), 80, 5)
     assert len(narrow) == 5 and "12 more GPU rows" in _text(narrow[-1])
+
+
+@pytest.mark.parametrize(("width", "max_rows", "drawn"), [(80, 4, 3), (200, 3, 4), (80, 9, 8)])
+def test_only_the_gpu_rows_shown_are_drawn(monkeypatch, width, max_rows, drawn) -> None:
+    gpus = frames("mixed", 1, gpus=8)[0].gpu.gpus
+    expected = gpu_lines(gpus, History(), width, max_rows)
+    calls = []
+
+    def counted(gpu, history, width):
+        calls.append(gpu.index)
+        return gpu_row(gpu, history, width)
+
+    monkeypatch.setattr(gpus_view, "gpu_row", counted)
+    assert gpu_lines(gpus, History(), width, max_rows) == expected
+    assert len(calls) == drawn
 
 
 def test_every_line_fits_its_width() -> None:

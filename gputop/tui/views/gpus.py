@@ -17,23 +17,27 @@ _TEMP_W, _POWER_W, _PCIE_W = 6, 11, 20
 def gpu_lines(
     gpus: Sequence[GpuSample], history: History, width: int, max_rows: int
 ) -> list[Line]:
-    """Rows for every device; two columns or a '+N more' line when rows are short."""
+    """Rows for every device that fits; two columns or a '+N more' line when rows are short.
+    A device whose row would not be shown is not drawn."""
     if not gpus:
         return []
     columns = 2 if len(gpus) > max_rows and width >= 120 else 1
     col_width = width if columns == 1 else (width - 1) // 2
-    rows = [gpu_row(gpu, history, col_width) for gpu in gpus]
-    if columns == 2:
-        half = (len(rows) + 1) // 2
-        pad = ((" " * col_width, "plain"),)
-        rows = [
-            left + ((" ", "plain"),) + (rows[half + i] if half + i < len(rows) else pad)
-            for i, left in enumerate(rows[:half])
-        ]
-    if len(rows) > max(1, max_rows):
-        keep = max(1, max_rows) - 1
-        hidden = len(rows) - keep
-        rows = [*rows[:keep], plain(f"  … {hidden} more GPU rows (enlarge the terminal)", "dim")]
+    height = -(-len(gpus) // columns)  # rows the devices take, the second column beside
+    limit = max(1, max_rows)
+    shown = height if height <= limit else limit - 1
+
+    def row(i: int) -> Line:
+        return gpu_row(gpus[i], history, col_width)
+
+    if columns == 1:
+        rows = [row(i) for i in range(shown)]
+    else:
+        pad: Line = ((" " * col_width, "plain"),)
+        rows = [row(i) + ((" ", "plain"),) + (row(height + i) if height + i < len(gpus) else pad)
+                for i in range(shown)]
+    if shown < height:
+        rows.append(plain(f"  … {height - shown} more GPU rows (enlarge the terminal)", "dim"))
     return rows
 
 
