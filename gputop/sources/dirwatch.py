@@ -32,6 +32,7 @@ class PrefixWatch:
         self.path = path
         self._prefix = prefix.encode()
         self._fd = _watch_fd(path)
+        self.drained = 0  # bytes of events the last changed() read
 
     @property
     def watching(self) -> bool:
@@ -41,6 +42,7 @@ class PrefixWatch:
     def changed(self) -> bool:
         """Whether an entry named with the prefix came, went or was renamed (or events were
         lost) since the last call; True when not watching."""
+        self.drained = 0
         if self._fd is None:
             return True
         found = False
@@ -54,6 +56,7 @@ class PrefixWatch:
                 return True
             if not data:
                 return found
+            self.drained += len(data)
             found = found or self._prefix in data or _LOST in data
 
     def close(self) -> None:

@@ -31,6 +31,15 @@ from gputop.sources.procfs import read_bytes
 # A directory changed this recently may change again within the same timestamp (the kernel
 # stamps with a coarse clock): it is listed again until its last change is older than this.
 SETTLED_NS = 1_000_000_000
+# A watch reads every event in the directory (DataLoader workers make and unlink a shared-memory
+# file per batch: two events each) where a listing reads every entry. Measured a second apart
+# (caches gone cold), a listing of a few entries cost ~350 us, a read of the events ~400 us and
+# ~0.25 us more per event: a directory whose events since the last scan outnumber its entries
+# by more than LISTING_EVENTS (2000 events a second: 840 us) is listed when its mtime moves
+# instead, and watched again REWATCH_SCANS scans later, in case it quietened.
+EVENT_BYTES = 48  # an event on a name of 17 to 32 bytes, as a worker's torch_PID_N_I
+LISTING_EVENTS = 500
+REWATCH_SCANS = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +52,24 @@ class RingName:
     inode: int
 
 
-def ring_names(directory: str) -> list[RingName]:
-    """The entries of `directory` named like rings (one scandir); unless we are root, names
-    that claim another uid are dropped here, without a syscall each."""
+def ring_names(directory: str) -> tuple[list[RingName], int]:
+    """The entries of `directory` named like rings (one scandir), and how many entries it
+    holds; unless we are root, names that claim another uid are dropped here, without a
+    syscall each."""
     me = os.getuid()
     found = []
     prefix = layout.NAME_PREFIX
     try:
-        with os.scandir(directory) as entries:  # /dev/shm holds hundreds of other files
-            for entry in [e for e in entries if e.name.startswith(prefix)]:
-                parsed = layout.parse_name(entry.name)
-                if parsed is not None and (me == 0 or parsed[0] == me):
-                    found.append(RingName(entry.path, parsed[0], parsed[1], entry.inode()))
+        with os.scandir(directory) as scan:  # /dev/shm may hold hundreds of other files
+            entries = list(scan)
+        for entry in [e for e in entries if e.name.startswith(prefix)]:
+            parsed = layout.parse_name(entry.name)
+            if parsed is not None and (me == 0 or parsed[0] == me):
+                found.append(RingName(entry.path, parsed[0], parsed[1], entry.inode()))
     except OSError:
-        return []
-    return sorted(found, key=lambda name: (len(name.path), name.path))  # plain names first
+        return [], 0
+    found.sort(key=lambda name: (len(name.path), name.path))  # plain names first
+    return found, len(entries)
 
 
 def process_owner(pid: int) -> int | None:
@@ -260,6 +272,8 @@ class RingDirectory:
         self._last = _Listing()
         self._others: dict[Namespace, dict[int, int]] | None = None  # this scan's, once needed
         self._listed: tuple[tuple[str, int, int, int], list[RingName]] | None = None
+        self._entries = 0  # what the directory held at the last listing
+        self._unwatched_scans = 0  # scans left before a busy directory is watched again
         self._running = _Running(hold=watch)  # a live view holds its rings' processes
 
     def path(self) -> str:
@@ -353,9 +367,9 @@ class RingDirectory:
 
     def _names(self) -> list[RingName]:
         """The directory's ring names, listed again only when a ring's name came or went
-        (inotify), or where nothing tells that, when its mtime moved (or moved so lately
-        that a later change could carry the same stamp): /dev/shm holds hundreds of other
-        files (semaphores, NCCL and torch segments) that come and go all the time, and
+        (inotify), or where nothing tells that, or its events outweigh its entries, when
+        its mtime moved (or moved so lately that a later change could carry the same stamp):
+        /dev/shm may hold hundreds of other files (semaphores, NCCL and torch segments), and
         listing them every tick cost more than the rest of attaching."""
         path = self.path()
         try:
@@ -366,21 +380,34 @@ class RingDirectory:
         where = (path, st.st_dev, st.st_ino)
         watch = self._watching(where)
         if watch is not None:
-            if watch.changed() or self._listed is None or self._listed[0][:3] != where:
-                self._listed = ((*where, 0), ring_names(path))
-            return self._listed[1]
+            changed = watch.changed()
+            if watch.drained <= EVENT_BYTES * (self._entries + LISTING_EVENTS):
+                if changed or self._listed is None or self._listed[0][:3] != where:
+                    self._listed = ((*where, 0), self._list(path))
+                return self._listed[1]
+            self._unwatch()  # busier than a listing: the mtime says when to list
+            self._unwatched_scans = REWATCH_SCANS
+            self._listed = None
         stamp = (*where, st.st_mtime_ns)
         if self._listed is not None and self._listed[0] == stamp:
             return self._listed[1]
-        names = ring_names(path)
+        names = self._list(path)
         settled = time.time_ns() - st.st_mtime_ns > SETTLED_NS
         self._listed = (stamp, names) if settled else None
+        return names
+
+    def _list(self, path: str) -> list[RingName]:
+        """The ring names in `path`, noting how many entries it holds."""
+        names, self._entries = ring_names(path)
         return names
 
     def _watching(self, where: tuple[str, int, int]) -> PrefixWatch | None:
         """The inotify watch on the directory at `where` (path, device, inode), made anew
         when another directory is there now; None when not wanted or not available."""
         if not self._watch_wanted:
+            return None
+        if self._unwatched_scans:
+            self._unwatched_scans -= 1
             return None
         if self._watch is None or self._watch[0] != where:
             self._unwatch()

@@ -12,6 +12,7 @@ import pytest
 
 from gputop.probe import ring as layout
 from gputop.sources import dirwatch
+from gputop.sources import rings as rings_module
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.fakeproc import ReadWatch
 
@@ -58,6 +59,54 @@ def test_other_files_coming_and_going_do_not_list_the_ring_directory(tmp_path: P
         writer.close()
         writer = None
         assert source.probe_pids() == frozenset()  # the ring's unlink is an event too
+    finally:
+        watch.close()
+        source.close()
+        if writer is not None:
+            writer.close()
+
+
+def _inotify_instances() -> int:
+    """How many inotify instances this process holds, as the kernel lists its fds."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own fd, closed by now
+            continue
+    return links.count("anon_inode:inotify")
+
+
+def test_a_directory_busier_than_a_listing_is_listed_instead_of_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rings_module, "REWATCH_SCANS", 3)
+    directory = _shm_with_others(tmp_path)
+    source = RingAttachSource(directory=str(directory))
+    watch = ReadWatch({"dir": directory})
+    before = _inotify_instances()
+    writer = None
+    try:
+        assert source.probe_pids() == frozenset()
+        assert _inotify_instances() == before + 1  # watched
+        for i in range(rings_module.LISTING_EVENTS + 10 * OTHERS):  # as DataLoader workers'
+            # shared-memory files: two events each, none left
+            (directory / f"torch_{i}").write_bytes(b"")
+            (directory / f"torch_{i}").unlink()
+        assert source.probe_pids() == frozenset()
+        assert _inotify_instances() == before  # reading the events costs more than a listing
+        watch.take()
+        writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+        writer.append([RECORD])
+        assert source.probe_pids() == {os.getpid()}  # the mtime moved: listed, found
+        assert ("dir", "") in watch.take()
+        for _ in range(3):  # quiet again: watched again REWATCH_SCANS scans later
+            assert source.probe_pids() == {os.getpid()}
+        assert _inotify_instances() == before + 1
+        watch.take()
+        (directory / "sem.mp-later").write_bytes(b"")
+        assert source.probe_pids() == {os.getpid()}
+        assert ("dir", "") not in watch.take()  # a few events: the watch says no ring came
     finally:
         watch.close()
         source.close()
