@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -39,3 +40,15 @@ def children(pid: int) -> set[int]:
         if int(fields[1]) == pid:  # after the name: state ppid ...
             out.add(int(entry.name))
     return out
+
+
+def open_fd_targets() -> list[str]:
+    """What each of this process's fds refers to (/proc/self/fd's links; one closed while
+    listed is left out)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return targets

@@ -16,6 +16,7 @@ from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, Traine
 from gputop.sources import procfs
 from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
 from tests.helpers.fakeproc import FakeProc, stat_line
+from tests.helpers.processes import open_fd_targets
 
 
 @pytest.mark.parametrize(
@@ -205,11 +206,7 @@ def test_stat_reader_caps_fds_and_falls_back(tmp_path: Path):
 def _proc_stat_fds() -> set[str]:
     """Targets of this process's fds that are some /proc/PID/stat."""
     found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
+    for target in open_fd_targets():
         parts = target.split("/")
         if len(parts) == 4 and parts[1] == "proc" and parts[2].isdigit() and parts[3] == "stat":
             found.add(target)

@@ -15,6 +15,7 @@ from gputop.sources import dirwatch
 from gputop.sources import rings as rings_module
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.fakeproc import ReadWatch
+from tests.helpers.processes import open_fd_targets
 
 OTHERS = 50  # files that are not rings, as /dev/shm holds semaphores and NCCL segments
 RECORD = (0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, layout.F_OPTIMIZER, 1)
@@ -68,13 +69,7 @@ def test_other_files_coming_and_going_do_not_list_the_ring_directory(tmp_path: P
 
 def _inotify_instances() -> int:
     """How many inotify instances this process holds, as the kernel lists its fds."""
-    links = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:  # the listing's own fd, closed by now
-            continue
-    return links.count("anon_inode:inotify")
+    return open_fd_targets().count("anon_inode:inotify")
 
 
 def test_a_directory_busier_than_a_listing_is_listed_instead_of_watched(
