@@ -13,6 +13,8 @@ ratio to btop for that round, and the report gives the medians of the rounds. To
 - textual-floor: a bare Textual app (benchmarks/textual_floor.py) that repaints as many
   lines a second as gputop-ui marked for repaint, ten styled spans a line: what Textual
   alone costs for that drawing (gputop-ui over it: how far drawing is from its floor);
+- ansi-floor: the same lines written with no framework (benchmarks/ansi_floor.py: f-strings
+  and one os.write a second): what Python itself costs for them;
 - btop (1000 ms update) and htop (`-d 10`).
 
 Peak RSS (VmHWM) of each at the end of each window. Then, at ~600 processes and 80x24:
@@ -232,14 +234,16 @@ def btop_home() -> Iterator[str]:
 def tools(lines_file: Path, reference: str | None = None) -> dict[str, list[str]]:
     """Each tool's command line (btop and htop where installed; `reference`: gputop from
     another checkout, e.g. the code before a change, beside it in the same run).
-    gputop-ui counts its repainted lines into `lines_file`, which textual-floor follows."""
+    gputop-ui counts its repainted lines into `lines_file`, which the floors follow."""
     python = gputop_command()[0]
     found = {"gputop": gputop_command(),
              "gputop+8gpu": [*gputop_command(), "--demo", "mixed", "--gpus", "8"],
              "gputop-ui": [python, str(Path(__file__).resolve()), "--serve-replay",
                            str(lines_file)],
              "textual-floor": [python, str(Path(__file__).resolve().parent / "textual_floor.py"),
-                               "--follow", str(lines_file)]}
+                               "--follow", str(lines_file)],
+             "ansi-floor": [python, str(Path(__file__).resolve().parent / "ansi_floor.py"),
+                            "--follow", str(lines_file)]}
     if reference:
         found["gputop-ref"] = reference_command(reference)
     if shutil.which("btop"):
@@ -503,9 +507,11 @@ def main() -> int:
                                    f"x{window.ratio('gputop', 'btop'):.2f}, +8gpu "
                                    f"x{window.ratio('gputop+8gpu', 'btop'):.2f}; drawing "
                                    f"x{window.ratio('gputop-ui', 'textual-floor'):.2f} "
-                                   f"Textual's floor")
+                                   f"Textual's floor, "
+                                   f"x{window.ratio('gputop-ui', 'ansi-floor'):.2f} a bare "
+                                   f"writer's")
         if summary:
-            print("\nvs btop (target <= 0.5), and gputop-ui vs textual-floor: "
+            print("\nvs btop (target <= 0.5), and gputop-ui vs the floors: "
                   + "; ".join(summary))
         if args.cpu_only:
             return 0
