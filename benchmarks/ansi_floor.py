@@ -20,6 +20,8 @@ import time
 import tty
 from pathlib import Path
 
+from repaint_count import RepaintCount
+
 SPANS = 10  # a process row's spans, as textual-floor draws them
 STYLES = tuple(f"\x1b[{weight};{colour}m" for colour in (32, 36, 33, 37, 35)
                for weight in (22, 1))
@@ -38,25 +40,7 @@ def frame(tick: int, lines: int, width: int) -> str:
     return "".join(parts)
 
 
-class Follow:
-    """How many lines gputop-ui repainted since the last look (the count it keeps in FILE)."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._seen: int | None = None
-
-    def lines(self, height: int) -> int:
-        if self.path is None:
-            return height
-        try:
-            total = int(self.path.read_text() or 0)
-        except (OSError, ValueError):
-            return 0  # gputop-ui has not counted yet
-        before, self._seen = self._seen, total
-        return 0 if before is None else min(height, max(0, total - before))
-
-
-def run(follow: Follow) -> None:
+def run(follow: RepaintCount) -> None:
     """Repaint each second until q."""
     keys, out = sys.stdin.fileno(), sys.stdout.fileno()
     tick, due = 0, time.monotonic()
@@ -79,7 +63,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--follow", type=Path, metavar="FILE",
                         help="repaint as many lines a second as the count in FILE grew")
-    follow = Follow(parser.parse_args().follow)
+    follow = RepaintCount(parser.parse_args().follow)
     keys, out = sys.stdin.fileno(), sys.stdout.fileno()
     saved = termios.tcgetattr(keys)
     tty.setcbreak(keys)

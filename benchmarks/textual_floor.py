@@ -25,6 +25,8 @@ from textual.widget import Widget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from repaint_count import RepaintCount
+
 from gputop.tui import paint
 from gputop.tui.driver import QuietLinuxDriver
 from gputop.tui.look import PLAIN
@@ -41,8 +43,7 @@ class EveryLine(Widget):
         super().__init__()
         self.tick = 0
         self._strips: dict[int, Strip] = {}
-        self._follow = follow
-        self._followed: int | None = None
+        self._repaints = RepaintCount(follow)
 
     def next_tick(self) -> None:
         """New content on as many lines as gputop-ui repainted (or on all), each marked dirty
@@ -50,20 +51,10 @@ class EveryLine(Widget):
         self.tick += 1
         self._strips.clear()
         width, height = self.size
-        lines = min(height, self._lines_to_repaint(height))
+        lines = self._repaints.lines(height)
         if lines:
             with paint.together(self.screen):
                 paint.repaint(self, [Region(0, y, width, 1) for y in range(lines)])
-
-    def _lines_to_repaint(self, height: int) -> int:
-        if self._follow is None:
-            return height
-        try:
-            total = int(self._follow.read_text() or 0)
-        except (OSError, ValueError):
-            return 0  # gputop-ui has not counted yet
-        before, self._followed = self._followed, total
-        return 0 if before is None else max(0, total - before)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """A strip per line, built once per tick."""
