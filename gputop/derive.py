@@ -54,8 +54,17 @@ class Derivation:
         waits = _waits(trainers, groups, source) if trainers else {}
         special = groups.roles.keys() | probe_pids
         marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
-        out = tuple([self._mark(row, groups, probe_pids, waits, marked) if row.pid in special
-                     else row for row in rows])  # runs over every process each tick
+        positions = scan.positions
+        if positions is None:  # a pass over every process
+            out = tuple([self._mark(row, groups, probe_pids, waits, marked)
+                         if row.pid in special else row for row in rows])
+        else:  # the few special rows, found where the scan says they are
+            changed = list(rows)
+            for pid in special:
+                at = positions.get(pid)
+                if at is not None:
+                    changed[at] = self._mark(rows[at], groups, probe_pids, waits, marked)
+            out = tuple(changed)
         self._marked = marked
         if not trainers:
             return out, ()

@@ -6,6 +6,7 @@ Units follow psutil: bytes, seconds, percent (0..100 per core for processes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Literal
 
@@ -521,6 +522,27 @@ class Frame:
     straggler: InputStraggler | None = None
     errors: tuple[SourceError, ...] = ()
     fleet: FleetReport | None = None  # `--prometheus URL`: the hosts Prometheus scrapes
+    # The rows and where each PID's is in them (the process source's, else made on first
+    # use); a frame made by replace() with other rows makes its own.
+    process_index: tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None = field(
+        default=None, compare=False, repr=False)
+
+    def process_places(self) -> Mapping[int, int]:
+        """Where each PID's row is in `processes` (the first, if listed twice): the sampler's
+        index, else one made on first use."""
+        index = self.process_index
+        if index is None or index[0] is not self.processes:
+            places: dict[int, int] = {}
+            for at, row in enumerate(self.processes):
+                places.setdefault(row.pid, at)
+            index = (self.processes, places)
+            object.__setattr__(self, "process_index", index)  # frozen: a cache
+        return index[1]
+
+    def process(self, pid: int) -> ProcessSample | None:
+        """The row of `pid` (the first, if listed twice), or None."""
+        at = self.process_places().get(pid)
+        return None if at is None else self.processes[at]
 
     @property
     def simulated(self) -> bool:

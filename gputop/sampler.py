@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -41,6 +41,9 @@ from gputop.ticker import PausableTicks, Ticker
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
 T = TypeVar("T")
+# A tick's rows, trainer groups, and the rows with where each PID's row is in them
+_Rows = tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...],
+              tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None]
 
 
 
@@ -152,8 +155,8 @@ class Sampler(PausableTicks):
             gpu = self._guarded("gpu", self.gpu.sample, _NO_GPU, now)
             host = self._guarded("host", self.host.sample, _unknown_host(), now)
             attach = self._guarded("attach", self._sample_attach, _NOT_ATTACHED, now)
-            no_rows: tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]] = ((), ())
-            processes, trainers = self._guarded(
+            no_rows: _Rows = ((), (), None)
+            processes, trainers, index = self._guarded(
                 "processes", lambda: self._sample_processes(gpu, attach[0]), no_rows, now)
             membw = (self._guarded("membw", self.membw.sample, None, now)
                      if self.membw is not None else None)
@@ -162,7 +165,8 @@ class Sampler(PausableTicks):
                 """The tick's Frame, built directly (replace() would cost more than this)."""
                 return Frame(time=now, interval_s=interval, host=host, gpu=gpu,
                              processes=processes, trainers=trainers, memory_bandwidth=membw,
-                             attached=attach[1], straggler=attach[2], **late)
+                             attached=attach[1], straggler=attach[2], process_index=index,
+                             **late)
 
             advice: tuple[Advice, ...] = ()
             if self.advisor is not None:
@@ -187,10 +191,11 @@ class Sampler(PausableTicks):
         states, straggler = self._derive.attached(source.sample(), time.monotonic_ns())
         return probe_pids, states, straggler
 
-    def _sample_processes(
-        self, gpu: GpuReport, probe_pids: frozenset[int]
-    ) -> tuple[tuple[ProcessSample, ...], tuple[TrainerGroup, ...]]:
-        return self._derive.processes(self.processes.sample(gpu), probe_pids, self.processes)
+    def _sample_processes(self, gpu: GpuReport, probe_pids: frozenset[int]) -> _Rows:
+        """The rows with their roles, the trainer groups, and where each PID's row is."""
+        scan = self.processes.sample(gpu)
+        rows, trainers = self._derive.processes(scan, probe_pids, self.processes)
+        return rows, trainers, None if scan.positions is None else (rows, scan.positions)
 
     def _take_attach_requests(self) -> None:
         """Attach and detach requests from other threads, applied here, on the sampling

@@ -73,6 +73,28 @@ def test_a_steady_tick_reads_each_ordinary_row_once() -> None:
     assert _reads_per_row(derive, told, source) <= 1
 
 
+def test_a_scan_that_says_where_rows_are_leaves_ordinary_rows_unread() -> None:
+    rows = (*_job(), *_others())
+    positions = {row.pid: at for at, row in enumerate(rows)}
+    derive, source = Derivation(), _Waits()
+    first = derive.processes(ProcessScan(rows, True, positions=positions), frozenset(), source)
+    placed = ProcessScan(rows, False, (), frozenset(), frozenset({10}), positions)
+    assert _reads_per_row(derive, placed, source) == 0
+    assert derive.processes(placed, frozenset(), source) == first
+
+
+def test_rows_come_out_the_same_whether_or_not_the_scan_places_them() -> None:
+    job, others = _job(), tuple(builders.process(pid) for pid in range(1000, 1010))
+    ticks = [((*job, *others), frozenset()), ((*job, *others), frozenset({10})),
+             ((job[0], job[1], replace(job[2], ppid=1), *others), frozenset({10}))]
+    walked, placed, source = Derivation(), Derivation(), _Waits()
+    for rows, probes in ticks:
+        positions = {row.pid: at for at, row in enumerate(rows)}
+        out = walked.processes(ProcessScan(rows, True), probes, source)
+        assert placed.processes(ProcessScan(rows, True, positions=positions), probes,
+                                source) == out
+
+
 def test_rows_carry_roles_and_this_ticks_waits() -> None:
     job, others = _job(), tuple(builders.process(pid) for pid in range(1000, 1010))
     derive, source = Derivation(), _Waits()

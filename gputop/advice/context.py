@@ -23,16 +23,14 @@ ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this muc
 class Context:
     """The newest frame and, per GPU index, its util history (oldest first, newest last).
 
-    The rules of one tick share what they look up here: rows by PID and the busy processes
-    (one pass over the frame's rows, not one per lookup) and each trainer's step shape (from
-    the totals the sampler keeps beside its window).
+    The rules of one tick share what they look up here: the busy processes (one pass over
+    the frame's rows, made on first use; a row by PID is the frame's own lookup) and each
+    trainer's step shape (from the totals the sampler keeps beside its window).
     """
 
     frame: Frame
     gpu_util_history: dict[int, tuple[float, ...]]
-    _rows: dict[int, ProcessSample] | None = field(default=None, init=False, repr=False,
-                                                   compare=False)
-    _busy: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+    _busy: list[int] | None = field(default=None, init=False, repr=False, compare=False)
     _shapes: dict[int, tuple[AttachState, StepShape | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _loads: dict[int, WorkerLoad | None] = field(default_factory=dict, init=False, repr=False,
@@ -40,25 +38,16 @@ class Context:
 
     def process(self, pid: int) -> ProcessSample | None:
         """The process row for `pid`, if it was seen this tick (the first, if listed twice)."""
-        return self._indexed().get(pid)
+        return self.frame.process(pid)
 
     def busy_pids(self) -> list[int]:
         """The PID of each row that keeps a core busy (BUSY_PROCESS of one or more)."""
-        self._indexed()
-        return self._busy
-
-    def _indexed(self) -> dict[int, ProcessSample]:
-        """The rows by PID, and the busy ones noted, from one pass made on first use."""
-        rows = self._rows
-        if rows is None:
-            rows = {}
-            busy = BUSY_PROCESS * CORE_PERCENT
-            for p in self.frame.processes:
-                rows.setdefault(p.pid, p)
-                if (p.cpu_percent or 0.0) >= busy:
-                    self._busy.append(p.pid)
-            object.__setattr__(self, "_rows", rows)  # frozen: a cache filled on first use
-        return rows
+        busy = self._busy
+        if busy is None:
+            least = BUSY_PROCESS * CORE_PERCENT
+            busy = [p.pid for p in self.frame.processes if (p.cpu_percent or 0.0) >= least]
+            object.__setattr__(self, "_busy", busy)  # frozen: a cache filled on first use
+        return busy
 
     def step_shape(self, state: AttachState) -> StepShape | None:
         """`step_shape(state)`, worked out once per state however many rules ask."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from gputop.model import (
@@ -39,6 +39,8 @@ class ProcessScan(NamedTuple):
     gone: frozenset[int] = frozenset()
     # The PIDs of the rows with GPU memory or devices (None: not told, found from the rows)
     gpu_pids: frozenset[int] | None = None
+    # Where each PID's row is in `rows` (None: not told); a mapping never changed once given
+    positions: Mapping[int, int] | None = None
 
 
 class ProcessWaits(NamedTuple):

@@ -201,6 +201,8 @@ class ProcProcessSource:
         # the loop would skip three of these four, they are carried over whole instead.
         self._asleep: list[dict[int, _Tracked]] = [{} for _ in range(DEEP_LOOK_EVERY)]
         self._order: list[int] = []  # tracked pids, sorted, as of the last change
+        self._rows: list[ProcessSample] = []  # their rows, in that order
+        self._positions: dict[int, int] = {}  # pid -> its row's place (made anew, not changed)
         self._on_gpu: set[int] = set()  # pids NVML listed last tick
         self.listings = 0
         self.second_looks = 0  # ticks that looked at the skipped again (an end unseen)
@@ -213,21 +215,39 @@ class ProcProcessSource:
         tracked, touched, moved, gone = self._scan(now, last)
         changed = bool(moved or gone)
         touched += self._join_gpus(tracked, gpu_use)
-        if gone or len(tracked) != len(self._order):  # not for a rename: none came or went
+        reordered = bool(gone) or len(tracked) != len(self._order)  # not for a rename
+        if reordered:
             self._order = sorted(tracked)
             if self._torch_versions:
                 self._torch_versions = {k: v for k, v in self._torch_versions.items()
                                         if k[0] in tracked}
-        for t in touched:
-            self._row(t)
-        rows = [s for pid in self._order if (s := tracked[pid].sample) is not None]
-        rows.extend(
-            _foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
-            if pid not in tracked
-        )
+        rows, positions = self._rows_now(tracked, touched, reordered)
+        foreign = [_foreign(pid, mem, idx) for pid, (mem, idx) in sorted(gpu_use.items())
+                   if pid not in tracked]
+        if foreign:
+            positions = {**positions, **{row.pid: len(rows) + i for i, row in enumerate(foreign)}}
+            rows = [*rows, *foreign]
         moved_rows = tuple(s for t in moved if (s := t.sample) is not None)
         # Every pid NVML lists has a row (its own, or a foreign one), with its devices.
-        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone), frozenset(gpu_use))
+        return ProcessScan(tuple(rows), changed, moved_rows, frozenset(gone), frozenset(gpu_use),
+                           positions)
+
+    def _rows_now(self, tracked: dict[int, _Tracked], touched: list[_Tracked],
+                  reordered: bool) -> tuple[list[ProcessSample], dict[int, int]]:
+        """The tracked rows in PID order and where each PID's is: the last tick's with the
+        touched rows put in their places (no pass over the others), made anew when
+        processes came or went."""
+        fresh = [(t.pid, self._row(t)) for t in touched]
+        rows, positions = self._rows, self._positions
+        if (not reordered and len(positions) == len(self._order)
+                and all(pid in positions for pid, _ in fresh)):
+            for pid, row in fresh:
+                rows[positions[pid]] = row
+            return rows, positions
+        rows = [s for pid in self._order if (s := tracked[pid].sample) is not None]
+        self._rows = rows
+        self._positions = positions = {row.pid: i for i, row in enumerate(rows)}
+        return rows, positions
 
     def seed(self, look: FirstLook) -> None:
         """Take `look` (gputop.sources.first_look's, taken before gputop loaded) as the
@@ -247,6 +267,7 @@ class ProcProcessSource:
             tracked[pid] = t = self._new(pid, st, data, look.boottime, None)
             self._row(t)
         self._tracked, self._order = tracked, list(tracked)
+        self._positions = {}  # the rows are made at the first sample
         self._times = (look.boottime, None)
         self._tick_times[self._ticks] = look.boottime
         self._listed_at, self._relisted_tick = look.last_pid, self._ticks

@@ -89,13 +89,20 @@ def test_the_advice_walks_no_window_of_a_derived_trainer() -> None:
 
 
 def test_the_advice_passes_over_the_process_rows_once() -> None:
-    """Rows by PID and the busy processes the job's CPU is judged against come from one
-    pass over the frame's ~600 rows, however many rules ask."""
+    """The busy processes the job's CPU is judged against come from one pass over the
+    frame's ~600 rows, however many rules ask; rows by PID from the sampler's index (no
+    pass), or, for a frame without one, from one more pass made on first use."""
     f, _ = _data_bound_trainer()
+    rows = CountingRows(f.processes)
+    placed = replace(f, processes=rows,
+                     process_index=(rows, {row.pid: at for at, row in enumerate(f.processes)}))
     CountingRows.passes = 0
-    found = evaluate(Context(replace(f, processes=CountingRows(f.processes)), {}))
+    found = evaluate(Context(placed, {}))
     assert CountingRows.passes == 1
     assert found == evaluate(Context(f, {}))
+    CountingRows.passes = 0
+    assert evaluate(Context(replace(f, processes=CountingRows(f.processes)), {})) == found
+    assert CountingRows.passes == 2
 
 
 def test_every_rule_shares_one_worker_load_per_trainer(monkeypatch: pytest.MonkeyPatch) -> None:

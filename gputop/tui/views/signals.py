@@ -43,8 +43,8 @@ def signal_targets(row: Row, frame: Frame) -> SignalTargets:
     group = next((g for g in frame.trainers if g.pid == trainer_pid), None)
     if group is None:
         return SignalTargets(proc)
-    by_pid = {p.pid: p for p in frame.processes}
-    members = [by_pid[pid] for pid in (group.pid, *group.worker_pids) if pid in by_pid]
+    members = [found for pid in (group.pid, *group.worker_pids)
+               if (found := frame.process(pid)) is not None]
     return SignalTargets(proc, tuple(members), whole=proc.pid == group.pid)
 
 
