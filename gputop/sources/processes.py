@@ -75,8 +75,8 @@ class _Tracked:
         self.gpu_memory_bytes: int | None = None
         self.gpu_indices: tuple[int, ...] = ()
         self.sample: ProcessSample | None = None
-        self.sched: bytes | None = None
-        self.ran_at = 0  # the last tick its schedstat moved (or it was first seen)
+        self.sched: bytes | int | None = None  # its CPU clock (ns), else its schedstat
+        self.ran_at = 0  # the last tick that moved (or it was first seen)
         self.seen_at = 0  # the last tick it was looked at (a quiet one is not, every tick)
 
 
@@ -174,6 +174,9 @@ class ProcProcessSource:
         self._thread_sched = procfs.StatReader(proc_root, max_fds, "schedstat")
         self._io = procfs.StatReader(proc_root, max_fds, "io")
         self._gate = procfs.schedstat_counts(proc_root)
+        # Whether a process ran: its CPU clock (one system call) where the kernel answers it
+        # for this /proc, else its schedstat (a pread through a kept fd)
+        self._clocks = procfs.cpu_clocks_answer(proc_root)
         self._delayacct = procfs.delay_accounting_on(proc_root)
         self._waits: dict[int, _WaitMark] = {}
         self._task_lists: dict[int, _TaskList] = {}  # waits(): threads as last listed
@@ -294,6 +297,9 @@ class ProcProcessSource:
         dt = None if last is None else now - last
         read = self._reader.read
         sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
+        clock = time.clock_gettime_ns if self._clocks else None
+        sched_clock = procfs.CPUCLOCK_SCHED
+        sched: bytes | int | None
         gate = self._gate and dt is not None
         recheck = self._recheck
         self._ticks += 1
@@ -325,11 +331,12 @@ class ProcProcessSource:
         while True:
             for pid in pids:
                 t = old.get(pid)
-                # The gate: a single-threaded process whose schedstat (a third of stat's cost)
-                # did not move did not run, and without running it changes no field we show but
-                # RSS under reclaim (its stat is read every REFRESH_TICKS anyway) and ppid (read
-                # on the tick after its parent vanished). schedstat is read before stat, so a run
-                # in between shows on the next tick. Inlined: this runs for every process.
+                # The gate: a single-threaded process whose run time did not move did not run
+                # (its CPU clock, a system call, a third of a stat read's cost; else schedstat),
+                # and without running it changes no field we show but RSS under reclaim (its stat
+                # is read every REFRESH_TICKS anyway) and ppid (read on the tick after its parent
+                # vanished). The run time is read before stat, so a run in between shows on the
+                # next tick. Inlined: this runs for every process.
                 # A process that has not run for QUIET_TICKS is looked at every other tick (on
                 # the refresh's parity) and its stat read every QUIET_REFRESH_TICKS (a stat read
                 # costs five schedstat reads): one that wakes shows a tick later at worst, its
@@ -349,9 +356,12 @@ class ProcProcessSource:
                     else:
                         due = not phase % QUIET_REFRESH_TICKS
                     if not due:
-                        fd = sched_fds.get(pid)
                         try:
-                            sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
+                            if clock is not None:  # procfs.cpu_clock_id, inlined
+                                sched = clock(((~pid) << 3) | sched_clock)
+                            else:
+                                fd = sched_fds.get(pid)
+                                sched = pread(fd, 256, 0) if fd is not None else sched_read(pid)
                         except OSError:  # gone, or its pid reused: the reader tells which
                             sched = sched_read(pid)
                         if sched is None:

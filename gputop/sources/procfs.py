@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Container, Mapping
 from typing import NamedTuple
 
@@ -475,6 +476,30 @@ def default_fd_cap(ceiling: int = 4096, share: int = 4) -> int:
     if soft == resource.RLIM_INFINITY:
         return ceiling
     return max(0, min(ceiling, soft // share))
+
+
+CPUCLOCK_SCHED = 2  # the kernel's CPU clock that counts run time in ns (not ticks)
+
+
+def cpu_clock_id(pid: int) -> int:
+    """The id of process `pid`'s CPU-time clock, as clock_getcpuclockid(3) makes it (the
+    kernel's MAKE_PROCESS_CPUCLOCK): its threads' run time summed, in ns. The kernel answers
+    it for any process, with one system call and no file: no text made, no fd kept."""
+    return ((~pid) << 3) | CPUCLOCK_SCHED
+
+
+def cpu_clocks_answer(proc_root: str = "/proc") -> bool:
+    """Whether processes' CPU clocks can tell whether the processes under `proc_root` ran:
+    it is this process's own /proc (the PIDs it shows are the ones the clocks take) and this
+    process's clock reads as its CPU time does."""
+    pid = os.getpid()
+    try:
+        if os.readlink(f"{proc_root}/self") != str(pid):
+            return False
+        mine = time.clock_gettime_ns(cpu_clock_id(pid))
+    except (OSError, ValueError, OverflowError):
+        return False
+    return abs(time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) - mine) < 1_000_000_000
 
 
 def schedstat_counts(proc_root: str = "/proc") -> bool:

@@ -14,7 +14,14 @@ import pytest
 from gputop.derive import Derivation
 from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
 from gputop.sources import procfs
-from gputop.sources.processes import FOREIGN_STATE, ProcProcessSource, display_name, gpu_usage
+from gputop.sources.processes import (
+    FOREIGN_STATE,
+    QUIET_TICKS,
+    REFRESH_TICKS,
+    ProcProcessSource,
+    display_name,
+    gpu_usage,
+)
 from tests.helpers.fakeproc import FakeProc, stat_line
 from tests.helpers.processes import open_fd_targets
 
@@ -313,4 +320,65 @@ def test_real_new_thread_is_not_a_process_and_a_new_child_is():
         if child is not None:
             child.kill()
             child.wait(timeout=10)
+        source.close()
+
+
+def _proc_files(name: str) -> set[str]:
+    """Targets of this process's fds that are some /proc/PID/`name`."""
+    return {target for target in open_fd_targets()
+            if (parts := target.split("/"))[1:2] == ["proc"] and parts[-1] == name}
+
+
+def test_a_process_cpu_clock_counts_its_run_time_and_ends_with_it():
+    busy = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    idle = subprocess.Popen(["sleep", "60"])
+    try:
+        assert procfs.cpu_clocks_answer("/proc")
+        time.sleep(0.3)
+        ran = [time.clock_gettime_ns(procfs.cpu_clock_id(p.pid)) for p in (busy, idle)]
+        time.sleep(0.3)
+        now = [time.clock_gettime_ns(procfs.cpu_clock_id(p.pid)) for p in (busy, idle)]
+        assert now[0] - ran[0] > 10_000_000 and now[1] == ran[1]
+        with open(f"/proc/{busy.pid}/schedstat") as f:  # the same run time schedstat shows
+            assert abs(int(f.read().split()[0]) - now[0]) < 1_000_000_000
+    finally:
+        for p in (busy, idle):
+            p.kill()
+            p.wait()
+    with pytest.raises(OSError):  # reaped: the clock answers for no process
+        time.clock_gettime_ns(procfs.cpu_clock_id(busy.pid))
+
+
+def test_a_folder_is_not_this_processes_proc_so_its_clocks_are_not_asked(tmp_path: Path):
+    FakeProc(tmp_path)
+    (tmp_path / "self").mkdir()
+    assert not procfs.cpu_clocks_answer(str(tmp_path))
+
+
+def test_real_quiet_processes_are_gated_by_their_clocks_with_no_file_kept():
+    """Whether a quiet process ran is its CPU clock: no schedstat fd is kept for each of the
+    machine's processes (one per process before), and one that starts running is seen."""
+    waker = subprocess.Popen(
+        [sys.executable, "-S", "-c", "import sys\nsys.stdin.readline()\nwhile True: pass"],
+        stdin=subprocess.PIPE)
+    source = ProcProcessSource()
+    try:
+        for _ in range(QUIET_TICKS + 3):  # past the ticks a new process's stat is read in
+            rows = {r.pid: r for r in _sample(source)[0]}
+            time.sleep(0.02)
+        assert rows[waker.pid].cpu_percent == 0.0
+        assert not {f"/proc/{pid}/schedstat" for pid in rows} & _proc_files("schedstat")
+        assert waker.stdin is not None
+        waker.stdin.write(b"go\n")
+        waker.stdin.flush()
+        seen = []
+        for _ in range(2 * REFRESH_TICKS):
+            time.sleep(0.05)
+            seen.append({r.pid: r for r in _sample(source)[0]}[waker.pid].cpu_percent or 0.0)
+            if seen[-1] > 0.0:
+                break
+        assert seen[-1] > 0.0, seen
+    finally:
+        waker.kill()
+        waker.wait()
         source.close()
