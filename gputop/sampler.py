@@ -139,6 +139,7 @@ class Sampler(PausableTicks):
         self._sinks: list[FrameSink] = []
         self._guards = {name: _Guard[object](name) for name in (
             "gpu", "host", "processes", "membw", "attach", "advice")}
+        self._no_host = _unknown_host()  # the host's stand-in, made once, not every tick
 
     def sample(self) -> Frame:
         """Sample every source now into one Frame; rates cover the time since the last call."""
@@ -153,7 +154,7 @@ class Sampler(PausableTicks):
             self._last_sample_time = now
             self._take_attach_requests()
             gpu = self._guarded("gpu", self.gpu.sample, _NO_GPU, now)
-            host = self._guarded("host", self.host.sample, _unknown_host(), now)
+            host = self._guarded("host", self.host.sample, self._no_host, now)
             attach = self._guarded("attach", self._sample_attach, _NOT_ATTACHED, now)
             no_rows: _Rows = ((), (), None)
             processes, trainers, index = self._guarded(
