@@ -298,6 +298,7 @@ class ProcProcessSource:
         read = self._reader.read
         sched_read, sched_fds, pread = self._sched.read, self._sched.fds, os.pread
         clock = time.clock_gettime_ns if self._clocks else None
+        any_threads = clock is not None  # a clock sums every thread; schedstat shows the main one
         sched_clock = procfs.CPUCLOCK_SCHED
         sched: bytes | int | None
         gate = self._gate and dt is not None
@@ -331,8 +332,9 @@ class ProcProcessSource:
         while True:
             for pid in pids:
                 t = old.get(pid)
-                # The gate: a single-threaded process whose run time did not move did not run
-                # (its CPU clock, a system call, a third of a stat read's cost; else schedstat),
+                # The gate: a process whose run time did not move did not run (its CPU clock,
+                # a system call, a third of a stat read's cost, summed over its threads; else
+                # the schedstat of a single-threaded one: it shows the main thread only),
                 # and without running it changes no field we show but RSS under reclaim (its stat
                 # is read every REFRESH_TICKS anyway) and ppid (read on the tick after its parent
                 # vanished). The run time is read before stat, so a run in between shows on the
@@ -344,7 +346,8 @@ class ProcProcessSource:
                 # DEEP_LOOK_EVERY ticks (it wakes into view up to 3 ticks late). Those skipped
                 # are looked at in a second pass when the tick saw fewer ends than the kernel
                 # counted (_unseen_ends): one that ends never outstays its end.
-                if gate and t is not None and t.num_threads == 1 and pid not in recheck:
+                if gate and t is not None and (any_threads or t.num_threads == 1) and (
+                        pid not in recheck):
                     phase = pid + ticks
                     idle = ticks - t.ran_at
                     if idle <= QUIET_TICKS:
@@ -402,7 +405,8 @@ class ProcProcessSource:
                     touched.append(t)
                 t.seen_at = ticks
                 tracked[pid] = t
-                if gate and ticks - t.ran_at > DEEP_QUIET_TICKS and t.num_threads == 1 and (
+                if gate and ticks - t.ran_at > DEEP_QUIET_TICKS and (
+                        any_threads or t.num_threads == 1) and (
                         pid not in recheck):  # without the gate none is carried: none kept
                     asleep[pid % DEEP_LOOK_EVERY][pid] = t
                 else:

@@ -382,3 +382,58 @@ def test_real_quiet_processes_are_gated_by_their_clocks_with_no_file_kept():
         waker.kill()
         waker.wait()
         source.close()
+
+
+def test_real_quiet_threaded_process_is_gated_and_seen_when_it_runs_or_adds_a_thread():
+    """A process's clock sums its threads, so a quiet multi-threaded one (most daemons) is
+    gated as a single-threaded one is: its stat is not read every tick (it was), and one
+    that starts a thread or runs is seen."""
+    code = ("import sys, threading, time\n"
+            "def nap(): time.sleep(600)\n"
+            "threading.Thread(target=nap, daemon=True).start()\n"
+            "sys.stdin.readline()\n"
+            "threading.Thread(target=nap, daemon=True).start()\n"
+            "sys.stdin.readline()\n"
+            "while True: pass\n")
+    child = subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE)
+    source = ProcProcessSource()
+    reads: list[int] = []
+    real_read = source._reader.read
+
+    def counted(pid: int) -> bytes | None:
+        reads.append(pid)
+        return real_read(pid)
+
+    source._reader.read = counted  # type: ignore[method-assign]
+    try:
+        assert child.stdin is not None
+        for _ in range(QUIET_TICKS + 4):
+            rows = {r.pid: r for r in _sample(source)[0]}
+            time.sleep(0.02)
+        assert rows[child.pid].num_threads == 2
+        reads.clear()
+        for _ in range(REFRESH_TICKS):
+            _sample(source)
+        assert reads.count(child.pid) <= 1  # its refresh at most: it did not run
+        child.stdin.write(b"thread\n")
+        child.stdin.flush()
+        threads = []
+        for _ in range(4 * REFRESH_TICKS):
+            time.sleep(0.02)
+            threads.append({r.pid: r for r in _sample(source)[0]}[child.pid].num_threads)
+            if threads[-1] == 3:
+                break
+        assert threads[-1] == 3, threads
+        child.stdin.write(b"spin\n")
+        child.stdin.flush()
+        seen = []
+        for _ in range(4 * REFRESH_TICKS):
+            time.sleep(0.05)
+            seen.append({r.pid: r for r in _sample(source)[0]}[child.pid].cpu_percent or 0.0)
+            if seen[-1] > 0.0:
+                break
+        assert seen[-1] > 0.0, seen
+    finally:
+        child.kill()
+        child.wait()
+        source.close()
