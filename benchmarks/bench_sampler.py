@@ -237,11 +237,11 @@ def print_floor(sleepers: list[int], rounds: int) -> None:
     finally:
         trainer.stop()
     print("floor: list /proc, open + pread + close each /proc/PID/stat; kept-fd: one pread per "
-          "process through fds kept open; scan: the process source (1 pread a process, of "
-          "schedstat where that shows it did not run, every other tick once it has not run for "
-          f"8 ticks, every 4th once it has not for 64: a warm-up of {WARM_TICKS} ticks ages them "
-          "first); tick: Sampler.sample with 8 simulated GPUs and an attached demo trainer (every "
-          "source of the live view)")
+          "process through fds kept open; scan: the process source (a process's CPU clock, one "
+          "clock_gettime, where that shows it did not run; its stat where it did; every other "
+          f"tick once it has not run for 8 ticks, every 4th once it has not for 64: a warm-up of "
+          f"{WARM_TICKS} ticks ages them first); tick: Sampler.sample with 8 simulated GPUs and "
+          "an attached demo trainer (every source of the live view)")
 
 
 def main() -> int:

@@ -15,9 +15,10 @@ the panes' strip caches and Textual's and rich's caches filling to their caps, h
 
 - RSS: MiB per 1000 refreshes from the first reading after the warm-up to the last, target
   < 0.1, of gputop as users run it (no tracemalloc);
-- fds: the process source keeps /proc/N/stat and schedstat open for each live process
-  (and io for trainers and their workers), so those follow the process list; the other
-  fds ("own") must not grow at all.
+- fds: the process source keeps /proc/N/stat open for each live process (schedstat too
+  where a process's CPU clock cannot tell whether it ran, and io and the threads' schedstat
+  for trainers and their workers), so those follow the process list; the other fds ("own")
+  must not grow at all.
 
 `--traced` runs gputop under tracemalloc and adds Python's traced heap, read right after a
 full collection every 5 s, fit on refreshes and the process count (each listed process
