@@ -5,27 +5,16 @@ reads); and the rows come out as they did when waits were a second pass."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import replace
 
 from gputop.analysis import grouping
 from gputop.derive import Derivation
 from gputop.model import ProcessSample
 from gputop.sources.base import ProcessScan, ProcessWaits
 from tests.helpers import builders
+from tests.helpers.watched import reads, watched
 
 OTHERS = 400
-reads = [0]
-
-
-class _Watched(ProcessSample):
-    """A row that counts every attribute read of it."""
-
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        reads[0] += 1
-        return object.__getattribute__(self, name)
 
 
 class _Waits:
@@ -52,9 +41,7 @@ def _job() -> tuple[ProcessSample, ...]:
 
 
 def _others() -> tuple[ProcessSample, ...]:
-    return tuple(_Watched(**{f.name: getattr(builders.process(pid), f.name)
-                             for f in fields(ProcessSample)})
-                 for pid in range(1000, 1000 + OTHERS))
+    return tuple(watched(builders.process(pid)) for pid in range(1000, 1000 + OTHERS))
 
 
 def _reads_per_row(derive: Derivation, scan: ProcessScan, source: _Waits) -> float:

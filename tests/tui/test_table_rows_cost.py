@@ -4,34 +4,18 @@ row is read only to sort it (counted in attribute reads, not timed: 8 a row befo
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import replace
 
-from gputop.model import ProcessSample
 from gputop.tui.views.processes import TableState, table_rows
 from tests.helpers.builders import frame, process, trainer_with_workers
+from tests.helpers.watched import reads, watched
 
 IDLE = 400
-reads = [0]
-
-
-class _Watched(ProcessSample):
-    """A row that counts every attribute read of it."""
-
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        reads[0] += 1
-        return object.__getattribute__(self, name)
-
-
-def _watched(row: ProcessSample) -> _Watched:
-    return _Watched(**{f.name: getattr(row, f.name) for f in fields(ProcessSample)})
 
 
 def test_an_idle_row_is_read_only_to_sort_it() -> None:
     job, group = trainer_with_workers(10, workers=3, worker_cpu=50.0)
-    idle = [_watched(process(pid, cpu=0.0)) for pid in range(1000, 1000 + IDLE)]
+    idle = [watched(process(pid, cpu=0.0)) for pid in range(1000, 1000 + IDLE)]
     unplaced = frame(processes=[*job, *idle], trainers=(group,))
     rows = unplaced.processes
     placed = replace(unplaced, process_index=(rows, {row.pid: at for at, row in enumerate(rows)}))
