@@ -382,10 +382,12 @@ def test_real_quiet_processes_are_gated_by_their_clocks_with_no_file_kept():
         stdin=subprocess.PIPE)
     source = ProcProcessSource()
     try:
+        quiet = _sample_until(source, waker.pid, lambda row: row.cpu_percent == 0.0,
+                              20 * QUIET_TICKS, 0.02)  # started, and waiting for its line
+        assert quiet[-1].cpu_percent == 0.0, [row.cpu_percent for row in quiet]
         for _ in range(QUIET_TICKS + 3):  # past the ticks a new process's stat is read in
             rows = {r.pid: r for r in _sample(source)[0]}
             time.sleep(0.02)
-        assert rows[waker.pid].cpu_percent == 0.0
         ordinary = {f"/proc/{pid}/schedstat" for pid, row in rows.items() if row.role == "other"}
         assert not ordinary & _proc_files("schedstat")  # (a trainer's waits keep theirs)
         assert waker.stdin is not None
@@ -422,10 +424,12 @@ def test_real_quiet_threaded_process_is_gated_and_seen_when_it_runs_or_adds_a_th
     source._reader.read = counted  # type: ignore[method-assign]
     try:
         assert child.stdin is not None
+        started = _sample_until(source, child.pid, lambda row: row.num_threads == 2 and (
+            row.cpu_percent == 0.0), 20 * QUIET_TICKS, 0.02)  # its thread started, both wait
+        assert started[-1].num_threads == 2, [row.num_threads for row in started]
         for _ in range(QUIET_TICKS + 4):
-            rows = {r.pid: r for r in _sample(source)[0]}
+            _sample(source)
             time.sleep(0.02)
-        assert rows[child.pid].num_threads == 2
         reads.clear()
         for _ in range(REFRESH_TICKS):
             _sample(source)
