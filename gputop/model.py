@@ -6,7 +6,7 @@ Units follow psutil: bytes, seconds, percent (0..100 per core for processes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import Literal
 
@@ -543,6 +543,11 @@ class Frame:
         """The row of `pid` (the first, if listed twice), or None."""
         at = self.process_places().get(pid)
         return None if at is None else self.processes[at]
+
+    def processes_of(self, pids: Iterable[int]) -> list[ProcessSample]:
+        """The rows of those of `pids` this frame lists, in `pids`' order."""
+        places, rows = self.process_places(), self.processes
+        return [rows[at] for pid in pids if (at := places.get(pid)) is not None]
 
     @property
     def simulated(self) -> bool:

@@ -94,19 +94,20 @@ class Rows(Sequence[Row]):
 def table_rows(frame: Frame, state: TableState) -> Rows:
     """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
     (or, in tree mode, every process under its parent)."""
-    by_pid = frame.process  # the sampler's index: no pass over the rows to find a few
-    groups = {group.pid: group for group in frame.trainers if by_pid(group.pid) is not None}
+    # the frame's index (the sampler's) finds a trainer's rows: no pass over the others
+    groups = {group.pid: group for group in frame.trainers
+              if frame.process(group.pid) is not None}
     if state.tree:
         return Rows(tree_rows(frame.processes, groups, state))
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
     tops = _in_order(_listed(frame, groups), state, groups, value)
     if not (needle or state.only_gpu or state.collapsed):  # every process listed
-        return Rows(_with_workers(tops, groups, by_pid, state, value) if groups else tops)
+        return Rows(_with_workers(tops, groups, frame, state, value) if groups else tops)
     rows: list[ProcessSample | Row] = []
     for proc in tops:
         group = groups.get(proc.pid)
-        workers = _members(group.worker_pids, by_pid) if group else []
+        workers = frame.processes_of(group.worker_pids) if group else []
         if state.only_gpu and not (_on_gpu(proc) or group or proc.role == "launcher"):
             continue
         if needle and not (_matches(proc, needle) or any(_matches(w, needle) for w in workers)):
@@ -122,6 +123,8 @@ def _listed(frame: Frame, groups: dict[int, TrainerGroup]) -> list[ProcessSample
     """The rows listed at the top level: all but the workers whose trainer's row is shown
     (theirs follow it), taken out where the frame's index places them."""
     listed = list(frame.processes)
+    if not groups:
+        return listed
     places, rows = frame.process_places(), frame.processes
     grouped = [at for group in groups.values() for pid in group.worker_pids
                if (at := places.get(pid)) is not None
@@ -131,15 +134,9 @@ def _listed(frame: Frame, groups: dict[int, TrainerGroup]) -> list[ProcessSample
     return listed
 
 
-def _members(pids: Sequence[int], by_pid: Callable[[int], ProcessSample | None]
-             ) -> list[ProcessSample]:
-    """The rows of `pids` that the frame lists."""
-    return [row for pid in pids if (row := by_pid(pid)) is not None]
-
-
 def _with_workers(
     tops: list[ProcessSample], groups: dict[int, TrainerGroup],
-    by_pid: Callable[[int], ProcessSample | None], state: TableState,
+    frame: Frame, state: TableState,
     value: Callable[[ProcessSample], tuple[float, int]],
 ) -> list[ProcessSample | Row]:
     """`tops` with each trainer's row followed by its workers' (the trainers found by a
@@ -150,7 +147,7 @@ def _with_workers(
         rows += tops[start:at]
         group = groups[tops[at].pid]
         rows.append(Row(tops[at], 0, group))
-        rows += _worker_rows(_members(group.worker_pids, by_pid), state, value)
+        rows += _worker_rows(frame.processes_of(group.worker_pids), state, value)
         start = at + 1
     rows += tops[start:]
     return rows

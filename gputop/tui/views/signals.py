@@ -43,8 +43,7 @@ def signal_targets(row: Row, frame: Frame) -> SignalTargets:
     group = next((g for g in frame.trainers if g.pid == trainer_pid), None)
     if group is None:
         return SignalTargets(proc)
-    members = [found for pid in (group.pid, *group.worker_pids)
-               if (found := frame.process(pid)) is not None]
+    members = frame.processes_of((group.pid, *group.worker_pids))
     return SignalTargets(proc, tuple(members), whole=proc.pid == group.pid)
 
 
