@@ -17,6 +17,7 @@ from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from tests.helpers.spy import spy
+from tests.helpers.terminal import cells, ends_plain
 from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
 
 
@@ -62,7 +63,29 @@ async def test_a_frames_rows_are_written_as_textuals_compositor_writes_them(
     monkeypatch.setattr(paint, "_rows_alone", lambda screen, widgets: None)
     composed = await _writes_for(later, monkeypatch)
     assert all(alone) and len(alone) == len(composed) == 4
-    assert alone == composed, "a row was written otherwise than Textual's compositor writes it"
+    assert [update.keys() for update in alone] == [update.keys() for update in composed]
+    for by_us, by_textual in zip(alone, composed, strict=True):
+        for place, text in by_us.items():
+            assert cells(text) == cells(by_textual[place]), f"row {place} shows otherwise"
+            assert ends_plain(text), f"row {place} leaves its style on for the next move"
+
+
+@sync
+async def test_a_row_written_alone_changes_only_what_differs_between_spans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Colours only where they change, a reset only where an attribute goes and at the row's
+    end: fewer bytes than Textual's whole style and reset around every span (measured live
+    at 200x50 with 8 GPUs and a trainer: 19.4 KB a frame before)."""
+    monkeypatch.setenv("NO_COLOR", "")
+    later = frames("data-starved", 9, attach=True)
+    alone = await _writes_for(later, monkeypatch)
+    monkeypatch.setattr(paint, "_rows_alone", lambda screen, widgets: None)
+    composed = await _writes_for(later, monkeypatch)
+    ours, theirs = ("".join(text for update in way for text in update.values())
+                    for way in (alone, composed))
+    assert len(ours) < 0.8 * len(theirs), f"{len(ours)} characters, Textual's way {len(theirs)}"
+    assert ours.count("\x1b[0m") < 0.5 * theirs.count("\x1b[0m")
 
 
 @sync

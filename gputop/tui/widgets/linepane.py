@@ -21,7 +21,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.tui import paint
+from gputop.tui import paint, sgr
 from gputop.tui.lines import STYLE_WORDS, Line
 
 STRIP_SLACK = 16  # strips kept beyond twice the lines shown, for lines that come back
@@ -71,6 +71,7 @@ class LinePane(Widget):
         self._shown: list[PaneStrip | None] = []  # each line's strip, while the line stays
         self._span_styles: dict[str, Style] = {}
         self._span_codes: dict[str, tuple[str, str]] = {}  # each word's escapes, around text
+        self._steps: dict[tuple[str, str], str] = {}  # (style now, next) -> escapes between
         self._blank: PaneStrip | None = None
         if self.AUTO_HEIGHT:
             self.styles.height = 0
@@ -117,6 +118,7 @@ class LinePane(Widget):
         super().notify_style_update()
         self._span_styles.clear()
         self._span_codes.clear()
+        self._steps.clear()
         self._forget_strips()
 
     def on_resize(self) -> None:
@@ -137,23 +139,45 @@ class LinePane(Widget):
         return list(strips)
 
     def row_sequence(self, y: int, width: int, console: Console) -> str:
-        """Row `y` at `width` as terminal sequences, the same as its strip renders to but
-        made from the spans and each style word's escapes (no Segment, no Strip)."""
+        """Row `y` at `width` as terminal sequences: what its strip shows, made from the spans
+        (no Segment, no Strip), with only what changes written between two spans
+        (gputop.tui.sgr) and one reset at the row's end."""
         line = self._lines[y] if y < len(self._lines) else ()
-        codes = self._span_codes
+        steps = self._steps
         parts: list[str] = []
         used = 0
+        word_now = ""  # the style the terminal is in: none at the row's start
         for text, word in line:
             if used >= width:
                 break
             text = text[: width - used]
-            before, after = codes.get(word) or self._codes(word, console)
-            parts += (before, text, after)
+            if word != word_now:
+                escapes = steps.get((word_now, word))
+                parts.append(self._step(word_now, word, console) if escapes is None else escapes)
+                word_now = word
+            parts.append(text)
             used += len(text)
         if used < width:
-            before, after = codes.get("plain") or self._codes("plain", console)
-            parts += (before, " " * (width - used), after)
+            if word_now != "plain":
+                escapes = steps.get((word_now, "plain"))
+                parts.append(self._step(word_now, "plain", console) if escapes is None
+                             else escapes)
+                word_now = "plain"
+            parts.append(" " * (width - used))
+        if word_now:
+            parts.append(self._span_codes[word_now][1])
         return "".join(parts)
+
+    def _step(self, word_now: str, word: str, console: Console) -> str:
+        """The escapes from a span styled `word_now` ("": none yet) to one styled `word`."""
+        after = self._span_codes.get(word) or self._codes(word, console)
+        if not word_now:
+            found = after[0]
+        else:
+            found = sgr.step(self._span_codes.get(word_now) or self._codes(word_now, console),
+                             after)
+        self._steps[word_now, word] = found
+        return found
 
     def _codes(self, word: str, console: Console) -> tuple[str, str]:
         """The escapes a strip renders before and after a span styled `word` (filtered)."""
