@@ -12,12 +12,13 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Input
 
 from gputop.model import Advice, Frame, Trend
@@ -43,6 +44,8 @@ from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.quit_prompt import Answer, QuitPrompt
 from gputop.tui.widgets.signal_prompt import Choice, SignalPrompt
 from gputop.tui.widgets.table import ProcessTable
+
+W = TypeVar("W", bound=Widget)
 
 _DEFAULT_ASCENDING = {"pid": True}
 FULL_GC_EVERY_S = 30.0
@@ -194,6 +197,7 @@ class GputopApp(App[int]):
         self.replay = sampler if isinstance(sampler, ReplayControls) else None
         self.fleet = isinstance(sampler, FleetFeed)  # the fleet screens, not this machine's
         self._frame_context: contextvars.Context | None = None  # on_mount sets it
+        self._found: dict[str, Widget] = {}  # looked up once: a query a pane a frame cost
 
     # ---- frames from the sampler thread ----------------------------------------------------
 
@@ -287,8 +291,8 @@ class GputopApp(App[int]):
 
     def on_mount(self) -> None:
         """Focus the table, route SIGHUP/SIGTERM to a clean exit, show any early frame."""
-        self.query_one("#filter", Input).display = False
-        self.query_one(ProcessTable).focus()
+        self._filter().display = False
+        self._table().focus()
         self._install_signal_handlers()
         # Textual's own strips (the filter Input's, an open page's) keep themselves in their
         # divide cache and layouts leave small cycles: only a full collection frees them, and
@@ -331,7 +335,7 @@ class GputopApp(App[int]):
                                                     replay=self._replay_place()))
         self._pane("footer").set_lines([footer_line(self._footer_keys, width)])
         if frame is None:
-            self.query_one(ProcessTable).show(Rows(), self.state, "waiting for the first sample…")
+            self._table().show(Rows(), self.state, "waiting for the first sample…")
             return
         budget = self._budget(frame, height)
         history = self.history
@@ -344,7 +348,7 @@ class GputopApp(App[int]):
         self._pane("advice").set_lines(error_lines(frame, width, "advice") + advice_lines(
             self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
         rows = table_rows(frame, self.state)
-        self.query_one(ProcessTable).show(rows, self.state)
+        self._table().show(rows, self.state)
 
     def _draw_pane(self, name: str, objects: tuple[object, ...], values: tuple[object, ...],
                    draw: Callable[[], list[Line]]) -> None:
@@ -395,7 +399,7 @@ class GputopApp(App[int]):
     def _budget(self, frame: Frame, height: int) -> dict[str, int]:
         """Rows per pane: the table keeps at least a header and a few rows."""
         banner = (1 if frame.gpu.source != "nvml" else 0) + (self.replay is not None)
-        filter_rows = 1 if self.query_one("#filter", Input).display else 0
+        filter_rows = 1 if self._filter().display else 0
         free = height - 2 - banner - filter_rows - len(frame.errors)  # header + footer
         gpus = min(len(frame.gpu.gpus), max(1, free // 5))
         host = 2 + (frame.memory_bandwidth is not None) if free >= 18 else 2
@@ -420,8 +424,22 @@ class GputopApp(App[int]):
                 host = max(floors[name], host - over)
         return {"gpus": gpus, "host": host, "steps": steps, "advice": advice}
 
+    def _one(self, name: str, kind: type[W]) -> W:
+        """The widget with id `name` (the panes, the table and the filter are composed once,
+        never replaced)."""
+        found = self._found.get(name)
+        if found is None or found.parent is None:  # not yet looked up, or taken off the screen
+            found = self._found[name] = self.query_one(f"#{name}", kind)
+        return cast(W, found)
+
     def _pane(self, name: str) -> LinePane:
-        return self.query_one(f"#{name}", LinePane)
+        return self._one(name, LinePane)
+
+    def _table(self) -> ProcessTable:
+        return self._one("procs", ProcessTable)
+
+    def _filter(self) -> Input:
+        return self._one("filter", Input)
 
     def _replay_place(self) -> ReplayPlace | None:
         if self.replay is None:
@@ -586,7 +604,7 @@ class GputopApp(App[int]):
     def action_fold(self) -> None:
         """Fold or unfold the trainer group under the cursor (a worker folds its trainer);
         in the tree, the processes beneath the one under the cursor."""
-        row = self.query_one(ProcessTable).selected
+        row = self._table().selected
         pid = fold_pid(row) if row is not None else None
         if pid is not None:
             self._set_state(replace(self.state, collapsed=self.state.collapsed ^ {pid}))
@@ -608,7 +626,7 @@ class GputopApp(App[int]):
         if self.signaller is None:
             self.notify(READ_ONLY, severity="warning", markup=False)
             return
-        row = self.query_one(ProcessTable).selected
+        row = self._table().selected
         if row is None or self.frame is None:
             self.notify("no process under the cursor", markup=False)
             return
@@ -642,7 +660,7 @@ class GputopApp(App[int]):
 
     def action_attach(self) -> None:
         """Attach to the trainer under the cursor if it runs the probe."""
-        row = self.query_one(ProcessTable).selected
+        row = self._table().selected
         if row is not None:
             self._attach_to(row.process.pid, row.process.has_probe)
 
@@ -657,7 +675,7 @@ class GputopApp(App[int]):
         """Open the filter line. `/` is a priority binding and the field takes the focus at
         once: letters that arrive with the `/` in one read (a paste, a slow link) go to the
         filter, not to the table. A `/` typed into the filter, or under a dialog, is text."""
-        field = self.query_one("#filter", Input)
+        field = self._filter()
         if self.focused is field or len(self.screen_stack) > 1:
             raise SkipAction
         field.display = True
@@ -667,7 +685,7 @@ class GputopApp(App[int]):
 
     def action_submit_filter(self) -> None:
         """Enter in the filter: keep the filter and give the keys back to the table."""
-        if self.focused is not self.query_one("#filter", Input):
+        if self.focused is not self._filter():
             raise SkipAction
         self._close_filter()
 
@@ -675,7 +693,7 @@ class GputopApp(App[int]):
         """Drop the filter and close the filter line (Esc under a dialog is the dialog's)."""
         if len(self.screen_stack) > 1:
             raise SkipAction
-        field = self.query_one("#filter", Input)
+        field = self._filter()
         field.value = ""
         self._close_filter()
         self._set_state(replace(self.state, filter=""))
@@ -685,8 +703,8 @@ class GputopApp(App[int]):
         self._set_state(replace(self.state, filter=event.value))
 
     def _close_filter(self) -> None:
-        self.query_one("#filter", Input).display = False
-        self.screen.set_focus(self.query_one(ProcessTable))  # now, not after queued keys
+        self._filter().display = False
+        self.screen.set_focus(self._table())  # now, not after queued keys
         self.refresh_panes()
 
     def _set_state(self, state: TableState) -> None:

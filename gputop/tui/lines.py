@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 Span = tuple[str, str]
+_TEXT = itemgetter(0)
 Line = tuple[Span, ...]
 
 STYLE_WORDS = (
@@ -14,7 +17,7 @@ STYLE_WORDS = (
 
 def width_of(line: Line) -> int:
     """Cells a line occupies (every glyph gputop draws is one cell wide)."""
-    return sum(len(text) for text, _ in line)
+    return len("".join(map(_TEXT, line)))  # in C: ~2/3 of a generator's sum
 
 
 def clip(line: Line, width: int) -> Line:

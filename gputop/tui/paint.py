@@ -93,12 +93,12 @@ def _paint(screen: Screen[object], batch: _Batch) -> None:
 def _paints_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> bool:
     """Whether `screen` is drawn on top with nothing of its own pending, and holds every one
     of `widgets` (mounted, laid out)."""
+    visible = screen._compositor.visible_widgets  # only this screen's widgets are in it
     return (screen.is_current and not screen.app._batch_count
             and not (screen._layout_required or screen._scroll_required
                      or screen._repaint_required or screen._recompose_required
                      or screen._dirty_widgets)
-            and all(widget.is_mounted and widget.screen is screen
-                    and widget in screen._compositor.visible_widgets for widget in widgets))
+            and all(widget.is_mounted and widget in visible for widget in widgets))
 
 
 class RowsUpdate(CompositorUpdate):
@@ -123,10 +123,9 @@ def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> 
     console = screen.app.console
     sequences: list[str] = []
     for widget, regions in widgets.items():
-        region, clip = visible[widget]
-        if not clip.contains_region(region) or _overlapped(widget, region, visible):
+        if not _whole_and_alone(widget, visible):
             return None
-        x, top, width = region.x, region.y, region.width
+        x, top, width = visible[widget][0][:3]
         row_sequence = getattr(widget, "row_sequence", None)
         for row in regions:
             for y in range(row.y, row.bottom):
@@ -137,6 +136,26 @@ def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> 
                     sequences.append(widget.render_lines(Region(0, y, width, 1))[0]
                                      .render(console))
     return RowsUpdate("".join(sequences))
+
+
+_Visible = dict[Widget, tuple[Region, Region]]
+_judged: tuple[_Visible | None, dict[Widget, bool]] = (None, {})
+
+
+def _whole_and_alone(widget: Widget, visible: _Visible) -> bool:
+    """Whether `widget` is wholly in view with no other widget over it, judged once per
+    arrangement of the screen (the compositor makes a new `visible` on every reflow)."""
+    global _judged
+    judged_in, judged = _judged
+    if judged_in is not visible:
+        judged = {}
+        _judged = (visible, judged)
+    alone = judged.get(widget)
+    if alone is None:
+        region, clip = visible[widget]
+        alone = judged[widget] = (clip.contains_region(region)
+                                  and not _overlapped(widget, region, visible))
+    return alone
 
 
 def _overlapped(widget: Widget, region: Region,

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from textual.filter import ANSIToTruecolor
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -83,6 +83,14 @@ class LinePane(Widget):
         return self._lines
 
     @property
+    def inner_size(self) -> Size:
+        """What `size` gives (the content area), from the size the last layout set, where
+        `size` looks the widget up on its screen's compositor first (~10 times a frame)."""
+        gutter = self.styles.gutter
+        width, height = self.outer_size
+        return Size(max(0, width - gutter.width), max(0, height - gutter.height))
+
+    @property
     def cached_strips(self) -> int:
         """How many Strips the cache holds now (tests count them)."""
         return len(self._strips)
@@ -110,7 +118,7 @@ class LinePane(Widget):
             paint.relayout(self)
             return
         if changed:  # one repaint for them all: each refresh clears caches and checks idle
-            width = self.size.width
+            width = self.inner_size.width
             paint.repaint(self, [Region(0, y, width, 1) for y in changed])
 
     def notify_style_update(self) -> None:
@@ -132,7 +140,7 @@ class LinePane(Widget):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Hand back cached Strips directly; no per-line style pass."""
-        width = self.size.width
+        width = self.inner_size.width
         strips = [self._strip(y, width) for y in range(crop.y, crop.bottom)]
         if crop.x or crop.width != width:
             strips = [strip.cut(crop.x, crop.right) for strip in strips]

@@ -73,7 +73,7 @@ class CursorTable(LinePane):
         self._paint()
 
     def _body_height(self) -> int:
-        return max(0, self.size.height - 1)
+        return max(0, self.inner_size.height - 1)
 
     def _visible(self) -> range:
         """The rows in view, the cursor among them; the first rows (the busiest, the worst)
@@ -150,10 +150,10 @@ class ProcessTable(CursorTable):
             self.post_message(HeaderClicked(sort))
 
     def _columns(self) -> tuple[Column, ...]:
-        return columns_for(self.size.width, keep=sorted_column(self.state))
+        return columns_for(self.inner_size.width, keep=sorted_column(self.state))
 
     def _paint(self) -> None:
-        width = self.size.width
+        width = self.inner_size.width
         if not width:
             return
         shown = self._visible()

@@ -1,0 +1,44 @@
+"""Showing a frame looks nothing up on the screen: the panes are found once, their widths
+come from the last layout, and whether a pane can be written alone is judged once per
+arrangement. Each such lookup walks the DOM or the compositor's map (counted, not timed:
+before, a frame made ~8 queries and ~10 region lookups)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.dom import DOMNode
+from textual.widget import Widget
+
+from gputop.tui import build_app
+from gputop.tui.widgets.linepane import LinePane
+from tests.helpers.tui import FedSampler, frames, running, sync
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: type, name: str, calls: list[str]) -> None:
+    real = getattr(owner, name)
+    if isinstance(real, property):
+        assert real.fget is not None
+        getter = real.fget
+        monkeypatch.setattr(owner, name, property(
+            lambda self: (calls.append(name), getter(self))[1]))
+    else:
+        monkeypatch.setattr(owner, name, lambda self, *a, **k: (calls.append(name),
+                                                                 real(self, *a, **k))[1])
+
+
+@sync
+async def test_a_frame_queries_no_widget_and_asks_no_region() -> None:
+    later = frames("data-starved", 12, attach=True)
+    app = build_app(FedSampler())
+    async with running(app, *later[:6], size=(200, 50)) as pilot:
+        calls: list[str] = []
+        with pytest.MonkeyPatch.context() as patch:
+            _counting(patch, DOMNode, "query_one", calls)
+            _counting(patch, Widget, "region", calls)
+            _counting(patch, Widget, "screen", calls)
+            for frame in later[6:]:
+                app.show_frame(frame)
+        await pilot.pause()
+        assert calls == [], f"{len(calls)} lookups in 6 frames: {sorted(set(calls))}"
+        panes = list(app.query(LinePane))
+        assert all(pane.inner_size == pane.size for pane in panes)
