@@ -212,13 +212,19 @@ class GputopApp(App[int]):
 
     def _show_parked(self) -> None:
         """Take the newest parked frame and show it; a bug ends the app as a message
-        handler's would (its traceback shown), never silently."""
+        handler's would (its traceback shown), never silently. Once the app is leaving (its
+        screens may be closed already) the frame is dropped."""
         try:
             frame = self.slot.take()
-            if frame is not None:
+            if frame is not None and self._showing():
                 self.show_frame(frame)
         except Exception as error:
             self._handle_exception(error)
+
+    def _showing(self) -> bool:
+        """Whether the app is up with a screen to draw on, and not on its way out."""
+        return (self.is_running and bool(self._screen_stack)
+                and not (self._exit or self._closing or self._closed))
 
     def show_frame(self, frame: Frame) -> None:
         """Render one Frame into every pane."""
