@@ -20,13 +20,13 @@ README.md ("Recording") documents every table for people who query the file them
 from __future__ import annotations
 
 import bisect
-import hashlib
 import math
 import os
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from gputop.hashes import blake2b
 from gputop.packing import Packing
 from gputop.recorded_trainers import TRAINER_TABLES
 
@@ -157,7 +157,7 @@ def layout_refusal(layout: int) -> str:
 
 def text_hash(text: str) -> int:
     """The 32-bit key `texts` finds a text by (its index holds this, not a copy of the text)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big",
+    return int.from_bytes(blake2b(text.encode(), digest_size=4).digest(), "big",
                           signed=True)
 
 

@@ -36,6 +36,24 @@ def private_ring_directory() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def private_state_directory() -> Iterator[str]:
+    """$XDG_STATE_HOME for the whole run, removed after: the gputops a test starts keep
+    their state (the canary's idle peak, debug logs) there, not in the home of whoever runs
+    the tests, and a peak kept by an earlier run cannot change what a test sees."""
+    directory = tempfile.mkdtemp(prefix="gputop-tests-state-")
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = directory
+    try:
+        yield directory
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = saved
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def no_torch_segments_left() -> Iterator[None]:
     """After the run, the torch files in /dev/shm that its killed processes left (a trainer
     killed by a test, not through the trainer harness, between making one and unlinking

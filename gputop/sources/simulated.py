@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import random
 import threading
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from gputop.hashes import name_uuid
 from gputop.model import GpuProcess, GpuReport, GpuSample
 
 SCENARIOS = (
@@ -25,7 +25,7 @@ CONTEXT_BYTES = 518 * MIB
 SAWTOOTH_PERIOD = 6
 # In "mixed", device i behaves like _MIXED[i % 4]: GPU 0 (the demo trainer's) is starved.
 _MIXED = ("data-starved", "compute-bound", "memory-full-util-zero", "idle")
-_UUID_NAMESPACE = uuid.UUID("6f1c2a52-5d1e-4c57-9a43-000000000000")
+_UUID_NAMESPACE = bytes.fromhex("6f1c2a525d1e4c579a43000000000000")
 
 
 @dataclass(slots=True)
@@ -156,7 +156,7 @@ class SimulatedGpuSource:
         self._owners: tuple[int, ...] = tuple(owner_pids)
         self._lock = threading.Lock()
         self._uuids = [
-            f"SIM-GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{seed}/{i}')}" for i in range(count)
+            f"SIM-GPU-{name_uuid(_UUID_NAMESPACE, f'{seed}/{i}')}" for i in range(count)
         ]
         # What each device keeps from tick to tick: its behaviour and its seed's prefix.
         self._plays = [_BEHAVIOURS[self.behaviour(i)] for i in range(count)]

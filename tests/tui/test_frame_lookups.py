@@ -15,15 +15,24 @@ from tests.helpers.tui import FedSampler, frames, running, sync
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, owner: type, name: str, calls: list[str]) -> None:
+    """Count each use of `owner.name` (a property or a method) in `calls`."""
     real = getattr(owner, name)
     if isinstance(real, property):
         assert real.fget is not None
         getter = real.fget
-        monkeypatch.setattr(owner, name, property(
-            lambda self: (calls.append(name), getter(self))[1]))
-    else:
-        monkeypatch.setattr(owner, name, lambda self, *a, **k: (calls.append(name),
-                                                                 real(self, *a, **k))[1])
+
+        def get(self: object) -> object:
+            calls.append(name)
+            return getter(self)
+
+        monkeypatch.setattr(owner, name, property(get))
+        return
+
+    def call(self: object, *args: object, **kwargs: object) -> object:
+        calls.append(name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, call)
 
 
 @sync
