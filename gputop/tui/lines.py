@@ -5,8 +5,8 @@ from __future__ import annotations
 from operator import itemgetter
 
 Span = tuple[str, str]
-_TEXT = itemgetter(0)
 Line = tuple[Span, ...]
+_TEXT = itemgetter(0)
 
 STYLE_WORDS = (
     "plain", "dim", "bold", "title", "ok", "warn", "crit", "accent", "cursor", "banner",

@@ -125,7 +125,8 @@ def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> 
     for widget, regions in widgets.items():
         if not _whole_and_alone(widget, visible):
             return None
-        x, top, width = visible[widget][0][:3]
+        region = visible[widget][0]
+        x, top, width = region.x, region.y, region.width
         row_sequence = getattr(widget, "row_sequence", None)
         for row in regions:
             for y in range(row.y, row.bottom):
