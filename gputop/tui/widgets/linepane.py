@@ -151,7 +151,6 @@ class LinePane(Widget):
         (no Segment, no Strip), with only what changes written between two spans
         (gputop.tui.sgr) and one reset at the row's end."""
         line = self._lines[y] if y < len(self._lines) else ()
-        steps = self._steps
         parts: list[str] = []
         used = 0
         word_now = ""  # the style the terminal is in: none at the row's start
@@ -160,31 +159,28 @@ class LinePane(Widget):
                 break
             text = text[: width - used]
             if word != word_now:
-                escapes = steps.get((word_now, word))
-                parts.append(self._step(word_now, word, console) if escapes is None else escapes)
+                parts.append(self._escapes(word_now, word, console))
                 word_now = word
             parts.append(text)
             used += len(text)
         if used < width:
             if word_now != "plain":
-                escapes = steps.get((word_now, "plain"))
-                parts.append(self._step(word_now, "plain", console) if escapes is None
-                             else escapes)
+                parts.append(self._escapes(word_now, "plain", console))
                 word_now = "plain"
             parts.append(" " * (width - used))
         if word_now:
             parts.append(self._span_codes[word_now][1])
         return "".join(parts)
 
-    def _step(self, word_now: str, word: str, console: Console) -> str:
+    def _escapes(self, word_now: str, word: str, console: Console) -> str:
         """The escapes from a span styled `word_now` ("": none yet) to one styled `word`."""
-        after = self._span_codes.get(word) or self._codes(word, console)
-        if not word_now:
-            found = after[0]
-        else:
-            found = sgr.step(self._span_codes.get(word_now) or self._codes(word_now, console),
-                             after)
-        self._steps[word_now, word] = found
+        found = self._steps.get((word_now, word))
+        if found is None:
+            codes = self._span_codes
+            after = codes.get(word) or self._codes(word, console)
+            found = after[0] if not word_now else sgr.step(
+                codes.get(word_now) or self._codes(word_now, console), after)
+            self._steps[word_now, word] = found
         return found
 
     def _codes(self, word: str, console: Console) -> tuple[str, str]:
