@@ -3,10 +3,7 @@ speaks TLS, yet the exporter's TLS and the fleet's HTTPS still have it when they
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.helpers.tmux import REPO
+from tests.helpers.fresh import printed
 
 _BUILD = """
 import sys
@@ -19,15 +16,8 @@ print(hasattr(http.client, 'HTTPSConnection'), hasattr(urllib.request, 'HTTPSHan
 """
 
 
-def _run(code: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
-
-
 def test_building_the_app_leaves_openssl_unloaded_and_tls_still_there_for_who_asks() -> None:
-    loaded, https = _run(_BUILD)[:2]
+    loaded, https = printed(_BUILD)[:2]
     assert loaded == "False False", "asyncio's import of ssl mapped OpenSSL for the app"
     assert https == "True True", "HTTPS was lost to the modules that import ssl later"
 
@@ -37,4 +27,4 @@ def test_a_run_that_loaded_tls_first_keeps_it() -> None:
     code = "import ssl\n" + _BUILD.replace(
         "print('ssl' in sys.modules, bool(mapped))",
         "import asyncio.sslproto; print(asyncio.sslproto.ssl is ssl, bool(mapped))")
-    assert _run(code)[0] == "True True"
+    assert printed(code)[0] == "True True"
