@@ -1,7 +1,8 @@
 # gputop: `make demo` installs gputop with its runtime dependencies only into .venv and runs
 # the demo; `make test` adds the test tools (requirements/test.lock) and runs every check;
 # `make test-fast` the tests that start no real trainers, terminals or gputop processes.
-PYTHON ?= python3
+# The interpreter .venv is made from: the distribution's where it serves (scripts/venv_python).
+PYTHON ?= $(shell scripts/venv_python)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check

@@ -231,9 +231,11 @@ def btop_home() -> Iterator[str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def tools(lines_file: Path, reference: str | None = None) -> dict[str, list[str]]:
+def tools(lines_file: Path, reference: str | None = None,
+          python: str | None = None) -> dict[str, list[str]]:
     """Each tool's command line (btop and htop where installed; `reference`: gputop from
-    another checkout, e.g. the code before a change, beside it in the same run).
+    another checkout, e.g. the code before a change, beside it in the same run; `python`:
+    gputop and gputop+8gpu run by that interpreter too, as gputop@py and gputop+8gpu@py).
     gputop-ui counts its repainted lines into `lines_file`, which the floors follow."""
     python = gputop_command()[0]
     found = {"gputop": gputop_command(),
@@ -246,11 +248,23 @@ def tools(lines_file: Path, reference: str | None = None) -> dict[str, list[str]
                             "--follow", str(lines_file)]}
     if reference:
         found["gputop-ref"] = reference_command(reference)
+    if python:
+        found["gputop@py"] = [python, "-m", "gputop"]
+        found["gputop+8gpu@py"] = [python, "-m", "gputop", "--demo", "mixed", "--gpus", "8"]
     if shutil.which("btop"):
         found["btop"] = ["btop", "--utf-force"]
     if shutil.which("htop"):
         found["htop"] = ["htop", "-d", "10"]
     return found
+
+
+def interpreter(python: str) -> str:
+    """`python`'s version and how it was built, in one line (a source build without
+    profile-guided optimization runs gputop at about half the speed of a distribution's)."""
+    code = ("import platform, sys; print(platform.python_version(), "
+            "platform.python_build()[1], sys.executable)")
+    found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return found.stdout.strip() or f"{python}: {found.stderr.strip().splitlines()[-1:]}"
 
 
 def reference_command(reference: str) -> list[str]:
@@ -470,6 +484,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, help="seconds per round")
     parser.add_argument("--reference", metavar="CHECKOUT",
                         help="also run gputop from this checkout (gputop-ref), e.g. main's")
+    parser.add_argument("--python", metavar="INTERPRETER",
+                        help="also run gputop and gputop+8gpu by this interpreter (gputop@py, "
+                             "e.g. another venv's python), the code being this checkout's")
     parser.add_argument("--warmup", type=float,
                         help=f"seconds every tool runs before the rounds (default {WARMUP_S:g}, "
                              f"--quick {QUICK_WARMUP_S:g})")
@@ -490,9 +507,11 @@ def main() -> int:
         QUICK_WARMUP_S if args.quick else WARMUP_S)
     counts = [int(n) for n in args.processes.split(",")]
     lines_file = Path(tempfile.mkdtemp(prefix="bench-tui-")) / "gputop-ui.lines"
-    commands = tools(lines_file, args.reference)
+    commands = tools(lines_file, args.reference, args.python)
     print(f"{os.cpu_count()} cores (shared: compare the ratios); tools: {', '.join(commands)}; "
           f"{warmup_s:g} s warm-up, then {rounds} rounds of {window_s:g} s")
+    print(f"gputop's interpreter: {interpreter(gputop_command()[0])}"
+          + (f"; gputop@py's: {interpreter(args.python)}" if args.python else ""))
     sleepers: list[subprocess.Popen[bytes]] = []
     try:
         summary: list[str] = []
@@ -505,7 +524,11 @@ def main() -> int:
                 if "btop" in window.cpu:
                     summary.append(f"{count}/{size[0]}x{size[1]}: gputop "
                                    f"x{window.ratio('gputop', 'btop'):.2f}, +8gpu "
-                                   f"x{window.ratio('gputop+8gpu', 'btop'):.2f}; drawing "
+                                   f"x{window.ratio('gputop+8gpu', 'btop'):.2f}"
+                                   + (f" (@py x{window.ratio('gputop@py', 'btop'):.2f}, +8gpu "
+                                      f"x{window.ratio('gputop+8gpu@py', 'btop'):.2f})"
+                                      if "gputop@py" in window.cpu else "")
+                                   + "; drawing "
                                    f"x{window.ratio('gputop-ui', 'textual-floor'):.2f} "
                                    f"Textual's floor, "
                                    f"x{window.ratio('gputop-ui', 'ansi-floor'):.2f} a bare "

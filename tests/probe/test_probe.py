@@ -361,10 +361,13 @@ def test_sitecustomize_finds_the_probe_in_an_interpreter_without_gputop(tmp_path
     env = {"PATH": os.environ["PATH"], "GPUTOP_PROBE": "1", "PYTHONPATH": BOOT,
            "GPUTOP_RING_DIR": str(tmp_path)}
     code = "import sys; print(sys.modules['gputop.probe'].__file__)"
-    # -I: isolated, so nothing but the boot directory can make gputop importable
+    # -I: isolated, so nothing but the boot directory can make gputop importable. A
+    # distribution's Python (Debian's) imported its own sitecustomize at startup: ours is
+    # imported in its place, as PYTHONPATH would have put it first.
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {BOOT!r});"
-                          " import sitecustomize; " + code], capture_output=True, text=True,
-                         env=env, timeout=60, cwd=tmp_path)
+                          " sys.modules.pop('sitecustomize', None); import sitecustomize; "
+                          + code], capture_output=True, text=True, env=env, timeout=60,
+                         cwd=tmp_path)
     assert out.stdout.strip().endswith("gputop/probe/__init__.py"), out.stderr
 
 
