@@ -85,7 +85,10 @@ def _duration(value: int | None, ladder: _Ladder, gap: str) -> str:
     """`value` ns in the unit of the first rung it reaches (the last rung catches the rest)."""
     if value is None:
         return NA
-    _, unit_ns, digits, unit = next((r for r in ladder if value >= r[0]), ladder[-1])
+    for rung in ladder:  # the last rung stays when none is reached
+        if value >= rung[0]:
+            break
+    _, unit_ns, digits, unit = rung
     return f"{value / unit_ns:.{digits}f}{gap}{unit}"
 
 

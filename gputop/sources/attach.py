@@ -282,7 +282,8 @@ def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None) -> StepRecord:
     """A ring record as a StepRecord, its fields taken by name (-1 becomes None), classified
     by `verdict_of` where given (else "unknown", for the sampler's Derivation)."""
     flags, duration = raw.flags, raw.duration_ns
-    measured = [None if v < 0 else v for v in _raw_measured(raw)]
+    measured = _raw_measured(raw)
+    measured = tuple(map(_UNMEASURED.get, measured, measured))  # -1 (the reader's floor): None
     verdict = "unknown" if verdict_of is None else verdict_of(duration, *_verdict_fields(measured))
     values: tuple[Any, ...] = (
         raw.step, duration, *measured, raw.epoch, bool(flags & layout.F_WARMUP), verdict,
@@ -297,6 +298,7 @@ _RAW_MEASURED = slice(RawRecord._fields.index(layout.MEASURED_FIELDS[0]),
                       RawRecord._fields.index(layout.MEASURED_FIELDS[-1]) + 1)
 assert RawRecord._fields[_RAW_MEASURED] == layout.MEASURED_FIELDS
 _raw_measured = itemgetter(_RAW_MEASURED)
+_UNMEASURED: dict[int, None] = {layout.NONE: None}
 _verdict_fields = itemgetter(*map(layout.MEASURED_FIELDS.index,
                                   ("data_ns", "h2d_ns", "gpu_ns", "gpu_gap_ns")))
 assert tuple(f.name for f in fields(StepRecord)) == (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from gputop import fmt
 from gputop.model import GpuSample
@@ -54,8 +56,52 @@ def gpu_row(gpu: GpuSample, history: History, width: int) -> Line:
         else None
     )
     mem_text = f" {_mem(gpu)}"
+    shape = _shape(width, len(label) + len(mem_text))
+    util_style = _util_style(util_frac, mem_frac)
+    mem_style = cells.level(mem_frac)
+    spans: list[Span] = [(label, "bold")]
+    if shape.name:
+        spans.append((_name_cell(gpu.name, shape.name), "dim"))
+    spans += [
+        (" ", "plain"),
+        *bar_spans(cells.bar_parts(util_frac, shape.util), util_style),
+        (f"{fmt.percent(gpu.util_percent):>5} ", util_style),
+    ]
+    if shape.spark:
+        spans.append((cells.sparkline(history.util(gpu.index), shape.spark) + " ", "accent"))
+    spans += [
+        ("mem ", "dim"), *bar_spans(cells.bar_parts(mem_frac, shape.mem), mem_style),
+        (mem_text, mem_style),
+    ]
+    if shape.temp:
+        spans.append((f"{_temp(gpu.temperature_c):>{_TEMP_W}}", _temp_style(gpu.temperature_c)))
+    if shape.power:
+        spans.append((f"{_power(gpu):>{_POWER_W}}", "plain"))
+    if shape.pcie:
+        rx, tx = fmt.short_rate(gpu.pcie_rx_bytes_per_s), fmt.short_rate(gpu.pcie_tx_bytes_per_s)
+        pcie = f"↓{rx} ↑{tx}"
+        spans.append((f"{pcie:>{_PCIE_W}}", "dim"))
+    return clip(tuple(spans), width)
+
+
+class _Shape(NamedTuple):
+    """Where a device row's cells go: each field's width (0: left out), or whether shown."""
+
+    name: int
+    util: int
+    spark: int
+    mem: int
+    temp: bool
+    power: bool
+    pcie: bool
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(width: int, fixed: int) -> _Shape:
+    """The row's shape at `width` cells with `fixed` cells of label and memory text: the same
+    for every device and tick at one size, so worked out once."""
     # label, util brackets, " 64% ", "mem", mem brackets, the used/total text, two 6-cell bars
-    room = width - (len(label) + 2 + 5 + 3 + 2 + len(mem_text) + 12)
+    room = width - (fixed + 2 + 5 + 3 + 2 + 12)
     optional = []
     for name, need in (("temp", _TEMP_W), ("power", _POWER_W), ("spark", 12),
                        ("name", 13), ("pcie", _PCIE_W)):
@@ -73,30 +119,14 @@ def gpu_row(gpu: GpuSample, history: History, width: int) -> Line:
         room -= spark_w - 11
     if "name" in optional:
         name_w = 12 + min(room, 10)
+    return _Shape(name_w, util_w, spark_w, mem_w, "temp" in optional, "power" in optional,
+                  "pcie" in optional)
 
-    spans: list[Span] = [(label, "bold")]
-    if name_w:
-        spans.append((cells.fit(_short_name(gpu.name), name_w) + " ", "dim"))
-    spans += [
-        (" ", "plain"),
-        *bar_spans(cells.bar_parts(util_frac, util_w), _util_style(util_frac, mem_frac)),
-        (f"{fmt.percent(gpu.util_percent):>5} ", _util_style(util_frac, mem_frac)),
-    ]
-    if spark_w:
-        spans.append((cells.sparkline(history.util(gpu.index), spark_w) + " ", "accent"))
-    spans += [
-        ("mem ", "dim"), *bar_spans(cells.bar_parts(mem_frac, mem_w), cells.level(mem_frac)),
-        (mem_text, cells.level(mem_frac)),
-    ]
-    if "temp" in optional:
-        spans.append((f"{_temp(gpu.temperature_c):>{_TEMP_W}}", _temp_style(gpu.temperature_c)))
-    if "power" in optional:
-        spans.append((f"{_power(gpu):>{_POWER_W}}", "plain"))
-    if "pcie" in optional:
-        rx, tx = fmt.short_rate(gpu.pcie_rx_bytes_per_s), fmt.short_rate(gpu.pcie_tx_bytes_per_s)
-        pcie = f"↓{rx} ↑{tx}"
-        spans.append((f"{pcie:>{_PCIE_W}}", "dim"))
-    return clip(tuple(spans), width)
+
+@functools.lru_cache(maxsize=64)
+def _name_cell(name: str, width: int) -> str:
+    """The device's name cut to `width` cells and a space (the same every tick)."""
+    return cells.fit(_short_name(name), width) + " "
 
 
 def _mem(gpu: GpuSample) -> str:

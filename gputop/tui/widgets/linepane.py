@@ -22,7 +22,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.tui import paint, sgr
-from gputop.tui.lines import STYLE_WORDS, Line
+from gputop.tui.lines import STYLE_WORDS, Line, width_of
 
 STRIP_SLACK = 16  # strips kept beyond twice the lines shown, for lines that come back
 
@@ -151,6 +151,9 @@ class LinePane(Widget):
         (no Segment, no Strip), with only what changes written between two spans
         (gputop.tui.sgr) and one reset at the row's end."""
         line = self._lines[y] if y < len(self._lines) else ()
+        used = width_of(line)
+        if used <= width:  # the common case: no span is cut, so none is measured
+            return self._whole_row(line, width - used, console)
         parts: list[str] = []
         used = 0
         word_now = ""  # the style the terminal is in: none at the row's start
@@ -168,6 +171,25 @@ class LinePane(Widget):
                 parts.append(self._escapes(word_now, "plain", console))
                 word_now = "plain"
             parts.append(" " * (width - used))
+        if word_now:
+            parts.append(self._span_codes[word_now][1])
+        return "".join(parts)
+
+    def _whole_row(self, line: Line, pad: int, console: Console) -> str:
+        """row_sequence of a line that fits, then `pad` blank cells."""
+        steps = self._steps
+        parts: list[str] = []
+        word_now = ""
+        for text, word in line:
+            if word != word_now:
+                parts.append(steps.get((word_now, word)) or self._escapes(word_now, word, console))
+                word_now = word
+            parts.append(text)
+        if pad:
+            if word_now != "plain":
+                parts.append(self._escapes(word_now, "plain", console))
+                word_now = "plain"
+            parts.append(" " * pad)
         if word_now:
             parts.append(self._span_codes[word_now][1])
         return "".join(parts)
