@@ -386,9 +386,12 @@ def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) ->
     proc = row.process
     spans: list[Span] = []
     for column in columns:
-        text, style = _cell(column.name, proc)
-        align = text.ljust if column.name in ("USER", "GPU") else text.rjust
-        spans.append((cells.fit(align(column.width), column.width) + " ", style))
+        text, style = _CELLS.get(column.name, _blank_cell)(proc)
+        room = column.width
+        if len(text) > room:
+            text = text[: room - 1] + "…"  # cells.fit's cut
+        spans.append(((text.ljust(room) if column.name in _LEFT else text.rjust(room)) + " ",
+                      style))
     spans += _command(row)
     line = clip(tuple(spans), width)
     return cursor_line(line, width) if selected else line
@@ -399,28 +402,51 @@ def cursor_line(line: Line, width: int) -> Line:
     return (("".join(t for t, _ in line).ljust(width), "cursor"),)
 
 
-def _cell(name: str, proc: ProcessSample) -> tuple[str, str]:
-    if name == "PID":
-        return str(proc.pid), "dim" if not proc.in_proc else "plain"
-    if name == "USER":
-        return (proc.username or "—"), "dim"
-    if name == "GPU":
-        return (",".join(str(i) for i in proc.gpu_indices) or "-"), "accent"
-    if name == "GPU MEM":
-        if proc.gpu_memory_bytes is None:
-            return ("n/a" if proc.gpu_indices else "-"), "dim"
-        return fmt.short_size(proc.gpu_memory_bytes), "accent"
-    if name == "%CPU":
-        if proc.cpu_percent is None:
-            return "—", "dim"
-        return f"{proc.cpu_percent:.1f}", "warn" if proc.cpu_percent >= 90 else "plain"
-    if name == "THR":
-        return ("—" if proc.num_threads is None else str(proc.num_threads)), "plain"
-    if name == "RSS":
-        return ("—" if proc.rss_bytes is None else fmt.short_size(proc.rss_bytes)), "plain"
-    if name == "TIME":
-        return ("—" if proc.cpu_time_s is None else fmt.cpu_time(proc.cpu_time_s)), "dim"
+def _pid_cell(proc: ProcessSample) -> tuple[str, str]:
+    return str(proc.pid), "dim" if not proc.in_proc else "plain"
+
+
+def _user_cell(proc: ProcessSample) -> tuple[str, str]:
+    return (proc.username or "—"), "dim"
+
+
+def _gpu_cell(proc: ProcessSample) -> tuple[str, str]:
+    return (",".join(str(i) for i in proc.gpu_indices) or "-"), "accent"
+
+
+def _gpu_memory_cell(proc: ProcessSample) -> tuple[str, str]:
+    if proc.gpu_memory_bytes is None:
+        return ("n/a" if proc.gpu_indices else "-"), "dim"
+    return fmt.short_size(proc.gpu_memory_bytes), "accent"
+
+
+def _cpu_cell(proc: ProcessSample) -> tuple[str, str]:
+    if proc.cpu_percent is None:
+        return "—", "dim"
+    return f"{proc.cpu_percent:.1f}", "warn" if proc.cpu_percent >= 90 else "plain"
+
+
+def _threads_cell(proc: ProcessSample) -> tuple[str, str]:
+    return ("—" if proc.num_threads is None else str(proc.num_threads)), "plain"
+
+
+def _rss_cell(proc: ProcessSample) -> tuple[str, str]:
+    return ("—" if proc.rss_bytes is None else fmt.short_size(proc.rss_bytes)), "plain"
+
+
+def _time_cell(proc: ProcessSample) -> tuple[str, str]:
+    return ("—" if proc.cpu_time_s is None else fmt.cpu_time(proc.cpu_time_s)), "dim"
+
+
+def _blank_cell(proc: ProcessSample) -> tuple[str, str]:
     return "", "plain"
+
+
+# Each column's text and style for a process (a column the table does not know is blank).
+_CELLS: dict[str, Callable[[ProcessSample], tuple[str, str]]] = {
+    "PID": _pid_cell, "USER": _user_cell, "GPU": _gpu_cell, "GPU MEM": _gpu_memory_cell,
+    "%CPU": _cpu_cell, "THR": _threads_cell, "RSS": _rss_cell, "TIME": _time_cell}
+_LEFT = frozenset({"USER", "GPU"})  # the columns read from the left; the rest are numbers
 
 
 def _command(row: Row) -> list[Span]:
