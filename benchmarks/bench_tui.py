@@ -259,8 +259,7 @@ def tools(lines_file: Path, reference: str | None = None,
 
 
 def interpreter(python: str) -> str:
-    """`python`'s version and how it was built, in one line (a source build without
-    profile-guided optimization runs gputop at about half the speed of a distribution's)."""
+    """`python`'s version and when it was built, in one line (which of two builds ran what)."""
     code = ("import platform, sys; print(platform.python_version(), "
             "platform.python_build()[1], sys.executable)")
     found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)

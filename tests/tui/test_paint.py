@@ -193,3 +193,21 @@ async def test_panes_outside_a_frame_repaint_as_textual_does() -> None:
         await pilot.press("n")  # sort by PID
         await pilot.pause()
         assert app.query_one("#procs", LinePane).text != table_before
+
+
+@sync
+async def test_a_line_wider_than_its_row_is_cut_as_its_strip_is() -> None:
+    """A row whose spans overrun the width shows their first cells, each in its span's
+    style, as the rows that fit do; the spans past the edge are not written."""
+    app = _app()
+    async with running(app, *first_frames(), size=(120, 40)):
+        pane = app.query_one("#advice", LinePane)
+        spans = (("warn text ", "warn"), ("plain text ", "plain"), ("dim " * 10, "dim"),
+                 ("never shown", "crit"))
+        pane.set_lines([spans, spans[:2]])
+        for width in (5, 10, 15, 21, 30):
+            cut = cells(pane.row_sequence(0, width, app.console))
+            whole = cells(pane.row_sequence(1, 21, app.console))
+            assert "".join(c[0] for c in cut) == "".join(t for t, _ in spans)[:width]
+            assert cut[:min(width, 21)] == whole[:min(width, 21)]
+            assert ends_plain(pane.row_sequence(0, width, app.console))

@@ -152,44 +152,21 @@ class LinePane(Widget):
         (gputop.tui.sgr) and one reset at the row's end."""
         line = self._lines[y] if y < len(self._lines) else ()
         used = width_of(line)
-        if used <= width:  # the common case: no span is cut, so none is measured
-            return self._whole_row(line, width - used, console)
-        parts: list[str] = []
-        used = 0
-        word_now = ""  # the style the terminal is in: none at the row's start
-        for text, word in line:
-            if used >= width:
-                break
-            text = text[: width - used]
-            if word != word_now:
-                parts.append(self._escapes(word_now, word, console))
-                word_now = word
-            parts.append(text)
-            used += len(text)
-        if used < width:
-            if word_now != "plain":
-                parts.append(self._escapes(word_now, "plain", console))
-                word_now = "plain"
-            parts.append(" " * (width - used))
-        if word_now:
-            parts.append(self._span_codes[word_now][1])
-        return "".join(parts)
-
-    def _whole_row(self, line: Line, pad: int, console: Console) -> str:
-        """row_sequence of a line that fits, then `pad` blank cells."""
+        if used > width:  # the rare line cut: the common one is written without measuring
+            line, used = _cut(line, width), width
         steps = self._steps
         parts: list[str] = []
-        word_now = ""
+        word_now = ""  # the style the terminal is in: none at the row's start
         for text, word in line:
             if word != word_now:
                 parts.append(steps.get((word_now, word)) or self._escapes(word_now, word, console))
                 word_now = word
             parts.append(text)
-        if pad:
+        if used < width:
             if word_now != "plain":
                 parts.append(self._escapes(word_now, "plain", console))
                 word_now = "plain"
-            parts.append(" " * pad)
+            parts.append(" " * (width - used))
         if word_now:
             parts.append(self._span_codes[word_now][1])
         return "".join(parts)
@@ -267,3 +244,16 @@ class LinePane(Widget):
             style = base + part
             self._span_styles[word] = style
         return style
+
+
+def _cut(line: Line, width: int) -> Line:
+    """The spans of `line` that fit in `width` cells, the last one cut."""
+    out: list[tuple[str, str]] = []
+    used = 0
+    for text, word in line:
+        if used >= width:
+            break
+        text = text[: width - used]
+        out.append((text, word))
+        used += len(text)
+    return tuple(out)
