@@ -205,9 +205,9 @@ async def test_a_line_wider_than_its_row_is_cut_as_its_strip_is() -> None:
         spans = (("warn text ", "warn"), ("plain text ", "plain"), ("dim " * 10, "dim"),
                  ("never shown", "crit"))
         pane.set_lines([spans, spans[:2]])
+        whole = cells(pane.row_sequence(1, 21, app.console))
         for width in (5, 10, 15, 21, 30):
             cut = cells(pane.row_sequence(0, width, app.console))
-            whole = cells(pane.row_sequence(1, 21, app.console))
             assert "".join(c[0] for c in cut) == "".join(t for t, _ in spans)[:width]
             assert cut[:min(width, 21)] == whole[:min(width, 21)]
             assert ends_plain(pane.row_sequence(0, width, app.console))
