@@ -95,6 +95,10 @@ class QuietLinuxDriver(LinuxDriver):
         look = getattr(self._app, "look", None)
         self._screen = screen_file(look if isinstance(look, Look) else PLAIN)
         self._file = self._screen
+        # The app's size until the first resize event arrives: Textual would take it from
+        # COLUMNS and LINES where they are set, and lay out the first frame at theirs.
+        if self._size is None:
+            self._size = self._get_terminal_size()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
