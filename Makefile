@@ -33,8 +33,9 @@ lint: $(TESTING)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# --durations: the slowest tests named in every CI log (the suite should stay well under 20 min)
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: $(TESTING)
 	$(PY) -m pytest -q -m "not slow"
