@@ -1,7 +1,7 @@
 """`make bench`: every benchmark in turn, each with ratios to a reference from the same run.
 
-About 13 minutes here (the soak runs 5 of them; `python benchmarks/soak.py` alone runs 10);
-`--quick` for a rough look in about 5.
+About 18 minutes here (the soak runs 5 of them; `python benchmarks/soak.py` alone runs 10);
+`--quick` for a rough look in about 6.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("bench_sampler.py", "bench_steps.py", "bench_record.py", "bench_report.py",
-         "bench_probe.py", "bench_membw.py", "bench_tui.py", "bench_fleet.py", "soak.py")
+         "bench_probe.py", "bench_membw.py", "bench_tui.py", "bench_breakdown.py", "bench_fleet.py",
+         "soak.py")
 ARGS = {"soak.py": ["--minutes", "5"]}
 QUICK_ARGS = {
     "bench_sampler.py": ["--quick"],
@@ -22,6 +23,7 @@ QUICK_ARGS = {
     "bench_probe.py": ["--rounds", "60"],
     "bench_membw.py": ["--repeat", "1", "--seconds", "4"],
     "bench_tui.py": ["--quick"],
+    "bench_breakdown.py": ["--quick"],
     "soak.py": ["--minutes", "1.5"],
 }
 
