@@ -12,7 +12,10 @@ import pytest
 
 from tests.helpers import tmux
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 # A bare app on gputop's driver that writes down the size it has when mounted, then exits.
 SIZE_AT_MOUNT = """
