@@ -388,8 +388,8 @@ def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) ->
     for column in columns:
         text, style = _CELLS.get(column.name, _blank_cell)(proc)
         room = column.width
-        if len(text) > room:
-            text = text[: room - 1] + "…"  # cells.fit's cut
+        if len(text) > room:  # rare: the common cell is padded below without a call
+            text = cells.fit(text, room)
         spans.append(((text.ljust(room) if column.name in _LEFT else text.rjust(room)) + " ",
                       style))
     spans += _command(row)

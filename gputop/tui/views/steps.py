@@ -275,7 +275,7 @@ def _stack(step: StepRecord, cells: int, spans: list[Span]) -> int:
     total = step.duration_ns or 1
     done = 0
     acc = 0.0
-    for style, value in zip(_PHASE_STYLES, _PHASE_TIMES(step), strict=False):  # both six
+    for style, value in zip(_PHASE_STYLES, _PHASE_TIMES(step), strict=True):
         if not value:
             continue
         acc += value / total * cells
