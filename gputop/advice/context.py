@@ -17,6 +17,7 @@ BUSY_PROCESS = 0.5  # another process using this much of a core keeps a core bus
 SWAP_IN_PER_S = 1.0
 SATURATED_MAIN_THREAD = 90.0  # % of the interval the trainer's main thread ran or was runnable
 ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this much is noise
+STEADY_INTERVALS = 3  # a trainer's CPU figures are of its training once it stepped this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,29 @@ class Context:
         host = self.frame.host
         busy = (host.cpu_percent or 0.0) / CORE_PERCENT * host.cpu_count
         return max(0.0, host.cpu_count - busy)
+
+
+def steady(frame: Frame, state: AttachState) -> bool:
+    """Whether the trainer's CPU figures this tick are of its training, not its start-up
+    (imports, workers filling their prefetch, its thread pool spinning up): it has been
+    stepping STEADY_INTERVALS intervals. Steps without times are taken as steady."""
+    seconds = stepping_s(state)
+    return seconds is None or seconds >= STEADY_INTERVALS * frame.interval_s
+
+
+def stepping_s(state: AttachState) -> float | None:
+    """Seconds since the trainer's first step began: its window's span and, for the steps
+    before the window (its first step's number), as long again per step as the window's
+    take; None when its steps carry no times."""
+    steps = state.steps
+    if not steps or state.idle_s is None:
+        return None
+    first, first_end, last_end = steps[0], steps[0].end_ns, steps[-1].end_ns
+    if first_end is None or last_end is None:
+        return None
+    span_ns = last_end - (first_end - first.duration_ns)
+    before_ns = first.step * span_ns / len(steps)
+    return (span_ns + before_ns) / 1e9 + state.idle_s
 
 
 def counted(n: int, noun: str) -> str:

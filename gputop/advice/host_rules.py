@@ -12,6 +12,7 @@ from gputop.advice.context import (
     StepShape,
     input_evidence,
     is_data_bound,
+    steady,
 )
 from gputop.model import Advice, AttachState, MemoryLayoutCheck
 
@@ -149,6 +150,8 @@ def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:
     if config.device not in (None, "cpu") or threads is None:
         return []
     if ctx.gpus_of(state.pid):  # it holds GPU memory: its compute is there, whatever it said
+        return []
+    if not steady(ctx.frame, state):
         return []
     row = ctx.process(state.pid)
     if row is None or row.cpu_percent is None or ctx.frame.host.cpu_percent is None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
 from gputop.advice import Advisor, evaluate
-from gputop.advice.context import Context
-from gputop.model import Advice, Frame, MemoryBandwidthSample, MemoryLayoutCheck
+from gputop.advice.context import STEADY_INTERVALS, Context
+from gputop.model import Advice, AttachState, Frame, MemoryBandwidthSample, MemoryLayoutCheck
 from tests.helpers.builders import (
     attached,
     frame,
@@ -181,6 +182,40 @@ def test_cpu_threads_oversubscribed() -> None:
                                num_workers=4),))
     a = _advice(f)["cpu-threads"]
     assert "torch.get_num_threads()=8" in a.evidence and "set_num_threads(4)" in a.action
+
+
+def _stepping_for(state: AttachState, seconds: float, first_step: int = 0) -> AttachState:
+    """`state` with its steps timed back to back, the newest closing now, the window's
+    first being the trainer's step number `first_step`, the window spanning `seconds`."""
+    each = int(seconds * 1e9 / len(state.steps))
+    now = time.monotonic_ns()
+    timed = tuple(replace(s, step=first_step + i, duration_ns=each,
+                          end_ns=now - (len(state.steps) - 1 - i) * each)
+                  for i, s in enumerate(state.steps))
+    return replace(state, steps=timed)
+
+
+def test_cpu_threads_waits_out_the_trainers_start_up() -> None:
+    # The first intervals of a trainer's stepping hold its start-up (workers filling their
+    # prefetch, its thread pool spinning up): a real trainer on 2 cores with 3 threads showed
+    # 0.9 cores used then, 1.3 cores once settled; set_num_threads(1) from the first made it
+    # 0.77x as fast. CPU-thread advice speaks once it has been stepping STEADY_INTERVALS.
+    rows, group = trainer_with_workers(9, workers=4, worker_cpu=100.0, trainer_cpu=400.0,
+                                       trainer_wait=350.0)
+    trainer = attached(9, data_ms=5, compute_ms=90, device="cpu", num_threads=8, num_workers=4)
+
+    def advised(state: AttachState) -> bool:
+        f = frame(processes=rows, trainers=(group,), cores=8, cpu_percent=100.0, attach=(state,))
+        return "cpu-threads" in _advice(f)
+
+    interval = 1.0  # frame()'s
+    assert not advised(_stepping_for(trainer, 0.5 * interval))
+    assert not advised(_stepping_for(trainer, (STEADY_INTERVALS - 0.2) * interval))
+    assert advised(_stepping_for(trainer, (STEADY_INTERVALS + 0.2) * interval))
+    # A window of fast steps spans less, the trainer's steps before it count: 10000 steps
+    # at its pace (0.4 ms) before a window of 50 spanning 0.02 s, four seconds in all.
+    assert advised(_stepping_for(trainer, 0.02, first_step=10000))
+    assert not advised(_stepping_for(trainer, 0.02, first_step=100))
 
 
 def test_advisor_hysteresis_neither_flickers_nor_lingers() -> None:
