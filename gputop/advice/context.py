@@ -17,7 +17,8 @@ BUSY_PROCESS = 0.5  # another process using this much of a core keeps a core bus
 SWAP_IN_PER_S = 1.0
 SATURATED_MAIN_THREAD = 90.0  # % of the interval the trainer's main thread ran or was runnable
 ROUNDING_CORES = 0.25  # host and process rates are read moments apart: this much is noise
-STEADY_INTERVALS = 3  # a trainer's CPU figures are of its training once it stepped this long
+STEADY_INTERVALS = 3  # a trainer's CPU figures are of its training once it stepped this many
+STEADY_MIN_S = 1.0  # intervals, and this long (its start-up takes its time at any interval)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +87,10 @@ class Context:
 def steady(frame: Frame, state: AttachState) -> bool:
     """Whether the trainer's CPU figures this tick are of its training, not its start-up
     (imports, workers filling their prefetch, its thread pool spinning up): it has been
-    stepping STEADY_INTERVALS intervals. Steps without times are taken as steady."""
+    stepping STEADY_INTERVALS intervals and STEADY_MIN_S. Steps without times are taken
+    as steady."""
     seconds = stepping_s(state)
-    return seconds is None or seconds >= STEADY_INTERVALS * frame.interval_s
+    return seconds is None or seconds >= max(STEADY_INTERVALS * frame.interval_s, STEADY_MIN_S)
 
 
 def stepping_s(state: AttachState) -> float | None:

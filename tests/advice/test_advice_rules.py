@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from gputop.advice import Advisor, evaluate
-from gputop.advice.context import STEADY_INTERVALS, Context
+from gputop.advice.context import STEADY_INTERVALS, STEADY_MIN_S, Context
 from gputop.model import Advice, AttachState, Frame, MemoryBandwidthSample, MemoryLayoutCheck
 from tests.helpers.builders import (
     attached,
@@ -199,23 +199,26 @@ def test_cpu_threads_waits_out_the_trainers_start_up() -> None:
     # The first intervals of a trainer's stepping hold its start-up (workers filling their
     # prefetch, its thread pool spinning up): a real trainer on 2 cores with 3 threads showed
     # 0.9 cores used then, 1.3 cores once settled; set_num_threads(1) from the first made it
-    # 0.77x as fast. CPU-thread advice speaks once it has been stepping STEADY_INTERVALS.
+    # 0.77x as fast. CPU-thread advice speaks once it has been stepping STEADY_INTERVALS
+    # intervals and STEADY_MIN_S.
     rows, group = trainer_with_workers(9, workers=4, worker_cpu=100.0, trainer_cpu=400.0,
                                        trainer_wait=350.0)
     trainer = attached(9, data_ms=5, compute_ms=90, device="cpu", num_threads=8, num_workers=4)
 
-    def advised(state: AttachState) -> bool:
+    def advised(state: AttachState, interval_s: float = 1.0) -> bool:
         f = frame(processes=rows, trainers=(group,), cores=8, cpu_percent=100.0, attach=(state,))
-        return "cpu-threads" in _advice(f)
+        return "cpu-threads" in _advice(replace(f, interval_s=interval_s))
 
-    interval = 1.0  # frame()'s
-    assert not advised(_stepping_for(trainer, 0.5 * interval))
-    assert not advised(_stepping_for(trainer, (STEADY_INTERVALS - 0.2) * interval))
-    assert advised(_stepping_for(trainer, (STEADY_INTERVALS + 0.2) * interval))
+    assert not advised(_stepping_for(trainer, 0.5))  # intervals of a second
+    assert not advised(_stepping_for(trainer, STEADY_INTERVALS - 0.2))
+    assert advised(_stepping_for(trainer, STEADY_INTERVALS + 0.2))
     # A window of fast steps spans less, the trainer's steps before it count: 10000 steps
     # at its pace (0.4 ms) before a window of 50 spanning 0.02 s, four seconds in all.
     assert advised(_stepping_for(trainer, 0.02, first_step=10000))
     assert not advised(_stepping_for(trainer, 0.02, first_step=100))
+    # At a tenth of a second a tick, three of them are still the start-up: a second is.
+    assert not advised(_stepping_for(trainer, 0.5), interval_s=0.1)
+    assert advised(_stepping_for(trainer, STEADY_MIN_S + 0.1), interval_s=0.1)
 
 
 def test_advisor_hysteresis_neither_flickers_nor_lingers() -> None:
