@@ -67,7 +67,7 @@ TOO_MANY = "More intra-op threads than the cores the trainer gets"
 # Four threads a core: one more than the cores (3 on 2) moves samples/s within a shared box's
 # noise (a sweep of 1 to 6 threads with one worker gave 2400-4000 each, run to run), so
 # following the advice there measured 0.87x on one run and over 0.9x on others; four a core
-# cost clearly (8 -> 2 threads: 1.60x).
+# cost clearly (8 -> 2 threads: 1.29x and 1.60x on two runs).
 OVERSUBSCRIBED = 4
 
 
