@@ -33,12 +33,18 @@ lint: $(TESTING)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two passes: the tests that judge nothing by speed run side by side (a worker a core, four
+# at most), then those marked `alone` (samples/s before and after advice, idle cores, waits
+# for a core, memory-bandwidth pressure) one at a time with nothing beside them.
 # --durations: the slowest tests named in every CI log (the suite should stay well under 20 min)
+XDIST := -n auto --maxprocesses 4
 test: lint
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q $(XDIST) -m "not alone" --durations=15
+	$(PY) -m pytest -q -m alone --durations=15
 
 test-fast: $(TESTING)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not alone"
+	$(PY) -m pytest -q -m "not slow and alone"
 
 bench: $(TESTING)
 	$(PY) benchmarks/run_all.py

@@ -28,6 +28,8 @@ from gputop.sources.processes import ProcProcessSource
 from tests.helpers.builders import attached, frame
 from tests.helpers.probe import ROOT, TRAINERS, sample_until, trainer_env
 
+pytestmark = pytest.mark.alone
+
 S = 1_000_000_000
 
 

@@ -47,6 +47,8 @@ from tests.helpers.builders import frame as make_frame
 from tests.helpers.membw import sys_with_llc, write_vmstat
 from tests.helpers.probe import ROOT
 
+pytestmark = pytest.mark.alone
+
 FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
 LOUD = ("warn", "critical")
 

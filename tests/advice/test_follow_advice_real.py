@@ -38,7 +38,7 @@ from tests.helpers.advice_run import (
 from tests.helpers.follow import LONG_ORDER, interleaved, other_cores, report, with_workers
 from tests.helpers.scheduling import pinned
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def test_num_workers_zero_followed_overlaps_the_loading(tmp_path: Path) -> None:

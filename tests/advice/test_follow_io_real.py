@@ -27,7 +27,7 @@ from tests.helpers.advice_run import (
 )
 from tests.helpers.follow import interleaved, report, with_workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 RECORD_KB = 1024  # each sample reads a 1 MiB record (an image, a shard's slice)
 RECORDS = 64

@@ -48,7 +48,7 @@ from tests.helpers.follow import interleaved, report, with_workers
 from tests.helpers.membw import hog_cpus, sysbench_hog
 from tests.helpers.scheduling import pinned
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 RULE = "host-memory-bandwidth"
 IMAGE_KB = 144  # a decoded 3x224x224 image, 64 rows of it pooled into the model's width

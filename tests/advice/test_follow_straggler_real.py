@@ -23,7 +23,7 @@ from tests.helpers.advice_run import (
 )
 from tests.helpers.follow import PREFETCH, START_STEPS, Setting, interleaved, report
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 LOADER = ("--sleep-ms", "10", "--batch-size", "4")  # each sample waits 10 ms, as on storage
 SLOW, FAST = 1, 4  # workers: one loads a batch per 40 ms, four overlap their waits

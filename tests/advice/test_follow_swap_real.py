@@ -37,7 +37,7 @@ from tests.helpers.advice_run import (
 from tests.helpers.follow import interleaved, report, with_workers
 from tests.helpers.memcg import MemoryCgroup, memory_cgroup
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 RECORD_KB = 1024
 RECORDS = 256

@@ -30,7 +30,7 @@ from tests.helpers.advice_run import (
 from tests.helpers.membw import write_vmstat
 from tests.helpers.probe import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 FIXTURES = ROOT / "tests" / "sources" / "fixtures" / "membw"
 

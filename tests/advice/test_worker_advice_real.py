@@ -32,7 +32,7 @@ from tests.helpers.advice_run import (
 from tests.helpers.arithmetic import printed_arithmetic
 from tests.helpers.follow import busy_host, interleaved, report, with_workers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MEASURED_STEPS = 60
 

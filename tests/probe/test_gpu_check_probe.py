@@ -11,6 +11,8 @@ import pytest
 
 from tests.helpers.modules import load_file
 
+pytestmark = pytest.mark.alone
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_check_probe.py"
 
 

@@ -22,7 +22,7 @@ from tests.helpers.builders import frame
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SHARE_POINTS = 10.0  # the bound: input share within 10 points of the hand timers
 PHASE_TOLERANCE = 0.25  # a phase's median within 25 % of the hand timer's

@@ -13,7 +13,7 @@ from gputop.children import probe_env, start_under_probe
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env, watch_process
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def test_a_data_bound_trainer_is_data_bound_with_the_share_it_measured(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import pytest
 
 from tests.helpers.modules import load_file
 
+pytestmark = pytest.mark.alone
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_check_advice.py"
 DRY_RUN_SCALE = 0.02  # 4 timed steps a run instead of 200: the code runs, nothing is measured
 

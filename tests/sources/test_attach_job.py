@@ -17,7 +17,7 @@ from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.tui.views.steps import step_lines
 from tests.helpers.probe import ROOT, TRAINERS, torchrun, trainer_env
 
-pytestmark = pytest.mark.slow  # real torchrun ranks under the probe
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # real torchrun ranks under the probe
 TORCHRUN = torchrun(2)
 
 

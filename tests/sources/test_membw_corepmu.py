@@ -47,6 +47,8 @@ from tests.helpers.membw import as_other_user, proc_tree, sys_with_core_pmu
 from tests.helpers.perf import FakePerf, StepClock
 from tests.helpers.scheduling import favoured
 
+pytestmark = pytest.mark.alone
+
 CAP_PERFMON = 1 << 38
 LINE = 64
 

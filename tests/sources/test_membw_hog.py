@@ -23,7 +23,7 @@ from gputop.sources.membw.canary import Canary, MiB
 from gputop.sources.membw.estimate import CanaryEstimator
 from tests.helpers.membw import cpu_ns, hog_cpus, sysbench_hog
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 PER_PHASE = 7
 GOOD_ROUNDS = 4

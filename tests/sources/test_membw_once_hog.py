@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.membw import sysbench_hog
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 CLEARLY = 0.1  # pressure is 0..1; the old estimate moved by 0.01-0.17 either way
 

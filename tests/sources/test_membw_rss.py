@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.alone
+
 MiB = 1 << 20
 CEILING = 60 * MiB
 

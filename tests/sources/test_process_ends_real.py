@@ -12,6 +12,8 @@ import pytest
 from gputop.model import GpuReport
 from gputop.sources.processes import DEEP_LOOK_EVERY, DEEP_QUIET_TICKS, ProcProcessSource
 
+pytestmark = pytest.mark.alone
+
 GPU_NONE = GpuReport("none")
 SLEEPERS = 12
 

@@ -28,6 +28,8 @@ from tests.helpers.builders import process
 from tests.helpers.scheduling import favoured
 from tests.helpers.spy import spy
 
+pytestmark = pytest.mark.alone
+
 NONE = GpuReport("none")
 SPIN_ON_CPU0 = "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"
 # Two threads hashing (hashlib drops the GIL for big buffers) on one CPU; the main thread sleeps.

@@ -19,7 +19,7 @@ from tests.helpers.processes import alive
 from tests.helpers.shm import of_the_dead_since, remove_torch_segments
 from tests.helpers.trainer_harness import REPO, running_trainer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 GPU_BYTES = 3 << 30
 
 

@@ -21,6 +21,8 @@ from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SAWTOOTH_PERIOD, SCENARIOS, SimulatedGpuSource
 from tests.helpers.tui import scenario_frames
 
+pytestmark = pytest.mark.alone
+
 READY_S = 120.0  # torch's import on a loaded 2-core box; a bound, not a speed check
 TICK_S = 0.5
 STEPS = 8

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 WATCH_S = 4.0  # four ticks at the default interval
 
 pytestmark = [
+    pytest.mark.alone,
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
