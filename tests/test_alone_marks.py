@@ -34,7 +34,7 @@ def test_every_module_that_times_or_loads_the_host_runs_alone() -> None:
     assert unmarked == [], f"mark these `pytestmark = pytest.mark.alone`: {unmarked}"
 
 
-def test_the_guard_sees_a_module_that_times_without_the_mark(tmp_path: Path) -> None:
+def test_the_guard_sees_a_module_that_times_without_the_mark() -> None:
     timed = "from tests.helpers.follow import interleaved\nruns = interleaved(a, b, 60)\n"
     marked = "import pytest\npytestmark = [pytest.mark.slow, pytest.mark.alone]\n" + timed
     assert LOADS_OR_TIMES.search(timed) and not _marked_alone(ast.parse(timed))
