@@ -1,7 +1,7 @@
 """`make bench`: every benchmark in turn, each with ratios to a reference from the same run.
 
-About 18 minutes here (the soak runs 5 of them; `python benchmarks/soak.py` alone runs 10);
-`--quick` for a rough look in about 6.
+About 27 minutes on a 2-core VM (1587 and 1625 s in two runs; the soak runs 5 of them;
+`python benchmarks/soak.py` alone runs 10); `--quick` for a rough look in about 6.
 """
 
 from __future__ import annotations
