@@ -41,7 +41,7 @@ def test_per_pid_memory_holds_only_live_processes() -> None:
         assert source.open_fds <= 2 * len(listed)
         alive = live | {os.getpid()}
         assert set(source._tracked) <= alive
-        assert set(source._pins) <= alive
-        assert {pid for pid, _ in source._torch_versions} <= alive
+        assert set(source._named_threads.searches) <= alive
+        assert {pid for pid, _ in source._torch_versions.known} <= alive
     finally:
         source.close()

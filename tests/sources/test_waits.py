@@ -190,7 +190,7 @@ def test_a_new_process_on_a_reused_pid_has_no_rate_yet() -> None:
         try:
             source.sample(NONE)
             source.waits([pid])
-            source._waits[pid].start -= 1  # as if an older process had held this pid
+            source._waits.marks[pid].start -= 1  # as if an older process had held this pid
             source.sample(NONE)
             assert source.waits([pid])[pid] == ProcessWaits(None, None, None)
         finally:
@@ -310,15 +310,15 @@ def test_waits_lists_threads_again_only_when_they_may_have_changed(
             for _ in range(4):
                 _tick(source, pid)
             assert len(listed) == 1, f"/proc/{pid}/task listed {len(listed)} times in 4 ticks"
-            before = set(source._waits[pid].thread_waits or ())
+            before = set(source._waits.marks[pid].thread_waits or ())
             os.kill(pid, signal.SIGUSR1)
             now = _wait_for_tids(pid, lambda tids: len(tids) == 3 and tids != before)
             _tick(source, pid)
-            assert set(source._waits[pid].thread_waits or ()) == now
+            assert set(source._waits.marks[pid].thread_waits or ()) == now
             os.kill(pid, signal.SIGUSR2)
             now = _wait_for_tids(pid, lambda tids: len(tids) == 4)
             _tick(source, pid)
-            assert set(source._waits[pid].thread_waits or ()) == now
+            assert set(source._waits.marks[pid].thread_waits or ()) == now
         finally:
             source.close()
 
@@ -332,7 +332,8 @@ def test_waits_reads_no_io_of_a_process_none_of_whose_threads_ran(
     with children(IDLE_THREADS) as (pid,):
         source = ProcProcessSource()
         reads: list[int] = []
-        monkeypatch.setattr(source._io, "read", spy(source._io.read, lambda pid: reads.append(pid)))
+        io = source._waits.io
+        monkeypatch.setattr(io, "read", spy(io.read, lambda pid: reads.append(pid)))
         try:
             _tick(source, pid)
             idle = [_tick(source, pid) for _ in range(3)]
