@@ -12,6 +12,7 @@ is swapped for an ASCII one, cell for cell, on its way out.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
@@ -19,16 +20,15 @@ import selectors
 import sys
 import threading
 from codecs import getincrementaldecoder
-from typing import Any
-
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
-from textual.drivers._writer_thread import WriterThread
-from textual.drivers.linux_driver import LinuxDriver
+from typing import TYPE_CHECKING, Any
 
 from gputop.tui.cells import ascii_cells
 from gputop.tui.look import PLAIN, Look
 from gputop.tui.splash import terminal_stream
+from gputop.tui.textual_adapter import LinuxDriverHooks, XTermParser, parser_timeout
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 class _WakingEvent(threading.Event):
@@ -58,7 +58,7 @@ class _AsciiScreen(io.TextIOWrapper):
 
 
 def screen_file(look: Look) -> io.TextIOWrapper:
-    """The terminal as a text file for Textual's writer thread; stderr if there is none."""
+    """The terminal as a text file to draw on; stderr (Textual's choice) if there is none."""
     stream = terminal_stream()
     if stream is None:
         return sys.__stderr__  # type: ignore[return-value]  # Textual's own choice
@@ -68,49 +68,42 @@ def screen_file(look: Look) -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
-class DirectWriter(WriterThread):
-    """Textual's writer thread, writing on the caller's thread instead (it is never
-    started): a frame a second is a few KiB, and handing it over cost a wake-up of the
-    writer and a pass of the GIL between the two threads each frame."""
+class QuietLinuxDriver(LinuxDriverHooks):
+    """LinuxDriver with an input thread that does not poll, drawing on the terminal.
 
-    def write(self, text: str) -> None:
-        """Write `text` to the terminal now; a terminal that hung up takes nothing (the input
-        thread sees the hang-up and ends the app)."""
-        with contextlib.suppress(OSError, ValueError):
-            self._file.write(text)
-            self._file.flush()
+    It writes on the caller's thread, not through Textual's writer thread: a frame a second
+    is a few KiB, and handing it over cost a wake-up of the writer and a pass of the GIL
+    between the two threads each frame.
+    """
 
-    def flush(self) -> None:
-        """Nothing is held back."""
-
-    def stop(self) -> None:
-        """Nothing runs to stop."""
-
-
-class QuietLinuxDriver(LinuxDriver):
-    """LinuxDriver with an input thread that does not poll, drawing on the terminal."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        look = getattr(self._app, "look", None)
+    def __init__(self, app: App[Any], *, debug: bool = False, mouse: bool = True,
+                 size: tuple[int, int] | None = None) -> None:
+        self._gputop_app = app
+        self._app_loop = asyncio.get_running_loop()
+        self._debug_keys = debug
+        look = getattr(app, "look", None)
         self._screen = screen_file(look if isinstance(look, Look) else PLAIN)
-        self._file = self._screen
         # The app's size until the first resize event arrives: Textual would take it from
         # COLUMNS and LINES where they are set, and lay out the first frame at theirs.
-        if self._size is None:
-            self._size = self._get_terminal_size()
+        if size is None:
+            size = self.terminal_size()
+        super().__init__(app, debug=debug, mouse=mouse, size=size)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self.exit_event: _WakingEvent = _WakingEvent(self._wake_w)
 
+    def write(self, data: str) -> None:
+        """Write `data` to the terminal now; a terminal that hung up takes nothing (the input
+        thread sees the hang-up and ends the app)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._screen.write(data)
+            self._screen.flush()
+
     def start_application_mode(self) -> None:
         """Start as usual; after a splash, restore the modes from before it at exit."""
         super().start_application_mode()
-        started = self._writer_thread
-        if started is not None:  # it wrote the modes set so far: let it finish, then end it
-            started.stop()
-        self._writer_thread = DirectWriter(self._screen)
-        splash = getattr(self._app, "splash", None)
+        self.retire_stock_writer()
+        splash = getattr(self._gputop_app, "splash", None)
         if splash is not None:
             self.attrs_before = splash.take_over()
 
@@ -120,11 +113,11 @@ class QuietLinuxDriver(LinuxDriver):
         selector = selectors.DefaultSelector()
         selector.register(self.fileno, selectors.EVENT_READ)
         selector.register(self._wake_r, selectors.EVENT_READ)
-        parser = XTermParser(self._debug)
+        parser = XTermParser(self._debug_keys)
         decode = getincrementaldecoder("utf-8")().decode
         try:
             while not self.exit_event.is_set():
-                ready = selector.select(self._parser_timeout(parser))
+                ready = selector.select(parser_timeout(parser))
                 for key, _mask in ready:
                     if key.fd != self.fileno:
                         continue
@@ -146,20 +139,19 @@ class QuietLinuxDriver(LinuxDriver):
 
     def _hang_up(self) -> None:
         """Ask the app to exit cleanly from its own loop; never block this thread on it."""
-        loop = getattr(self._app, "_loop", None)
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._app.exit)
+        if not self._app_loop.is_closed():
+            self._app_loop.call_soon_threadsafe(self._gputop_app.exit)
 
-    def _get_terminal_size(self) -> tuple[int, int]:
+    def terminal_size(self) -> tuple[int, int]:
         """The size of the terminal we draw on (stdout may be a file)."""
         try:
             columns, lines = os.get_terminal_size(self._screen.fileno())
         except (OSError, ValueError):
-            return super()._get_terminal_size()
+            return super().terminal_size()
         return columns or 80, lines or 25
 
     def close(self) -> None:
-        """Stop the writer and release the wake pipe and our handle on the terminal."""
+        """Close as LinuxDriver does, then release the wake pipe and our handle on the terminal."""
         super().close()
         if self._screen is not sys.__stderr__:
             with contextlib.suppress(OSError, ValueError):
@@ -175,11 +167,3 @@ class QuietLinuxDriver(LinuxDriver):
                 pass
         except OSError:
             pass
-
-    @staticmethod
-    def _parser_timeout(parser: XTermParser) -> float | None:
-        """None (block) unless the parser holds a partial sequence it must time out."""
-        deadline = getattr(parser, "_timeout_time", None)
-        if deadline is None:
-            return None
-        return max(0.0, deadline - get_time())

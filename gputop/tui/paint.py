@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import cast
 
-from rich.console import Console, RenderableType
-from textual._compositor import CompositorUpdate
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.widget import Widget
+
+from gputop.tui.textual_adapter import (
+    VisibleWidgets,
+    compose_now,
+    display_rows,
+    has_work_pending,
+    visible_widgets,
+)
 
 
 class _Batch:
@@ -79,47 +84,28 @@ def _paint(screen: Screen[object], batch: _Batch) -> None:
         for widget, regions in batch.regions.items():
             widget.refresh(*regions)
         return
-    update = _rows_alone(screen, batch.regions)
-    if update is not None:
-        # _display writes any CompositorUpdate by render_segments (Textual's types say renderable)
-        screen.app._display(screen, cast(RenderableType, update))
+    sequences = _rows_alone(screen, batch.regions)
+    if sequences is not None:
+        display_rows(screen, sequences)
         return
-    for widget, regions in batch.regions.items():
-        widget._set_dirty(*regions)
-    screen._compositor.update_widgets(set(batch.regions))
-    screen._compositor_refresh()
+    compose_now(screen, batch.regions)
 
 
 def _paints_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> bool:
     """Whether `screen` is drawn on top with nothing of its own pending, and holds every one
     of `widgets` (mounted, laid out)."""
-    visible = screen._compositor.visible_widgets  # only this screen's widgets are in it
-    return (screen.is_current and not screen.app._batch_count
-            and not (screen._layout_required or screen._scroll_required
-                     or screen._repaint_required or screen._recompose_required
-                     or screen._dirty_widgets)
+    visible = visible_widgets(screen)  # only this screen's widgets are in it
+    return (screen.is_current and not has_work_pending(screen)
             and all(widget.is_mounted and widget in visible for widget in widgets))
 
 
-class RowsUpdate(CompositorUpdate):
-    """Rows of panes rendered and placed, written by `App._display` as Textual's own
-    updates are (in a synchronized update, the cursor put back after)."""
-
-    __slots__ = ("sequences",)
-
-    def __init__(self, sequences: str) -> None:
-        self.sequences = sequences
-
-    def render_segments(self, console: Console) -> str:
-        return self.sequences
-
-
-def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> RowsUpdate | None:
-    """The batch's rows, each rendered by its own pane, or None where a pane is partly out
-    of view or another widget overlaps it (the compositor must combine them)."""
+def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> str | None:
+    """The batch's rows as terminal sequences, each rendered by its own pane, or None where
+    a pane is partly out of view or another widget overlaps it (the compositor must combine
+    them)."""
     if screen.app.is_inline:
         return None
-    visible = screen._compositor.visible_widgets
+    visible = visible_widgets(screen)
     console = screen.app.console
     sequences: list[str] = []
     for widget, regions in widgets.items():
@@ -136,14 +122,13 @@ def _rows_alone(screen: Screen[object], widgets: dict[Widget, list[Region]]) -> 
                 else:
                     sequences.append(widget.render_lines(Region(0, y, width, 1))[0]
                                      .render(console))
-    return RowsUpdate("".join(sequences))
+    return "".join(sequences)
 
 
-_Visible = dict[Widget, tuple[Region, Region]]
-_judged: tuple[_Visible | None, dict[Widget, bool]] = (None, {})
+_judged: tuple[VisibleWidgets | None, dict[Widget, bool]] = (None, {})
 
 
-def _whole_and_alone(widget: Widget, visible: _Visible) -> bool:
+def _whole_and_alone(widget: Widget, visible: VisibleWidgets) -> bool:
     """Whether `widget` is wholly in view with no other widget over it, judged once per
     arrangement of the screen (the compositor makes a new `visible` on every reflow)."""
     global _judged
@@ -159,8 +144,7 @@ def _whole_and_alone(widget: Widget, visible: _Visible) -> bool:
     return alone
 
 
-def _overlapped(widget: Widget, region: Region,
-                visible: dict[Widget, tuple[Region, Region]]) -> bool:
+def _overlapped(widget: Widget, region: Region, visible: VisibleWidgets) -> bool:
     """Whether a visible widget other than `widget` and those it lies in overlaps `region`."""
     below = set(widget.ancestors_with_self)
     return any(other not in below and region.overlaps(other_region)

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from gputop.model import Frame
 from gputop.tui import build_app, paint
 from gputop.tui.app import GputopApp
+from gputop.tui.textual_adapter import visible_widgets
 from gputop.tui.widgets.help import HelpScreen
 from gputop.tui.widgets.linepane import LinePane
 from tests.helpers.spy import spy
@@ -113,8 +114,8 @@ async def test_rows_under_a_notification_are_composed_with_it(
     async with running(app, *later[:5], size=(120, 40), notifications=True) as pilot:
         app.notify("\n".join(f"note {n}" for n in range(34)), timeout=60)
         await pilot.pause(0.3)
-        toast = next(region for widget, (region, _) in app.screen._compositor.visible_widgets
-                     .items() if type(widget).__name__ == "Toast")
+        toast = next(region for widget, (region, _) in visible_widgets(app.screen).items()
+                     if type(widget).__name__ == "Toast")
         written = _written(app, monkeypatch)
         for frame in later[5:]:
             app.show_frame(frame)
