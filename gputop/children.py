@@ -14,6 +14,7 @@ from types import FrameType
 from typing import NamedTuple
 
 import gputop.probe
+from gputop.safe_files import PRIVATE, WriteRefused, create_new, open_own
 
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_boot")
@@ -40,23 +41,23 @@ class RunLog(NamedTuple):
     created: bool
 
 
-def open_log(path: str, new: bool = False) -> RunLog:
+def open_log(path: str, new: bool = False, mode: int = PRIVATE) -> RunLog:
     """Open `path` to append to, never truncating it; `new`: it must not exist (nor be a link).
 
-    Created exclusively first, so we know whether the file is ours to remove again.
+    Created exclusively (with `mode`) first, so we know whether the file is ours to remove
+    again; an existing file must be our regular file, never a link to one.
     """
     try:
-        fd = os.open(path, _LOG_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
-        return RunLog(fd, path, created=True)
+        return RunLog(create_new(path, _LOG_FLAGS, mode), path, created=True)
     except FileExistsError as exc:
         if new:
             raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
-    except OSError as exc:
-        raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
+    except WriteRefused as exc:
+        raise LogError(f"cannot write the log {path}: {exc}") from None
     try:
-        return RunLog(os.open(path, _LOG_FLAGS), path, created=False)
-    except OSError as exc:
-        raise LogError(f"cannot write the log {path}: {exc.strerror}") from None
+        return RunLog(open_own(path, _LOG_FLAGS), path, created=False)
+    except WriteRefused as exc:
+        raise LogError(f"cannot write the log {path}: {exc}") from None
 
 
 def discard_log(log: RunLog) -> None:
@@ -75,7 +76,7 @@ def discard_log(log: RunLog) -> None:
 
 def start_under_probe(
     command: Sequence[str], env: Mapping[str, str] | None = None, forward_sigint: bool = True,
-    log: str | None = None, new_log: bool = False,
+    log: str | None = None, new_log: bool = False, log_mode: int = PRIVATE,
 ) -> subprocess.Popen[bytes]:
     """Start `command` with the probe; Ctrl-C goes to the child, which decides when to stop.
 
@@ -88,7 +89,7 @@ def start_under_probe(
     if log is None:
         child = subprocess.Popen(list(command), env=probe_env(env))
     else:
-        out = open_log(log, new=new_log)
+        out = open_log(log, new=new_log, mode=log_mode)
         try:
             child = subprocess.Popen(list(command), env=probe_env(env), stdin=subprocess.DEVNULL,
                                      stdout=out.fd, stderr=subprocess.STDOUT,

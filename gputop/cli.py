@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from gputop import __version__
@@ -28,6 +28,8 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SCENARIO = "data-starved"
 READONLY_HELP = "send no signals: the k (kill) key is off"
+ALL_USERS_HELP = ("take every user's trainers (root only); by default only those of the user "
+                  "running gputop")
 
 
 class UsageError(Exception):
@@ -41,14 +43,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see gputop --help)")
 
 
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0.1 or value > 3600:
-        raise argparse.ArgumentTypeError(f"interval must be between 0.1 and 3600 s, got {text}")
-    return value
+def _seconds_between(low: float, high: float, what: str) -> Callable[[str], float]:
+    """An argparse type: a number of seconds from `low` to `high`."""
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not math.isfinite(value) or value < low or value > high:
+            raise argparse.ArgumentTypeError(
+                f"{what} between {low:g} and {high:g} s, got {text}")
+        return value
+
+    return seconds
+
+
+_interval = _seconds_between(0.1, 3600, "interval must be")
+_fleet_timeout = _seconds_between(0.1, 600, "must be")
 
 
 def _pid(text: str) -> int:
@@ -101,6 +113,24 @@ def _add_retention(parser: argparse.ArgumentParser) -> None:
                         help="keep only the last DURATION of ticks (e.g. 24h, 7d)")
 
 
+def _file_mode(text: str) -> int:
+    """Permission bits from octal: '0600', '640'."""
+    try:
+        value = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a file mode: {text!r} (say 0600 or 0640)"
+                                         ) from None
+    if not 0 <= value <= 0o777:
+        raise argparse.ArgumentTypeError(f"a file mode is 0000 to 0777, got {text}")
+    return value
+
+
+def _add_mode(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--mode", type=_file_mode, default="0600", metavar="OCTAL",
+                        help=f"permissions of {what} gputop creates (default 0600: it holds "
+                        "other users' command lines; a stricter umask still applies)")
+
+
 def _gpu_count(text: str) -> int:
     from gputop.wiring import check_gpu_count
 
@@ -145,10 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the fleet: every `gputop serve` host this Prometheus server "
                         "scrapes (e.g. http://prometheus:9090), worst first, Enter for one "
                         "host; with --once, printed once")
+    parser.add_argument("--fleet-timeout", type=_fleet_timeout, default=None,
+                        metavar="SECONDS", help="with --fleet: the most one request to "
+                        "Prometheus may take, all of it (default 10)")
     parser.add_argument("--record", metavar="FILE",
                         help="also record what the screen shows to FILE (SQLite, "
-                        "see `gputop record`)")
+                        "see `gputop record`); your own trainers only, unless --all-users")
+    parser.add_argument("--all-users", action="store_true",
+                        help=f"with --record: {ALL_USERS_HELP}")
     _add_retention(parser)
+    _add_mode(parser, "a recording")
     return parser
 
 
@@ -156,8 +192,9 @@ def record_parser() -> argparse.ArgumentParser:
     """`gputop record`'s options."""
     parser = _Parser(prog="gputop record",
                      description="sample without a screen and record every tick, and every "
-                     "step of every probed trainer, to a SQLite file (schema gputop.record/1); "
-                     "`gputop replay FILE` shows it again")
+                     "step of every probed trainer of yours (root: --all-users for everyone's), "
+                     "to a SQLite file (schema gputop.record/1); `gputop replay FILE` shows it "
+                     "again; secret-looking command-line values are masked")
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="where to record (default gputop-YYYYmmdd-HHMMSS.sqlite here); "
                         "an existing recording is appended to")
@@ -172,7 +209,9 @@ def record_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", nargs="?", const=DEFAULT_SCENARIO, metavar="SCENARIO",
                         help="simulated GPUs + the built-in demo trainer")
     parser.add_argument("--gpus", type=_gpu_count, default=None, metavar="N")
+    parser.add_argument("--all-users", action="store_true", help=ALL_USERS_HELP)
     _add_retention(parser)
+    _add_mode(parser, "a recording")
     return parser
 
 
@@ -236,21 +275,26 @@ def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None
         raise UsageError("--record, --max-size and --keep go with the live view, not --once")
     if args.fleet is not None:
         return _fleet(args)
+    if args.fleet_timeout is not None:
+        raise UsageError("--fleet-timeout goes with --fleet URL")
     if args.interval is None:
         args.interval = DEFAULT_INTERVAL_S
     if args.once:
         return _once(args)
     if (args.max_size or args.keep) and not args.record:
         raise UsageError("--max-size and --keep go with --record FILE")
+    if args.all_users and not args.record:
+        raise UsageError("--all-users goes with --record FILE (the screen shows every user's)")
     try:
-        from gputop.wiring import run_live
+        from gputop.wiring import run_live, trainer_scope
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
                         record=args.record,
                         retention=_retention(args) if args.record else None,
                         readonly=args.readonly,
-                        on_exit=_say_final if args.demo is None else None, first_look=look)
+                        on_exit=_say_final if args.demo is None else None, first_look=look,
+                        scope=trainer_scope(args.all_users), mode=args.mode)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK
 
@@ -302,6 +346,7 @@ def report_parser() -> argparse.ArgumentParser:
     parser.add_argument("file", metavar="FILE", help="a gputop.record/1 recording")
     parser.add_argument("-o", "--output", required=True, metavar="HTML",
                         help="where to write the report (replaced if it exists)")
+    _add_mode(parser, "the report")
     return parser
 
 
@@ -311,7 +356,7 @@ def _report(args: argparse.Namespace) -> int:
     from gputop.export.report.page import write_report
 
     try:
-        written = write_report(args.file, args.output)
+        written = write_report(args.file, args.output, args.mode)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print(f"gputop: wrote {written.path} ({written.bytes / 1e6:.1f} MB: {written.ticks} ticks, "
@@ -329,16 +374,24 @@ def _record(args: argparse.Namespace) -> int:
     """`gputop record`: headless, until Ctrl-C, SIGTERM or --duration."""
     if args.gpus is not None and args.demo is None:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
-    from gputop.wiring import check_attach, check_scenario, run_record
+    from gputop.wiring import (
+        check_attach,
+        check_in_scope,
+        check_scenario,
+        run_record,
+        trainer_scope,
+    )
 
+    scope = trainer_scope(args.all_users)
     if args.demo is not None:
         check_scenario(args.demo)
     for pid in args.attach:
         check_attach(pid)
+        check_in_scope(pid, scope)
     path = args.file or time.strftime("gputop-%Y%m%d-%H%M%S.sqlite")
     return run_record(path, interval_s=args.interval, attach_pids=args.attach,
                       membw=args.membw, retention=_retention(args), duration_s=args.duration,
-                      demo=args.demo, gpus=args.gpus)
+                      demo=args.demo, gpus=args.gpus, scope=scope, mode=args.mode)
 
 
 def export_parser() -> argparse.ArgumentParser:
@@ -350,6 +403,7 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chrome-trace", required=True, metavar="OUT",
                         help="write the steps and phases as Chrome trace-event JSON (one "
                         "track per rank; open it in ui.perfetto.dev or chrome://tracing)")
+    _add_mode(parser, "the trace")
     return parser
 
 
@@ -359,7 +413,7 @@ def _export(args: argparse.Namespace) -> int:
     from gputop.sources.replay import ReplayError
 
     try:
-        steps, tracks = write_chrome_trace(args.file, args.chrome_trace)
+        steps, tracks = write_chrome_trace(args.file, args.chrome_trace, args.mode)
     except (ReplayError, ExportError) as exc:
         raise BadInput(str(exc)) from None
     print(f"gputop: wrote {steps} steps on {tracks} track{'s' * (tracks != 1)} to "
@@ -405,19 +459,20 @@ def _fleet(args: argparse.Namespace) -> int:
         from gputop.wiring import run_fleet
 
         try:
-            return run_fleet(args.fleet, interval_s=args.interval, ascii=args.ascii)
+            return run_fleet(args.fleet, interval_s=args.interval, ascii=args.ascii,
+                             timeout_s=args.fleet_timeout)
         except KeyboardInterrupt:
             return EXIT_OK
     from gputop.wiring import fleet_frame_once
 
-    frame = fleet_frame_once(args.fleet, args.interval)
+    frame = fleet_frame_once(args.fleet, args.interval, timeout_s=args.fleet_timeout)
     assert frame.fleet is not None
     from gputop.export import fleet
     from gputop.export.text import write_text
 
-    if frame.fleet.error is not None:
+    if frame.fleet.error is not None:  # an answer refused as input is bad input
         print(f"gputop: {frame.fleet.error}", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_USAGE if frame.fleet.answer_refused else EXIT_INTERNAL
     text = fleet.dumps(frame.fleet) + "\n" if args.json else fleet.render(frame.fleet)
     write_text(ascii_text_if(text, args.ascii), sys.stdout)
     return EXIT_OK
@@ -436,6 +491,10 @@ def _check_url(text: str) -> None:
         raise UsageError(f"--fleet wants an http(s):// URL, got {text!r}")
     if port == 0 or any(ch.isspace() for ch in text):
         raise UsageError(f"--fleet wants an http(s):// URL, got {text!r}")
+    if "@" in url.netloc:  # a password in argv is every user's to read in ps
+        raise UsageError("--fleet takes no user:password@ in its URL")
+    if url.query or url.fragment or text.endswith(("?", "#")):
+        raise UsageError(f"--fleet takes a URL with no ?query or #fragment, got {text!r}")
 
 
 def ascii_text_if(text: str, ascii: bool) -> str:
@@ -454,6 +513,7 @@ def _run(argv: list[str]) -> int:
     parser.add_argument("--log", metavar="FILE",
                         help="where CMD's output goes while the TUI has the terminal "
                         "(default gputop-run-PID.log in the current directory)")
+    _add_mode(parser, "the log")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -468,7 +528,8 @@ def _run(argv: list[str]) -> int:
     from gputop.wiring import run_attached_child
 
     new_log = args.log is None  # our own name: a file of ours, never one already there
-    child = RunCommand(start_probed(command, log=log, new_log=new_log), log)
+    child = RunCommand(start_probed(command, log=log, new_log=new_log, log_mode=args.mode),
+                       log)
     final = None
     try:
         final = run_attached_child(child, interval_s=args.interval, membw=args.membw,
@@ -520,8 +581,8 @@ def _serve(argv: list[str]) -> int:
     from gputop.export.serve import DEFAULT_HOST, DEFAULT_PORT
 
     parser = _Parser(prog="gputop serve", description="Serve /metrics (Prometheus text and "
-                     "OpenMetrics) from one sampler thread; every probed trainer on this host "
-                     "is attached as it appears.")
+                     "OpenMetrics) from one sampler thread; every probed trainer of yours on "
+                     "this host (root: --all-users for everyone's) is attached as it appears.")
     parser.add_argument("--listen", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
                         metavar="HOST:PORT", help=f"address to serve on (default "
                         f"{DEFAULT_HOST}:{DEFAULT_PORT}, loopback only; 0.0.0.0:PORT for all "
@@ -547,19 +608,21 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--basic-auth-file", metavar="FILE",
                         help="require HTTP basic auth: user:password lines, in a file only "
                         "its owner can read")
+    parser.add_argument("--all-users", action="store_true", help=ALL_USERS_HELP)
     args = parser.parse_args(argv)
     if args.gpus is not None and args.demo is None:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
     if args.no_demo_trainer and args.demo is None:
         raise UsageError("--no-demo-trainer goes with --demo")
-    from gputop.wiring import check_scenario, run_serve
+    from gputop.wiring import check_scenario, run_serve, trainer_scope
 
+    scope = trainer_scope(args.all_users)
     if args.demo is not None:
         check_scenario(args.demo)
     return run_serve(listen=args.listen, interval_s=args.interval, per_worker=args.per_worker,
                      demo=args.demo, gpus=args.gpus, membw=args.membw,
                      demo_trainer=not args.no_demo_trainer, tls=_tls(args),
-                     users=_users(args.basic_auth_file))
+                     users=_users(args.basic_auth_file), scope=scope)
 
 
 def _users(path: str | None) -> dict[str, bytes] | None:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from gputop import debuglog
 from gputop.model import FleetReport, Frame
+from gputop.printable import printable
 from gputop.sources.base import HostSource
 from gputop.sources.fleet import fleet_frame
 from gputop.ticker import PausableTicks, Ticker
@@ -44,6 +45,7 @@ class FleetSampler(PausableTicks):
         self._paused = False
         self._ticker = Ticker("gputop-fleet")
         self._last: FleetReport | None = None
+        self._last_good: tuple[FleetReport, float] | None = None  # and when it was asked
 
     @property
     def interval_s(self) -> float:
@@ -58,8 +60,17 @@ class FleetSampler(PausableTicks):
         is when it was asked)."""
         asked = time.time()
         report = self.source.sample(detail=self._focus)
-        self._last = report
+        if report.error is None:
+            self._last_good = (report, asked)
+        self._last = report = self._over_last_good(report)
         return fleet_frame(report, self.host.sample(), self.interval_s, asked)
+
+    def _over_last_good(self, report: FleetReport) -> FleetReport:
+        """A failed `report` carries the last good answer's hosts, marked stale."""
+        if report.error is None or self._last_good is None:
+            return report
+        good, asked = self._last_good
+        return replace(report, hosts=good.hosts, detail=good.detail, stale_from=asked)
 
     def focus(self, instance: str | None) -> None:
         """Ask for `instance` in detail from the next tick on (None: no host), at once."""
@@ -87,15 +98,15 @@ class FleetSampler(PausableTicks):
         except Exception as exc:
             debuglog.log_exception("fleet refresh failed", exc)
             last = self._last or FleetReport(self.source.url)
-            error = f"refresh failed: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+            error = printable(f"refresh failed: {type(exc).__name__}: {exc}")[:200]
             try:
-                return fleet_frame(replace(last, error=error), self.host.sample(),
-                                   self.interval_s)
+                return fleet_frame(self._over_last_good(replace(last, error=error)),
+                                   self.host.sample(), self.interval_s)
             except Exception:
                 return None
 
     def stop(self) -> None:
-        """Stop the thread (a query in flight ends within its timeout)."""
+        """Stop the thread (a query in flight ends by its deadline)."""
         self._ticker.stop()
 
     def attach(self, pid: int) -> None:

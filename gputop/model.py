@@ -494,6 +494,8 @@ class FleetReport:
     error: str | None = None  # why Prometheus could not be asked (one line)
     scrape_interval_s: float | None = None  # Prometheus's, as read from its API
     detail: FleetHostDetail | None = None  # the host the user drilled into, if any
+    answer_refused: bool = False  # the error refuses the answer (too slow, too large, a redirect)
+    stale_from: float | None = None  # the hosts are the last good answer's, asked then
 
 
 @record

@@ -8,6 +8,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
+from gputop.recording_values import conforming
+
 BYTES = "".join(f"{b:02X}|" for b in range(256))  # byte b's hex digits start at 3b + 1
 _STRUCT_CODES = {1: "B", 2: "H", 3: "BH", 4: "I", 5: "BI", 8: "Q"}
 
@@ -41,7 +43,9 @@ class Packing:
         return value is None or 0 <= value < (null + 1 >> 1 if coarse > 1 else null)
 
     def unpack(self, blob: bytes) -> list[tuple[int | None, ...]]:
-        """`pack` read back: each record's values, None where NULL."""
+        """`pack` read back: each record's values, None where NULL (a column read from a
+        file that holds no BLOB is a RecordingError)."""
+        blob = conforming(blob, bytes, "a packed column")
         whole = len(blob) - len(blob) % self.size
         return [self._values(parts) for parts in self._struct.iter_unpack(blob[:whole])]
 

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.model import StepRecord
+from gputop.model import StepRecord, Verdict
 from gputop.packing import Packing
+from gputop.recording_values import checked, checked_rows
 
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
 VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code
@@ -49,6 +50,8 @@ GROUP_COLUMNS = ("pid", "workers_id", "workers_cpu_percent_x10", "num_threads_to
                  "pin_memory_thread", "launcher_pid")  # of `trainer_groups`, after `frame`
 STEP_COLUMNS = ("step", "frame", "end_ns", *STEP_PHASES, "batch_size", "epoch", "flags",
                 "verdict")  # the `steps` table's (layout 3) and view's, after `trainer`
+STEP_HINTS = (int, int, int | None, int, *(int | None,) * 7, int | None, int, int, Verdict)
+RUN_HINTS = (int, int, int | None, int, int | None, bytes)  # a `step_ticks` row as read
 TRAINER_COLUMNS = ("trainer", "state", "idle_ms", "alive", "dropped_records", "first_step",
                    "last_step", "config_id", "error_id")  # of `trainer_ticks`, in order
 
@@ -111,14 +114,14 @@ def read_steps(db: sqlite3.Connection, layout: int, trainer: int, first: int | N
     low = -(1 << 62) if first is None else first
     high = 1 << 62 if last is None else last
     if layout < 4:
-        return db.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE trainer = ? "
-                          "AND step BETWEEN ? AND ? ORDER BY step",
-                          (trainer, low, high)).fetchall()
-    return [row for run in db.execute(
+        return checked_rows(db.execute(
+            f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE trainer = ? AND step BETWEEN ? "
+            "AND ? ORDER BY step", (trainer, low, high)), STEP_HINTS, "steps")
+    return checked_rows((row for run in db.execute(
         "SELECT first_step, frame, end_ns, epoch, batch_size, steps FROM step_ticks "
         "WHERE trainer = ? AND first_step BETWEEN ? AND ? ORDER BY first_step",
-        (trainer, low - RUN_STEPS + 1, high)) for row in _decoded(*run)
-        if low <= row[0] <= high]
+        (trainer, low - RUN_STEPS + 1, high)) for row in _decoded(*checked(
+            run, RUN_HINTS, "step_ticks")) if low <= row[0] <= high), STEP_HINTS, "step_ticks")
 
 
 def _decoded(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: int | None,
@@ -157,8 +160,8 @@ def config_changes(db: sqlite3.Connection, layout: int, trainer: int) -> list[tu
     """(frame, config_id) of `trainer` in frame order: every tick's (layout 2 and 3), or each
     change (layout 4)."""
     table = "trainer_ticks" if layout < 4 else "trainer_changes"
-    return db.execute(f"SELECT frame, config_id FROM {table} WHERE trainer = ? ORDER BY frame",
-                      (trainer,)).fetchall()
+    return checked_rows(db.execute(f"SELECT frame, config_id FROM {table} WHERE trainer = ? "
+                                   "ORDER BY frame", (trainer,)), (int, int | None), table)
 
 
 def read_groups(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
@@ -180,16 +183,19 @@ def read_groups(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any
 def group_series(db: sqlite3.Connection, layout: int) -> Iterator[tuple[Any, ...]]:
     """(frame, pid, workers_cpu_percent_x10, workers_id) of every stored tick's groups."""
     if layout < 4:
-        yield from db.execute("SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM "
-                              "trainer_groups")
+        yield from checked_rows(db.execute(
+            "SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM trainer_groups"),
+            (int, int, float | None, int | None), "trainer_groups")
         return
     changes: dict[int, tuple[list[int], list[int]]] = {}
-    for pid, fid, workers_id in db.execute(
-            "SELECT pid, frame, workers_id FROM group_changes ORDER BY pid, frame"):
+    for pid, fid, workers_id in checked_rows(db.execute(
+            "SELECT pid, frame, workers_id FROM group_changes ORDER BY pid, frame"),
+            (int, int, int | None), "group_changes"):
         frames, ids = changes.setdefault(pid, ([], []))
         frames.append(fid)
         ids.append(workers_id)
-    for fid, blob in db.execute("SELECT frame, groups FROM group_ticks ORDER BY frame"):
+    for fid, blob in checked_rows(db.execute(
+            "SELECT frame, groups FROM group_ticks ORDER BY frame"), (int, bytes), "group_ticks"):
         for pid, cpu_x10, _threads in GROUP_TICK.unpack(blob):
             frames, ids = changes.get(pid or 0, ([], []))
             at = bisect.bisect_right(frames, fid) - 1
@@ -201,7 +207,7 @@ def launcher_of(db: sqlite3.Connection, layout: int, pid: int) -> int | None:
     table = "trainer_groups" if layout < 4 else "group_changes"
     row = db.execute(f"SELECT launcher_pid FROM {table} WHERE pid = ? AND launcher_pid IS NOT "
                      "NULL ORDER BY frame DESC LIMIT 1", (pid,)).fetchone()
-    return None if row is None else int(row[0])
+    return None if row is None else checked(row, (int,), table)[0]
 
 
 def _groups_view() -> str:

@@ -14,21 +14,26 @@ repeated a key and a header byte per column, most of a tick's bytes. The `gpus`,
 numbers no pane draws (memory util, clocks, SM occupancy, tensor activity) are stored every
 DETAIL_EVERY ticks. The trainers' tables (groups, attached trainers, steps) are
 gputop/recorded_trainers.py's.
-README.md ("Recording") documents every table for people who query the file themselves.
+docs/recording.md documents every table for people who query the file themselves.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 import math
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from typing import Any
 
 from gputop.hashes import blake2b
 from gputop.packing import Packing
+from gputop.printable import printable
 from gputop.recorded_trainers import TRAINER_TABLES
+from gputop.recording_values import READ_ERRORS, reason
 
 SCHEMA = "gputop.record/1"
 USER_VERSION = 4  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
@@ -44,6 +49,9 @@ CORES_IN_BYTES = 32  # CPUs stored a byte each, the whole percent the screen pri
 # a nibble each, the class of whole percent a glyph and its colour tell apart, by where each
 # class starts (eight heights, and the warn and crit colours from 75 and 90 %).
 CORE_CLASSES = (0, 13, 25, 38, 50, 63, 75, 88, 90)
+SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite opens beside a database
+STORED_TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",),
+                "BLOB": ("blob",)}  # typeof() a column of each declared type may hold
 
 
 # A tick's devices in `gpu_ticks.devices`: what the panes and the report draw.
@@ -115,21 +123,83 @@ def open_read_only(path: str, fail: type[Exception]) -> tuple[sqlite3.Connection
     """`path` opened read-only (a recorder may still be appending) and checked to be a
     recording this gputop reads: the connection and its layout. A refusal is one line raised
     as `fail`, the file closed."""
-    if not os.path.isfile(path):
-        raise fail(f"no recording at {path}" if not os.path.exists(path)
-                   else f"{path} is not a file")
+    refusal = not_a_file(path)
+    if refusal is not None:
+        raise fail(refusal)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise fail(f"cannot read {path}: {exc}") from None
+        raise fail(f"cannot read {path}: {reason(exc)}") from None
+    db.text_factory = _text_of  # text that is not UTF-8 is shown, not raised
     try:
         refusal, layout = _refusal(db, path)
-    except sqlite3.Error as exc:
-        refusal, layout = f"cannot read {path}: {exc}", 0
+    except READ_ERRORS as exc:
+        refusal, layout = f"cannot read {path}: {reason(exc)}", 0
     if refusal is not None:
         db.close()
         raise fail(refusal)
     return db, layout
+
+
+def not_a_file(path: str) -> str | None:
+    """Why `path`, or a file SQLite would open beside it, is not a regular file to read (None:
+    they are). Opened non-blocking to look: a FIFO never holds gputop up."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return f"no recording at {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror}"
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    if not regular:
+        return f"{path} is not a file"
+    for side in (path + suffix for suffix in SIDE_FILES):
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(os.lstat(side).st_mode):
+                return f"{side} is not a file"
+    return None
+
+
+def contents_refusal(db: sqlite3.Connection) -> str | None:
+    """Why the recording open as `db` (this gputop's layout) cannot be appended to: damaged
+    pages, a table or column of TABLES missing, a value of another type than its column's
+    (None: it can)."""
+    if (check := db.execute("PRAGMA quick_check(1)").fetchone()[0]) != "ok":
+        return printable(str(check))
+    for table, columns in _declared_columns():
+        found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        missing = [name for name, _, _ in columns if name not in found]
+        if missing:
+            return f"table {table} lacks column {missing[0]}"
+        for name, declared, required in columns:
+            allowed = ", ".join(f"'{t}'" for t in (*STORED_TYPES[declared],
+                                                   *(() if required else ("null",))))
+            if db.execute(f"SELECT 1 FROM {table} WHERE typeof({name}) NOT IN ({allowed}) "
+                          "LIMIT 1").fetchone():
+                return f"{table}.{name} holds a value that is not {declared}"
+    return None
+
+
+@functools.cache
+def _declared_columns() -> tuple[tuple[str, tuple[tuple[str, str, bool], ...]], ...]:
+    """Each table of TABLES with its columns: (name, declared type, NOT NULL)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(TABLES)
+        tables = [name for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return tuple((table, tuple((name, declared, bool(required)) for _, name, declared,
+                                   required, *_ in db.execute(f"PRAGMA table_info({table})")))
+                     for table in tables)
+    finally:
+        db.close()
+
+
+def _text_of(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _refusal(db: sqlite3.Connection, path: str) -> tuple[str | None, int]:
@@ -139,8 +209,8 @@ def _refusal(db: sqlite3.Connection, path: str) -> tuple[str | None, int]:
         return f"{path} is not a gputop recording", 0
     row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     if row is None or row[0] != SCHEMA:
-        return (f"{path} is a recording of schema {row[0] if row else 'none'}; "
-                f"this gputop reads {SCHEMA}"), 0
+        return (f"{path} is a recording of schema {printable(str(row[0]))[:80] if row else 'none'}"
+                f"; this gputop reads {SCHEMA}"), 0
     layout = int(db.execute("PRAGMA user_version").fetchone()[0])
     if layout not in LAYOUTS_READ:
         return f"{path} {layout_refusal(layout)}", layout

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the sampler and subprocess load when used: the CLI imports 
     from gputop.children import RunCommand
     from gputop.export.http import Tls
     from gputop.export.recorder import Recorder, Retention
+    from gputop.export.scope import TrainerScope
     from gputop.fleet_sampler import FleetSampler
     from gputop.model import AttachState, Frame
     from gputop.playback import Playback
@@ -57,6 +58,24 @@ def check_attach(pid: int) -> None:
     reason = check_attachable(pid)
     if reason is not None:
         raise BadInput(reason)
+
+
+def trainer_scope(all_users: bool) -> TrainerScope:
+    """Whose trainers record and serve take: the caller's, or with `all_users` (root only:
+    no one else may read other users' rings) everyone's."""
+    import os
+
+    from gputop.export.scope import TrainerScope
+
+    if all_users and os.geteuid() != 0:
+        raise BadInput("--all-users needs root: only root may read other users' trainers")
+    return TrainerScope.of_caller(all_users)
+
+
+def check_in_scope(pid: int, scope: TrainerScope) -> None:
+    """Refuse `--attach PID` of another user's trainer unless the scope takes every user's."""
+    if not scope.takes(pid):
+        raise BadInput(f"PID {pid} is another user's; add --all-users (root) to record it")
 
 
 def build_sampler(
@@ -121,13 +140,17 @@ def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
 
 
 def start_probed(
-    command: Sequence[str], log: str | None = None, new_log: bool = False
+    command: Sequence[str], log: str | None = None, new_log: bool = False,
+    log_mode: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `command` with the step probe installed; a bad command or log is bad input."""
+    """Start `command` with the step probe installed, a log it makes with `log_mode` (default
+    0600); a bad command or log is bad input."""
     from gputop.children import LogError, start_under_probe
+    from gputop.safe_files import PRIVATE
 
     try:
-        return start_under_probe(list(command), log=log, new_log=new_log)
+        return start_under_probe(list(command), log=log, new_log=new_log,
+                                 log_mode=PRIVATE if log_mode is None else log_mode)
     except LogError as exc:
         raise BadInput(str(exc)) from None
     except FileNotFoundError:
@@ -179,14 +202,20 @@ def run_live(
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
     record: str | None = None, retention: Retention | None = None, readonly: bool = False,
     on_exit: Callable[[Frame], None] | None = None, first_look: FirstLook | None = None,
+    scope: TrainerScope | None = None, mode: int | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
-    `ascii` draws with ASCII characters only; `record` also writes what it shows there;
-    `readonly` sends no signals; `on_exit` gets the last frame, with the advice then on
-    screen, once the terminal is back; `first_look`: the CLI's, taken as it started."""
+    `ascii` draws with ASCII characters only; `record` also writes what it shows there (a
+    new file with `mode`), the trainers of `scope` only (default: the caller's);
+    `readonly` sends no signals; `on_exit`
+    gets the last frame, with the advice then on screen, once the terminal is back;
+    `first_look`: the CLI's, taken as it started."""
+    from gputop.export.scope import ScopedSink, TrainerScope
     from gputop.tui import run_tui
 
-    recorder = open_recorder(record, retention) if record is not None else None
+    scope = scope or TrainerScope.of_caller()
+    recorder = (open_recorder(record, retention, scope.label, mode) if record is not None
+                else None)
     trainer = None
     if demo is not None:
         from gputop.children import start_demo_trainer
@@ -199,7 +228,7 @@ def run_live(
                                 defer=True, owner_pids=[trainer.pid] if trainer else (),
                                 early=True, first_look=first_look)
         if recorder is not None:
-            sampler.add_sink(recorder)
+            sampler.add_sink(ScopedSink(recorder, scope))
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
         return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly),
                        on_exit=on_exit)
@@ -210,27 +239,39 @@ def run_live(
             recorder.close()
 
 
-def open_recorder(path: str, retention: Retention | None = None) -> Recorder:
-    """A recorder writing to `path`; a file that cannot be a recording is bad input."""
-    from gputop.export.record import RecordError
+def open_recorder(path: str, retention: Retention | None = None,
+                  trainers_of: str | None = None, mode: int | None = None) -> Recorder:
+    """A recorder writing to `path` (a new file with `mode`, default 0600), its `meta` saying
+    whose trainers it holds when `trainers_of` does; a file that cannot be a recording is bad
+    input."""
+    from gputop.export.record import RecordError, note_trainers_of
     from gputop.export.recorder import Recorder
+    from gputop.safe_files import PRIVATE
 
     try:
-        return Recorder(path, retention)
+        recorder = Recorder(path, retention, mode=PRIVATE if mode is None else mode)
     except RecordError as exc:
         raise BadInput(str(exc)) from None
+    if trainers_of is not None:  # before any frame: the writer's thread is idle
+        note_trainers_of(recorder.db, trainers_of)
+    return recorder
 
 
 def run_record(
     path: str, *, interval_s: float = 1.0, attach_pids: Sequence[int] = (),
     membw: str = "auto", retention: Retention | None = None, duration_s: float | None = None,
-    demo: str | None = None, gpus: int | None = None,
+    demo: str | None = None, gpus: int | None = None, scope: TrainerScope | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    mode: int | None = None,
 ) -> int:
-    """`gputop record`: sample without a screen and write every tick to `path` until Ctrl-C,
-    SIGTERM, SIGHUP or `duration_s`; every probed trainer seen is attached, so all its
-    steps are kept. 0 when stopped, 1 when the recording itself had to stop."""
-    recorder = open_recorder(path, retention)
+    """`gputop record`: sample without a screen and write every tick to `path` (a new file
+    with `mode`) until Ctrl-C, SIGTERM, SIGHUP or `duration_s`; every probed trainer of
+    `scope` (default: the caller's) seen is attached, so all its steps are kept. 0 when
+    stopped, 1 when the recording itself had to stop."""
+    from gputop.export.scope import ScopedSink, TrainerScope
+
+    scope = scope or TrainerScope.of_caller()
+    recorder = open_recorder(path, retention, scope.label, mode)
     trainer = None
     if demo is not None:
         from gputop.children import start_demo_trainer
@@ -243,14 +284,14 @@ def run_record(
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 owner_pids=[trainer.pid] if trainer else ())
-        follow = ProbedTrainers(sampler, attach_pids)
+        follow = ProbedTrainers(sampler, attach_pids, scope)
 
         def on_frame(frame: Frame) -> None:
             follow.attach_new(frame)
             if recorder.stopped:
                 done.set()
 
-        sampler.add_sink(recorder)
+        sampler.add_sink(ScopedSink(recorder, scope))
         say(f"gputop: recording to {path} every {interval_s:g} s (Ctrl-C stops)")
         sampler.start(on_frame)
         done.wait(duration_s)
@@ -299,20 +340,26 @@ def run_replay(path: str, *, speed: float = 1.0, ascii: bool = False) -> int:
 
 
 class ProbedTrainers:
-    """Attaches the sampler to the PIDs asked for and to every probed process that appears
-    (a trainer already read as part of an attached job is left to that job)."""
+    """Attaches the sampler to the PIDs asked for and to every probed process of `scope`
+    (default: every user's) that appears (a trainer already read as part of an attached job
+    is left to that job)."""
 
-    def __init__(self, sampler: Sampler, pids: Sequence[int] = ()) -> None:
+    def __init__(self, sampler: Sampler, pids: Sequence[int] = (),
+                 scope: TrainerScope | None = None) -> None:
+        from gputop.export.scope import TrainerScope
+
         self.sampler = sampler
+        self.scope = scope or TrainerScope(None)
         self.asked: set[int] = set()
         for pid in pids:
             self._attach(pid)
 
     def attach_new(self, frame: Frame) -> None:
-        """Attach to probed processes of `frame` that nothing reads yet."""
+        """Attach to probed processes of `frame` in the scope that nothing reads yet."""
         read = {a.pid for a in frame.attached}
         for process in frame.processes:
-            if process.has_probe and process.pid not in read and process.pid not in self.asked:
+            if (process.has_probe and process.pid not in read and process.pid not in self.asked
+                    and self.scope.takes(process.pid, process.start_ticks)):
                 self._attach(process.pid)
 
     def _attach(self, pid: int) -> None:
@@ -340,10 +387,13 @@ def run_serve(
     *, listen: str, interval_s: float = 1.0, per_worker: bool = False, demo: str | None = None,
     gpus: int | None = None, membw: str = "auto", demo_trainer: bool = True,
     tls: Tls | None = None, users: dict[str, bytes] | None = None,
+    scope: TrainerScope | None = None,
 ) -> int:
-    """`gputop serve`: /metrics for Prometheus until SIGTERM or SIGINT; with `demo`,
-    simulated GPUs (and, unless `demo_trainer` is False, the demo trainer on GPU 0)."""
+    """`gputop serve`: /metrics for Prometheus until SIGTERM or SIGINT, the trainers of
+    `scope` (default: the caller's); with `demo`, simulated GPUs (and, unless
+    `demo_trainer` is False, the demo trainer on GPU 0)."""
     from gputop.export.metrics import FrameCollector
+    from gputop.export.scope import TrainerScope
     from gputop.export.serve import (
         ListenError,
         Server,
@@ -364,9 +414,11 @@ def run_serve(
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 owner_pids=[trainer.pid] if trainer else ())
+        scope = scope or TrainerScope.of_caller()
+        collector = FrameCollector(per_worker=per_worker, scenario=demo,
+                                   trainers_of=scope.label)
         try:
-            server = Server(sampler, FrameCollector(per_worker=per_worker, scenario=demo),
-                            where, tls, users)
+            server = Server(sampler, collector, where, tls, users, scope)
         except ListenError as exc:
             sampler.close()
             raise BadInput(str(exc)) from None
@@ -377,23 +429,27 @@ def run_serve(
     return 0
 
 
-def fleet_sampler(url: str, interval_s: float | None = None) -> FleetSampler:
+def fleet_sampler(url: str, interval_s: float | None = None,
+                  timeout_s: float | None = None) -> FleetSampler:
     """The fleet that the Prometheus server at `url` scrapes, refreshed every `interval_s`
-    (None: at Prometheus's scrape interval)."""
+    (None: at Prometheus's scrape interval), each request given up after `timeout_s`."""
     from gputop.fleet_sampler import FleetSampler
-    from gputop.sources.fleet import FleetSource
+    from gputop.sources.fleet import TIMEOUT_S, FleetSource, PrometheusClient
     from gputop.sources.host import ProcHostSource
 
-    return FleetSampler(FleetSource(url), ProcHostSource(), interval_s)
+    client = PrometheusClient(url, TIMEOUT_S if timeout_s is None else timeout_s)
+    return FleetSampler(FleetSource(url, client), ProcHostSource(), interval_s)
 
 
-def fleet_frame_once(url: str, interval_s: float | None = None) -> Frame:
+def fleet_frame_once(url: str, interval_s: float | None = None,
+                     timeout_s: float | None = None) -> Frame:
     """One Frame carrying the fleet that the Prometheus server at `url` scrapes."""
-    return fleet_sampler(url, interval_s).sample()
+    return fleet_sampler(url, interval_s, timeout_s).sample()
 
 
-def run_fleet(url: str, *, interval_s: float | None = None, ascii: bool = False) -> int:
+def run_fleet(url: str, *, interval_s: float | None = None, ascii: bool = False,
+              timeout_s: float | None = None) -> int:
     """The fleet screen: every host Prometheus scrapes, worst first; Enter drills in."""
     from gputop.tui import run_tui
 
-    return run_tui(fleet_sampler(url, interval_s), ascii=ascii, splash=False)
+    return run_tui(fleet_sampler(url, interval_s, timeout_s), ascii=ascii, splash=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from gputop.fleet_sampler import DEFAULT_INTERVAL_S, FleetSampler
-from gputop.model import FleetHostDetail, FleetReport, Frame, HostSample
+from gputop.model import FleetHost, FleetHostDetail, FleetReport, Frame, HostSample
 from tests.helpers.builders import host
 
 URL = "http://prom:9090"
@@ -85,3 +85,19 @@ def test_a_refresh_that_fails_is_a_line_on_screen_over_the_last_hosts() -> None:
     frame = sampler._tick()
     assert frame is not None and frame.fleet is not None
     assert frame.fleet.error == "refresh failed: KeyError: 'instance'"
+
+
+def test_a_refresh_prometheus_does_not_answer_keeps_the_last_hosts_marked_stale() -> None:
+    hosts = (FleetHost("a:19400", "a", up=True, gpus=2),)
+    answers = Answers(FleetReport(URL, hosts, scrape_interval_s=1.0))
+    sampler = _sampler(answers)
+    good = sampler.sample()
+    error = f"Prometheus at {URL} did not answer within 10 s"
+    answers.report = FleetReport(URL, error=error, scrape_interval_s=1.0)
+    late = sampler.sample()
+    assert late.fleet is not None
+    assert (late.fleet.hosts, late.fleet.error, late.fleet.stale_from) == (hosts, error,
+                                                                           good.time)
+    answers.report = FleetReport(URL, hosts, scrape_interval_s=1.0)
+    again = sampler.sample().fleet
+    assert again is not None and (again.error, again.stale_from) == (None, None)

@@ -18,10 +18,11 @@ TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
     "__init__": "model", "model": "model", "debuglog": "model", "fmt": "model",
     "printable": "model", "records": "model", "recording": "model",
     "recorded_trainers": "model", "packing": "model", "hashes": "model",
+    "recording_values": "model",
     "sampler": "sampler", "derive": "sampler",
     "playback": "sampler", "fleet_sampler": "sampler", "ticker": "sampler",
     "wiring": "cli", "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
-    "signalling": "cli",
+    "signalling": "cli", "safe_files": "model",
 }
 
 

@@ -24,6 +24,8 @@ from gputop.recorded_trainers import (
     launcher_of,
     read_steps,
 )
+from gputop.recording_values import Texts, checked_rows, field, refusing
+from gputop.safe_files import PRIVATE, WriteRefused, replacing
 from gputop.sources.replay import Recording
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
@@ -45,12 +47,16 @@ class Track:
     thread_name: str
 
 
-def write_chrome_trace(recording_path: str, out_path: str) -> tuple[int, int]:
-    """Write the trace of the recording at `recording_path` to `out_path`; (steps, tracks)."""
+def write_chrome_trace(recording_path: str, out_path: str, mode: int = PRIVATE
+                       ) -> tuple[int, int]:
+    """Write the trace of the recording at `recording_path` to `out_path` (a new file of
+    `mode`, renamed over it); (steps, tracks)."""
     trace = chrome_trace(recording_path)
     try:
-        with open(out_path, "w", encoding="utf-8") as out:
-            json.dump(trace, out, separators=(",", ":"))
+        with replacing(out_path, mode) as out:
+            out.write(json.dumps(trace, separators=(",", ":")).encode("utf-8"))
+    except WriteRefused as exc:
+        raise ExportError(f"cannot write {out_path}: {exc}") from None
     except OSError as exc:
         raise ExportError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     meta = trace["otherData"]
@@ -61,17 +67,17 @@ def chrome_trace(path: str) -> dict[str, Any]:
     """The trace-event JSON object of the recording at `path`."""
     recording = Recording(path)
     try:
-        return _trace(recording.db, recording.layout, path)
-    except sqlite3.Error as exc:
-        raise ExportError(f"cannot read {path}: {exc}") from None
+        with refusing(path, ExportError):
+            return _trace(recording.db, recording.texts, recording.layout, path)
     finally:
         recording.close()
 
 
-def _trace(db: sqlite3.Connection, layout: int, path: str) -> dict[str, Any]:
-    host = _host(db)
-    tracks = {trainer: _track(db, layout, trainer, pid, host)
-              for trainer, pid in db.execute("SELECT id, pid FROM trainers ORDER BY id")}
+def _trace(db: sqlite3.Connection, texts: Texts, layout: int, path: str) -> dict[str, Any]:
+    host = _host(db, texts)
+    tracks = {trainer: _track(db, texts, layout, trainer, pid, host)
+              for trainer, pid in checked_rows(db.execute(
+                  "SELECT id, pid FROM trainers ORDER BY id"), (int, int), "trainers")}
     stored = {trainer: read_steps(db, layout, trainer) for trainer in tracks}
     first = min((row[END] - row[DURATION] for rows in stored.values() for row in rows
                  if row[END] is not None), default=0)
@@ -96,22 +102,22 @@ def _trace(db: sqlite3.Connection, layout: int, path: str) -> dict[str, Any]:
     }
 
 
-def _host(db: sqlite3.Connection) -> str:
+def _host(db: sqlite3.Connection, texts: Texts) -> str:
     """The recorded host's name ("?" when the file does not say)."""
-    row = db.execute("SELECT t.text FROM frames f JOIN texts t ON t.id = f.host_id "
-                     "ORDER BY f.id LIMIT 1").fetchone()
-    return str(json.loads(row[0]).get("hostname", "?")) if row else "?"
+    row = db.execute("SELECT host_id FROM frames ORDER BY id LIMIT 1").fetchone()
+    host = texts(row[0], dict) if row else None
+    return field(host or {}, "hostname", str, "host", "?")
 
 
-def _track(db: sqlite3.Connection, layout: int, trainer: int, pid: int, host: str) -> Track:
+def _track(db: sqlite3.Connection, texts: Texts, layout: int, trainer: int, pid: int,
+           host: str) -> Track:
     """The job and rank of a trainer: its launcher's PID (else its own) and its rank (else
     its PID), from the newest tick that knew them."""
     known = [config_id for _, config_id in config_changes(db, layout, trainer)
              if config_id is not None]
-    row = db.execute("SELECT text FROM texts WHERE id = ?", (known[-1],)).fetchone() if (
-        known) else None
-    config = json.loads(row[0]) if row else {}
-    rank, world = config.get("rank"), config.get("world_size")
+    config = (texts(known[-1], dict) if known else None) or {}
+    rank = field(config, "rank", int, "config")
+    world = field(config, "world_size", int, "config")
     launcher = launcher_of(db, layout, pid)
     job = launcher if launcher is not None else pid
     process = f"{host}: job {launcher}" if launcher is not None else f"{host}: pid {pid}"

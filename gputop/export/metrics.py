@@ -29,6 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gputop import __version__, debuglog
+from gputop.export.masking import mask_command
 from gputop.export.totals import (
     NS,
     PHASES,
@@ -103,14 +104,18 @@ class View:
     worker_cpu: dict[int, CpuTotals]
     per_worker: bool
     scenario: str | None
+    trainers_of: str = ""
 
 
 class FrameCollector(Collector):
-    """A prometheus-client collector that renders the newest Frame on each scrape."""
+    """A prometheus-client collector that renders the newest Frame on each scrape;
+    `trainers_of` says whose trainers the frames carry (`user:NAME` or `all-users`)."""
 
-    def __init__(self, *, per_worker: bool = False, scenario: str | None = None) -> None:
+    def __init__(self, *, per_worker: bool = False, scenario: str | None = None,
+                 trainers_of: str = "") -> None:
         self.per_worker = per_worker
         self.scenario = scenario
+        self.trainers_of = trainers_of
         self._totals = Totals()
         self._lock = threading.Lock()
         self._view: View | None = None
@@ -127,7 +132,8 @@ class FrameCollector(Collector):
             steps, cpu = ({}, {}) if self._view is None else (self._view.steps,
                                                               self._view.worker_cpu)
         with self._lock:
-            self._view = View(frame, steps, cpu, self.per_worker, self.scenario)
+            self._view = View(frame, steps, cpu, self.per_worker, self.scenario,
+                              self.trainers_of)
 
     def collect(self) -> Iterator[Metric]:
         """Every family for the newest Frame; a section that fails is left out and counted."""
@@ -178,13 +184,14 @@ def _exporter(view: View) -> list[Metric]:
     frame = view.frame
     host = frame.host.hostname
     info = InfoMetricFamily("gputop_exporter", "This gputop serve: version and GPU source; "
-                            "simulated=\"true\" when the GPUs are simulated (--demo)",
-                            labels=["Hostname"])
+                            "simulated=\"true\" when the GPUs are simulated (--demo); "
+                            "trainers_of: whose trainers it exports", labels=["Hostname"])
     info.add_metric([host], {
         "version": __version__, "gpu_source": frame.gpu.source,
         "simulated": "true" if frame.simulated else "false",
         "scenario": frame.gpu.scenario or view.scenario or "",
         "driver_version": frame.gpu.driver_version or "",
+        "trainers_of": view.trainers_of,
     })
     return [info, *families(FRAME_GAUGES, ["Hostname"], [([host], frame)])]
 
@@ -337,7 +344,8 @@ def _trainers(view: View) -> list[Metric]:
     uuids = {g.index: g.uuid for g in frame.gpu.gpus}
     for pid, (key, (row, group, _)) in zip(pids, trainers, strict=True):
         info.add_metric(key, {
-            "name": row.name if row else "", "user": (row.username or "") if row else "",
+            "name": mask_command(row.name) if row else "",
+            "user": (row.username or "") if row else "",
             "probe": "true" if pid in probed else "false",
             "launcher": str(group.launcher_pid) if group and group.launcher_pid else "",
         })

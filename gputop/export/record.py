@@ -9,6 +9,8 @@ are recorded as gaps, never invented.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import heapq
 import json
 import math
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop import __version__
+from gputop.export.masking import mask_fact, mask_secrets
 from gputop.model import (
     Advice,
     AttachState,
@@ -30,6 +33,7 @@ from gputop.model import (
     StepRecord,
     TrainerGroup,
 )
+from gputop.printable import printable
 from gputop.recorded_trainers import (
     ATTACH_TICK,
     GROUP_TICK,
@@ -46,13 +50,25 @@ from gputop.recording import (
     MIB,
     PROCESS_TICK,
     SCHEMA,
+    SIDE_FILES,
     TABLES,
     USER_VERSION,
+    contents_refusal,
     in_units,
     pack_cores,
     scaled,
     scaled_whole,
     text_hash,
+)
+from gputop.recording_values import READ_ERRORS, reason
+from gputop.safe_files import (
+    PRIVATE,
+    WriteRefused,
+    create_new,
+    open_directory_of,
+    open_or_create,
+    open_own,
+    same_file,
 )
 from gputop.sources.attach import WINDOW
 
@@ -68,23 +84,69 @@ class RecordError(Exception):
     """A file that cannot be recorded to; one line saying why."""
 
 
-def open_record(path: str) -> sqlite3.Connection:
-    """`path` as a new recording, or one of ours to append to; anything else is refused."""
+def open_record(path: str, mode: int = PRIVATE) -> sqlite3.Connection:
+    """`path` as a new recording (made with `mode`), or one of ours to append to; anything
+    else is refused, and what gputop made for it is removed again."""
     if os.path.isdir(path):
         raise RecordError(f"cannot record to {path}: it is a directory")
+    made: list[tuple[str, os.stat_result]] = []
     try:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise RecordError(f"cannot record to {path}: {exc}") from None
+        db = _connect(path, mode, made)
+    except (WriteRefused, *READ_ERRORS) as exc:
+        _remove(made)
+        raise RecordError(f"cannot record to {path}: {reason(exc)}") from None
     try:
         _prepare(db, path)
-    except sqlite3.Error as exc:
+    except (RecordError, *READ_ERRORS) as exc:
         db.close()
-        raise RecordError(f"cannot record to {path}: {exc}") from None
-    except RecordError:
-        db.close()
-        raise
+        _remove(made)
+        if isinstance(exc, RecordError):
+            raise
+        raise RecordError(f"cannot record to {path}: {reason(exc)}") from None
+    _remove([(side, info) for side, info in made if side.endswith("-journal")])
     return db
+
+
+def _connect(path: str, mode: int, made: list[tuple[str, os.stat_result]]
+             ) -> sqlite3.Connection:
+    """SQLite on `path` once it, the files SQLite keeps beside it and its directory are
+    safely ours; what gputop created goes into `made`."""
+    os.close(open_directory_of(path))
+    fd, created = open_or_create(path, os.O_RDWR, mode)
+    try:
+        pinned = os.fstat(fd)
+        if created:
+            made.append((path, pinned))
+        for suffix in SIDE_FILES if created else SIDE_FILES[:2]:
+            _claim_side_file(path + suffix, mode, made)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        if not same_file(os.stat(path, follow_symlinks=False), pinned):
+            db.close()
+            raise WriteRefused("it was replaced while gputop opened it")
+        return db
+    finally:
+        os.close(fd)
+
+
+def _claim_side_file(side: str, mode: int, made: list[tuple[str, os.stat_result]]) -> None:
+    """Make SQLite's file `side` now (so nobody can plant one), or check it is ours."""
+    try:
+        try:
+            fd = create_new(side, os.O_RDWR, mode)
+            made.append((side, os.fstat(fd)))
+        except FileExistsError:
+            fd = open_own(side, os.O_RDONLY)
+    except WriteRefused as exc:
+        raise WriteRefused(f"{side}: {exc}") from None
+    os.close(fd)
+
+
+def _remove(made: list[tuple[str, os.stat_result]]) -> None:
+    """Remove the files gputop made, where each is still the file it made."""
+    for path, info in made:
+        with contextlib.suppress(OSError):
+            if same_file(os.stat(path, follow_symlinks=False), info):
+                os.unlink(path)
 
 
 def _prepare(db: sqlite3.Connection, path: str) -> None:
@@ -104,8 +166,16 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
             raise RecordError(f"{path} is a recording of schema {found}, not {SCHEMA}")
         layout = db.execute("PRAGMA user_version").fetchone()[0]
         if layout != USER_VERSION:
-            raise RecordError(f"{path} is a {SCHEMA} recording of an earlier gputop (layout "
+            when = "an earlier" if layout < USER_VERSION else "a later"
+            raise RecordError(f"{path} is a {SCHEMA} recording of {when} gputop (layout "
                               f"{layout}, not {USER_VERSION}); record to a new file")
+        foreign = _foreign_objects(db)
+        if foreign:
+            raise RecordError(f"{path} holds {printable(', '.join(foreign))}, which gputop did "
+                              "not create; not recording to it")
+        damaged = contents_refusal(db)  # what is appended to is read back by every reader
+        if damaged is not None:
+            raise RecordError(f"cannot record to {path}: {damaged}")
         return
     db.executescript(f"BEGIN; {TABLES}; PRAGMA application_id={APPLICATION_ID}; "
                      f"PRAGMA user_version={USER_VERSION};")  # left open: meta joins it
@@ -114,6 +184,21 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
         ("top_processes", str(TOP_PROCESSES)), ("step_window", str(WINDOW)),
         ("detail_every", str(DETAIL_EVERY))])
     db.execute("COMMIT")
+
+
+def _foreign_objects(db: sqlite3.Connection) -> list[str]:
+    """The triggers, views, tables and indexes in the file that gputop's schema lacks."""
+    found = set(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master "
+                           "WHERE name NOT LIKE 'sqlite_stat%'"))
+    return sorted(f"{kind} {name}" for kind, name, _, _ in found - _own_schema())
+
+
+@functools.cache
+def _own_schema() -> frozenset[tuple[str, str, str, str | None]]:
+    """sqlite_master of a recording gputop has just made."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(TABLES)
+        return frozenset(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
 
 
 def processes_that_matter(frame: Frame, top: int = TOP_PROCESSES) -> list[ProcessSample]:
@@ -440,18 +525,28 @@ class RecordWriter:
 
 
 def _command_shown(cmdline: tuple[str, ...]) -> list[str]:
-    """The command line's words up to COMMAND_CHARS characters joined, the word that crosses
-    it cut and ended with an ellipsis (a browser's or a launcher's run to kilobytes, each new
-    process a new line in `texts`)."""
+    """The command line's words, secrets masked, up to COMMAND_CHARS characters joined, the
+    word that crosses it cut and ended with an ellipsis (a browser's or a launcher's run to
+    kilobytes, each new process a new line in `texts`)."""
     kept: list[str] = []
     room = COMMAND_CHARS
-    for word in cmdline:
+    for word in mask_secrets(cmdline):
         if len(word) > room:
             kept.append(word[:room] + "…")
             break
         kept.append(word)
         room -= len(word) + 1
     return kept
+
+
+def note_trainers_of(db: sqlite3.Connection, label: str) -> None:
+    """Say in `meta` whose trainers the file holds (`user:NAME` or `all-users`); a file
+    appended to under another choice says each, in order ("user:a, then all-users")."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'trainers_of'").fetchone()
+    if row is not None and str(row[0]).rsplit(", then ", 1)[-1] == label:
+        return
+    value = label if row is None else f"{row[0]}, then {label}"
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('trainers_of', ?)", (value,))
 
 
 def _wording(item: Advice) -> tuple[str, str, str]:
@@ -472,12 +567,13 @@ def _gap_reason(previous: int | None, dropped: int, window_steps: int) -> str:
 
 
 def _config(c: Any) -> dict[str, Any]:
-    """A TrainerConfig by its field names (extra as pairs)."""
+    """A TrainerConfig by its field names (extra as pairs: the probe's argv and annotate()
+    facts, secrets masked)."""
     return {"num_workers": c.num_workers, "pin_memory": c.pin_memory,
             "batch_size": c.batch_size, "prefetch_factor": c.prefetch_factor,
             "persistent_workers": c.persistent_workers, "num_threads": c.num_threads,
             "device": c.device, "rank": c.rank, "world_size": c.world_size,
-            "extra": [list(pair) for pair in c.extra]}
+            "extra": [[key, mask_fact(str(key), value)] for key, value in c.extra]}
 
 
 def _advice_shown(db: sqlite3.Connection, fid: int) -> dict[str, tuple[Advice, float]]:

@@ -15,6 +15,7 @@ from gputop import debuglog
 from gputop.export.record import TOP_PROCESSES, RecordWriter, open_record
 from gputop.model import Frame, SourceError
 from gputop.recording import PER_FRAME_TABLES
+from gputop.safe_files import PRIVATE
 
 QUEUE_FRAMES = 32  # frames waiting for the disk before new ones are skipped
 TRIM_EVERY = 60  # ticks between retention checks
@@ -35,10 +36,10 @@ class Recorder:
     """Writes each submitted Frame to `path` on its own thread (a FrameSink of the sampler)."""
 
     def __init__(self, path: str, retention: Retention | None = None,
-                 top: int = TOP_PROCESSES) -> None:
+                 top: int = TOP_PROCESSES, mode: int = PRIVATE) -> None:
         self.path = path
         self.retention = retention or Retention()
-        self.db = open_record(path)  # RecordError: bad input, before any thread starts
+        self.db = open_record(path, mode)  # RecordError: bad input, before any thread starts
         self.writer = RecordWriter(self.db, top)
         self.skipped = 0
         self.failures = 0

@@ -1,8 +1,9 @@
 """`gputop serve`: one sampler thread feeding a Prometheus /metrics endpoint, no terminal UI.
 
 The sampler ticks on its own thread and hands each Frame to the collector; prometheus-client's
-HTTP server renders the newest one on each scrape. Every probed trainer on the host is
-attached as it appears and let go when it exits, so its series come and go with it.
+HTTP server renders the newest one on each scrape. Every probed trainer of the user running
+it (root with --all-users: of every user) is attached as it appears and let go when it exits,
+so its series come and go with it; other users' trainers are left out of /metrics.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import NamedTuple
 
 from gputop.export.http import Tls, start_server
 from gputop.export.metrics import FrameCollector
+from gputop.export.scope import TrainerScope
 from gputop.model import Frame
 from gputop.sampler import Sampler
 
@@ -72,20 +74,23 @@ def _is_ip(text: str) -> bool:
 
 
 class TrainerFollower:
-    """Attaches the sampler to each probed trainer that appears; detaches those that exit.
+    """Attaches the sampler to each probed trainer of `scope` that appears; detaches those
+    that exit.
 
     One new trainer per parent process per tick: a launcher's ranks join the job of the first
     one attached (the attach source finds them), instead of each becoming a job of its own.
     """
 
-    def __init__(self, sampler: Sampler) -> None:
+    def __init__(self, sampler: Sampler, scope: TrainerScope | None = None) -> None:
         self.sampler = sampler
+        self.scope = scope or TrainerScope(None)
 
     def __call__(self, frame: Frame) -> None:
         attached = {a.pid for a in frame.attached}
         parents: set[int | None] = set()
         for row in frame.processes:
-            if row.has_probe and row.pid not in attached and row.ppid not in parents:
+            if (row.has_probe and row.pid not in attached and row.ppid not in parents
+                    and self.scope.takes(row.pid, row.start_ticks)):
                 parents.add(row.ppid)
                 self.sampler.attach(row.pid)
         for state in frame.attached:
@@ -94,13 +99,16 @@ class TrainerFollower:
 
 
 class Server:
-    """The HTTP server and sampler of one `gputop serve`, started and stopped together."""
+    """The HTTP server and sampler of one `gputop serve`, started and stopped together;
+    /metrics carries the trainers of `scope` (None: every user's)."""
 
     def __init__(self, sampler: Sampler, collector: FrameCollector, listen: Listen,
-                 tls: Tls | None = None, users: dict[str, bytes] | None = None) -> None:
+                 tls: Tls | None = None, users: dict[str, bytes] | None = None,
+                 scope: TrainerScope | None = None) -> None:
         self.sampler = sampler
         self.collector = collector
-        self.follower = TrainerFollower(sampler)
+        self.scope = scope or TrainerScope(None)
+        self.follower = TrainerFollower(sampler, self.scope)
         try:
             self.httpd = start_server(collector, listen.host, listen.port, tls, users)
         except OSError as exc:
@@ -115,6 +123,7 @@ class Server:
         self.sampler.start(self._on_frame, on_prime=self._on_frame)
 
     def _on_frame(self, frame: Frame) -> None:
+        frame = self.scope.frame(frame)
         self.collector.update(frame)
         self.follower(frame)
 

@@ -178,6 +178,10 @@ def _unlink_on_sigterm() -> None:
     a handler of its own (now or later) wins, and atexit covers every normal exit."""
     import signal
 
+    if os.getpid() == 1:
+        # PID 1 of a namespace: the kernel drops a SIGTERM it has no handler for, so the
+        # program runs on; a handler would make the signal land and take the ring from it.
+        return
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _die_of_sigterm)

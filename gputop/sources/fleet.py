@@ -5,25 +5,34 @@ Targets are the instances that exported `gputop_exporter_info` within the last h
 says whether the last scrape of each worked. A target that is down keeps its row, marked
 down, with no figures: its series are stale, and stale is not zero. A target whose `up`
 series went stale (it left Prometheus's service discovery) is down too.
+
+An answer is input like any other: each request has one deadline for all of it (connect,
+headers, body), an answer larger than ANSWER_CAP_BYTES is refused unread, a redirect is
+refused, never followed, and a value that is NaN or infinite is no figure (None, n/a).
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
+import math
 import re
+import socket
+import ssl
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from gputop.model import FleetHost, FleetReport, Frame, GpuReport, HostSample
 from gputop.printable import printable
 from gputop.sources.fleet_detail import STRAGGLERS_ACROSS_HOSTS, host_detail
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # one deadline for a whole request: connect, headers and body
+ANSWER_CAP_BYTES = 32 << 20  # a larger answer is refused unread
+_CHUNK_BYTES = 1 << 16
 TARGETS = "last_over_time(gputop_exporter_info[1h])"
 IDLE_UTIL_RATIO = 0.05
 HELD_BYTES = 1 << 30
@@ -60,23 +69,84 @@ class FleetError(Exception):
     """Prometheus could not be asked, or answered with an error."""
 
 
-class PrometheusClient:
-    """Instant queries (and status reads) against one Prometheus server's HTTP API."""
+class AnswerRefused(FleetError):
+    """Prometheus's answer is refused as input: too slow, too large, or a redirect."""
 
-    def __init__(self, url: str, timeout_s: float = TIMEOUT_S) -> None:
+
+class _Deadline:
+    """The moment a request must be done by."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; TimeoutError once none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read waiting only as long as the deadline leaves."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self.sock, self.deadline = sock, deadline
+
+    def readable(self) -> bool:
+        """It is read from."""
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        """What arrives before the deadline, at most `buffer`'s length."""
+        self.sock.settimeout(self.deadline.left())
+        return self.sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """What http.client asks of its socket (sendall, makefile, close), every send and read
+    bounded by one deadline; the caller closes the real socket."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self.sock, self.deadline = sock, deadline
+
+    def sendall(self, data: bytes) -> None:
+        """Send all of `data` before the deadline."""
+        self.sock.settimeout(self.deadline.left())
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        """The answer's bytes, buffered."""
+        return io.BufferedReader(_DeadlineReader(self.sock, self.deadline))
+
+    def close(self) -> None:
+        """Left to the caller, who owns the socket."""
+
+
+class PrometheusClient:
+    """Instant queries (and status reads) against one Prometheus server's HTTP API. Each
+    request has one deadline for all of it, its answer a size cap; no redirect is followed."""
+
+    def __init__(self, url: str, timeout_s: float = TIMEOUT_S,
+                 cap_bytes: int = ANSWER_CAP_BYTES) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.cap_bytes = cap_bytes
+        self._server = urllib.parse.urlsplit(self.url)
+        self._tls: ssl.SSLContext | None = None
 
     def get(self, path: str, params: dict[str, str] | None = None, what: str = "") -> Any:
         """The `data` of an API answer; anything else is a FleetError in one line."""
-        address = f"{self.url}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+        target = self._server.path + path + ("?" + urllib.parse.urlencode(params)
+                                             if params else "")
         what = what or path
         try:
-            with urllib.request.urlopen(address, timeout=self.timeout_s) as response:
-                body = json.load(response)
-        except urllib.error.HTTPError as exc:
-            raise FleetError(f"{self.url} answered HTTP {exc.code} to {what!r}") from None
-        except (OSError, ValueError) as exc:
+            body = json.loads(self._fetch(target, what, _Deadline(self.timeout_s)))
+        except TimeoutError:
+            raise AnswerRefused(f"Prometheus at {self.url} did not answer within "
+                                f"{self.timeout_s:g} s") from None
+        except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
             raise FleetError(f"cannot query {self.url}: {exc}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             raise FleetError(f"{self.url} refused {what!r}: {str(body)[:200]}")
@@ -88,12 +158,74 @@ class PrometheusClient:
         result = data.get("result", []) if isinstance(data, dict) else []
         return result if isinstance(result, list) else []
 
+    def _fetch(self, target: str, what: str, deadline: _Deadline) -> bytearray:
+        """The body of a 200 answer to GET `target`, all of it read before `deadline`."""
+        sock = self._connect(deadline)
+        try:
+            # duck-typed: http.client only sends through it and reads through its makefile()
+            bounded = cast(socket.socket, _DeadlineSocket(sock, deadline))
+            # it never connects: the socket is handed to it, and the Host header named
+            connection = http.client.HTTPConnection(self._server.hostname or "", 80)
+            connection.sock = bounded
+            connection.request("GET", target, headers={
+                "Host": self._server.netloc.rpartition("@")[2], "Accept": "application/json"})
+            response = http.client.HTTPResponse(bounded, method="GET")
+            response.begin()
+            self._check_status(response, what)
+            return self._body(response, what)
+        finally:
+            sock.close()
 
-def _by_instance(result: list[dict[str, Any]]) -> dict[str, float]:
-    values: dict[str, float] = {}
+    def _connect(self, deadline: _Deadline) -> socket.socket:
+        """A socket to the server, TLS for https, connected before `deadline`."""
+        https = self._server.scheme == "https"
+        host = self._server.hostname or ""
+        sock = socket.create_connection((host, self._server.port or (443 if https else 80)),
+                                        timeout=deadline.left())
+        if not https:
+            return sock
+        try:
+            if self._tls is None:
+                self._tls = ssl.create_default_context()
+            sock.settimeout(deadline.left())  # what the whole handshake may take
+            return self._tls.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _check_status(self, response: http.client.HTTPResponse, what: str) -> None:
+        """Refuse a redirect, and any answer but 200, in one line."""
+        if 300 <= response.status < 400:
+            location = printable(str(response.getheader("Location", "")))[:200]
+            raise AnswerRefused(f"Prometheus at {self.url} redirected {what!r} to {location!r} "
+                                f"(HTTP {response.status}): refused, its API never redirects; "
+                                "give --fleet the URL it names if you trust it")
+        if response.status != 200:
+            raise FleetError(f"{self.url} answered HTTP {response.status} to {what!r}")
+
+    def _body(self, response: http.client.HTTPResponse, what: str) -> bytearray:
+        """The whole body; AnswerRefused once it is larger than the cap."""
+        if response.length is not None and response.length > self.cap_bytes:
+            raise self._too_large(what)
+        body = bytearray()
+        while chunk := response.read(_CHUNK_BYTES):
+            body += chunk
+            if len(body) > self.cap_bytes:
+                raise self._too_large(what)
+        return body
+
+    def _too_large(self, what: str) -> AnswerRefused:
+        return AnswerRefused(f"Prometheus at {self.url} answered more than "
+                             f"{self.cap_bytes >> 20} MiB to {what!r}: refused")
+
+
+def _by_instance(result: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Each instance's value; None where it is NaN or infinite (no figure to show)."""
+    values: dict[str, float | None] = {}
     for series in result:
         try:
-            values[str(series["metric"]["instance"])] = float(series["value"][1])
+            value = float(series["value"][1])
+            values[str(series["metric"]["instance"])] = value if math.isfinite(value) else None
         except (KeyError, IndexError, TypeError, ValueError):
             continue  # a series without an instance or a value is none of ours
     return values
@@ -120,7 +252,9 @@ class FleetSource:
             return FleetReport(self.url, hosts, scrape_interval_s=self._interval_s,
                                detail=shown)
         except FleetError as exc:
-            return FleetReport(self.url, error=str(exc), scrape_interval_s=self._interval_s)
+            return FleetReport(self.url, error=printable(str(exc)),
+                               scrape_interval_s=self._interval_s,
+                               answer_refused=isinstance(exc, AnswerRefused))
 
     def _hosts(self) -> list[FleetHost]:
         targets = {}
@@ -169,16 +303,19 @@ def parse_duration(text: object) -> float | None:
     if "".join(number + unit for number, unit in parts) != text:
         return None
     seconds = sum(float(number) * _UNIT_S[unit] for number, unit in parts)
-    return seconds if seconds > 0 else None
+    return seconds if 0 < seconds < math.inf else None
 
 
-def _figures(instance: str, figures: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """The instance's figures; a count no series answered for is 0, a value is None."""
+def _figures(instance: str, figures: dict[str, dict[str, float | None]]) -> dict[str, Any]:
+    """The instance's figures; a count no series answered for is 0, a value is None; a
+    value that is not finite is None (n/a), in its own field alone."""
     out: dict[str, Any] = {}
     for name, values in figures.items():
         value = values.get(instance)
-        if name in COUNTS:
-            out[name] = int(value) if value is not None else 0
+        if name in COUNTS and instance not in values:
+            out[name] = 0
+        elif name in COUNTS:
+            out[name] = None if value is None else int(value)
         else:
             out[name] = value
     return out

@@ -63,14 +63,15 @@ def host_detail(query: Query, instance: str) -> FleetHostDetail:
 
 
 def _parsed(series: dict[str, Any]) -> tuple[Labels, float | None] | None:
-    """A result series as its labels and value (None for NaN); None when malformed."""
+    """A result series as its labels and value (None for NaN or an infinity); None when
+    malformed."""
     try:
         labels = {str(k): str(v) for k, v in series["metric"].items()}
         value = float(series["value"][1])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
     labels.setdefault("__name__", "")
-    return labels, None if math.isnan(value) else value
+    return labels, value if math.isfinite(value) else None
 
 
 def _gpus(rows: list[tuple[Labels, float | None]]) -> tuple[FleetGpu, ...]:

@@ -186,7 +186,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
     assert code == 2
     assert err == f"gputop: {expect.format(tmp=tmp_path)}\n" or (
         err.startswith(f"gputop: {expect.format(tmp=tmp_path)}") and err.count("\n") == 1)
-    assert not list(tmp_path.glob(".gputop-report-*"))  # nothing half-written left behind
+    assert not list(tmp_path.glob(".gputop-*"))  # nothing half-written left behind
 
 
 def test_a_damaged_recording_is_one_line_and_leaves_the_old_report(tmp_path: Path,

@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from gputop.derive import Derivation
@@ -93,3 +94,63 @@ def header_only_ring(pid: int, ticks: int, namespace: tuple[int, int] | None) ->
                             0, 0, 0)
     layout.NAMESPACE.pack_into(raw, layout.NAMESPACE_OFFSET, *(namespace or (0, 0)))
     return bytes(raw)
+
+
+# A trainer on the probe's API that steps until the file argv[1] exists (argv[2] seconds at
+# most) and says "up PID RING" once its ring holds steps; argv[3:] are left for its argv.
+STEPPING_TRAINER = """
+import itertools, os, sys, time
+import gputop.probe as p
+stop, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+rec = p.recorder()
+for n in p.watch(itertools.count()):
+    with p.phase("optimizer"):
+        time.sleep(0.002)
+    if n == 3:
+        rec.publish(wait=True)
+        print("up", os.getpid(), rec.ring.path, flush=True)
+    if os.path.exists(stop) or time.monotonic() > deadline:
+        break
+"""
+
+UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+TRAINER_WAIT_S = 60.0
+
+
+def pid_namespace_refusal() -> str | None:
+    """Why a PID namespace cannot be made here (root, and a working unshare(1)), or None."""
+    if os.getuid() != 0:
+        return "a PID namespace needs root"
+    try:
+        done = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare(1) is not usable here: {exc}"
+    if done.returncode != 0:
+        return f"unshare --pid is not permitted here: {done.stderr.decode().strip()}"
+    return None
+
+
+@contextmanager
+def stepping_trainer(ring_dir: Path, stop: Path, *, contained: bool = False,
+                     argv: Sequence[str] = (), user: int | None = None, limit_s: float = 120,
+                     stderr: int | None = None
+                     ) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
+    """STEPPING_TRAINER (in a PID namespace of its own when `contained`, as `user`) once it
+    is up: its process, its PID as it sees itself and its ring; stopped and reaped after."""
+    cmd = [*(UNSHARE if contained else []), sys.executable, "-c", STEPPING_TRAINER, str(stop),
+           str(limit_s), *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            env=trainer_env(ring_dir), cwd=ROOT, user=user, group=user,
+                            extra_groups=None if user is None else [])
+    try:
+        assert proc.stdout is not None
+        word, pid, ring = proc.stdout.readline().split()
+        assert word == "up"
+        yield proc, int(pid), Path(ring)
+    finally:
+        stop.touch()
+        try:
+            proc.wait(timeout=TRAINER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=TRAINER_WAIT_S)

@@ -34,6 +34,7 @@ def test_an_unreachable_prometheus_is_one_line_not_a_traceback() -> None:
 @pytest.mark.parametrize(("text", "seconds"), [
     ("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), ("2m", 120.0),
     ("", None), ("15", None), ("s", None), ("15s junk", None), ("0s", None), (None, None),
+    ("9" * 400 + "s", None),  # infinite
 ])
 def test_durations_read_as_prometheus_writes_them(text: str | None,
                                                   seconds: float | None) -> None:
@@ -160,6 +161,11 @@ def test_the_fleet_lists_each_target_worst_first_and_a_stopped_one_as_down(
     (["--fleet", "ftp://127.0.0.1:9090"], "wants an http(s):// URL"),
     (["--fleet", "http://"], "wants an http(s):// URL"),
     (["--prometheus", "prometheus:9090", "--once"], "wants an http(s):// URL"),
+    (["--fleet", "http://ana:secret@127.0.0.1:9090", "--once"], "no user:password@"),
+    (["--fleet", "http://127.0.0.1:9090/?query=up", "--once"], "no ?query or #fragment"),
+    (["--fleet", "http://127.0.0.1:9090", "--once", "--fleet-timeout", "0"],
+     "--fleet-timeout: must be between"),
+    (["--once", "--fleet-timeout", "5"], "--fleet-timeout goes with --fleet"),
     (["--prometheus", "http://127.0.0.1:9090", "--once", "--demo"], "takes no --demo"),
 ])
 def test_bad_fleet_input_is_one_line_and_exit_2(argv: list[str], says: str,

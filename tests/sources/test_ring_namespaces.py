@@ -18,28 +18,18 @@ import pytest
 from gputop.probe import ring as layout
 from gputop.probe.reader import RingReader
 from gputop.sources.attach import RingAttachSource, check_attachable
-from tests.helpers.probe import ROOT, header_only_ring, trainer_env
+from tests.helpers.probe import (
+    ROOT,
+    UNSHARE,
+    header_only_ring,
+    pid_namespace_refusal,
+    stepping_trainer,
+    trainer_env,
+)
 
-UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 NOT_A_NAMESPACE = 12345  # nsfs inode numbers start at 0xEFFFFFFC: no namespace has this one
 WAIT_S = 60.0
 
-# A trainer on the probe's API that runs until the file argv[1] exists (120 s at most) and
-# says "up PID RING" once its ring holds steps.
-TRAINER = """
-import itertools, os, sys, time
-import gputop.probe as p
-stop, deadline = sys.argv[1], time.monotonic() + 120
-rec = p.recorder()
-for n in p.watch(itertools.count()):
-    with p.phase("optimizer"):
-        time.sleep(0.002)
-    if n == 3:
-        rec.publish(wait=True)
-        print("up", os.getpid(), rec.ring.path, flush=True)
-    if os.path.exists(stop) or time.monotonic() > deadline:
-        break
-"""
 
 # What the sampler does each tick with the ring directory, five ticks; prints what it listed.
 GPUTOP_TICKS = """
@@ -61,14 +51,9 @@ def our_namespace() -> tuple[int, int]:
 @pytest.fixture
 def unshare() -> None:
     """Skip unless we may make a PID namespace (root, and unshare(1) works here)."""
-    if os.getuid() != 0:
-        pytest.skip("a second PID namespace needs root")
-    try:
-        done = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"unshare(1) is not usable here: {exc}")
-    if done.returncode != 0:
-        pytest.skip(f"unshare --pid is not permitted here: {done.stderr.decode().strip()}")
+    refusal = pid_namespace_refusal()
+    if refusal is not None:
+        pytest.skip(refusal)
 
 
 @dataclass
@@ -81,23 +66,11 @@ class Trainer:
 
 @contextmanager
 def trainer(ring_dir: Path, stop: Path, contained: bool) -> Iterator[Trainer]:
-    """TRAINER, in a PID namespace of its own when `contained` (with /dev/shm shared, as
+    """The stepping trainer, in a PID namespace of its own when `contained` (/dev/shm shared, as
     under --ipc=host), until it is up; stopped and reaped after."""
-    cmd = [*(UNSHARE if contained else []), sys.executable, "-c", TRAINER, str(stop)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=trainer_env(ring_dir), cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        word, pid, ring = proc.stdout.readline().split()
-        assert word == "up"
-        yield Trainer(proc, int(pid), Path(ring), os.stat(ring).st_ino)
-    finally:
-        stop.touch()
-        try:
-            proc.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=WAIT_S)
+    with stepping_trainer(ring_dir, stop, contained=contained, stderr=subprocess.PIPE) as (
+            proc, pid, ring):
+        yield Trainer(proc, pid, ring, os.stat(ring).st_ino)
 
 
 def host_pid(contained: Trainer) -> int:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +21,7 @@ from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.probe import ROOT, trainer_env
 from tests.helpers.probe import payload as record_payload
 from tests.helpers.spy import spy
-
-OTHER_UID = 54321
+from tests.helpers.users import OTHER_UID, as_other_user, become
 
 
 @pytest.fixture
@@ -45,29 +43,6 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     yield proc
     proc.kill()
     proc.wait(timeout=30)
-
-
-def as_other_user(action: Callable[[], object]) -> None:
-    """Run `action` in a forked child that has become OTHER_UID; fail if it raised."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _become_other_user()
-            action()
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, "the second uid's action failed"
-
-
-def _become_other_user() -> None:
-    os.setgroups([])
-    os.setgid(OTHER_UID)
-    os.setuid(OTHER_UID)
 
 
 def plant(path: Path, data: bytes) -> None:
@@ -113,7 +88,7 @@ def other_users_trainer(directory: Path, steps: int) -> Iterator[int]:
         try:
             os.close(ready_r)
             os.close(stop_w)
-            _become_other_user()
+            become()
             writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
             writer.append([(n, n, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, layout.F_OPTIMIZER, 1)
                            for n in range(steps)])

@@ -4,6 +4,8 @@ on screen in one line, and the process keys off."""
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import replace
 
 from gputop.model import (
@@ -110,6 +112,18 @@ async def test_an_error_from_prometheus_is_one_line_on_screen() -> None:
         lines = screen_text(app)
         assert sum(error in line for line in lines) == 1
         assert "no answer from Prometheus yet" in "\n".join(lines)
+
+
+@sync
+async def test_when_prometheus_stops_answering_the_last_hosts_stay_marked_stale() -> None:
+    app, _ = _app()
+    error = f"Prometheus at {URL} did not answer within 10 s"
+    stale = replace(REPORT, error=error, stale_from=time.time() - 42)
+    async with running(app, fleet_frame(stale), size=(160, 30)):
+        lines = screen_text(app)
+        assert re.search(r"stale: the hosts below are 4\d s old", lines[0]), lines[0]
+        assert sum(error in line for line in lines) == 1
+        assert [r.split()[0] for r in _rows(app)[1:]] == ["gone", "held", "calm"]
 
 
 @sync

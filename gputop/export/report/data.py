@@ -8,7 +8,6 @@ it without parsing a number at a time. NaN is "not measured" (NULL in the file).
 from __future__ import annotations
 
 import base64
-import json
 import os
 import sqlite3
 import statistics
@@ -23,9 +22,19 @@ from gputop.analysis.steps import (
     MODERATELY_PERCENT,
     split,
 )
-from gputop.model import StepRecord
+from gputop.model import Severity, StepRecord, TrainerConfig
 from gputop.recorded_trainers import STEP_COLUMNS, config_changes, group_series, read_steps
 from gputop.recording import gpu_values, open_read_only
+from gputop.recording_values import (
+    READ_ERRORS,
+    Texts,
+    built,
+    checked_rows,
+    conforming,
+    field,
+    reason,
+    refusing,
+)
 
 NAN = float("nan")
 MS = 1e6  # ns per ms
@@ -44,9 +53,9 @@ def open_recording(path: str) -> sqlite3.Connection:
     db, _ = open_read_only(path, ReportError)
     try:
         ticks = db.execute("SELECT id FROM frames LIMIT 1").fetchone()
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         db.close()
-        raise ReportError(f"cannot read {path}: {exc}") from None
+        raise ReportError(f"cannot read {path}: {reason(exc)}") from None
     if ticks is None:
         db.close()
         raise ReportError(f"{path} holds no ticks yet")
@@ -61,45 +70,39 @@ def packed(values: Iterable[float | None], code: str = "f") -> str:
     return base64.b64encode(numbers.tobytes()).decode("ascii")
 
 
-class _Texts:
-    """The `texts` table's JSON values by id, each parsed once."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.cache: dict[int, Any] = {}
-
-    def __call__(self, text_id: int | None) -> Any:
-        if text_id is None:
-            return None
-        if text_id not in self.cache:
-            row = self.db.execute("SELECT text FROM texts WHERE id = ?", (text_id,)).fetchone()
-            self.cache[text_id] = json.loads(row[0]) if row else None
-        return self.cache[text_id]
-
-
 def report_data(db: sqlite3.Connection, path: str) -> dict[str, Any]:
-    """Everything the page draws, as one JSON-ready dict."""
-    texts = _Texts(db)
+    """Everything the page draws, as one JSON-ready dict; a damaged or hostile recording is
+    one line (ReportError)."""
+    with refusing(path, ReportError):
+        return _report_data(db, path)
+
+
+def _report_data(db: sqlite3.Connection, path: str) -> dict[str, Any]:
+    texts = Texts(db)
     ids, times, cpu, host_ids = [], [], [], []
-    for fid, at, cpu_x10, host_id in db.execute(
-            "SELECT id, time, cpu_percent_x10, host_id FROM frames ORDER BY id"):
+    for fid, at, cpu_x10, host_id in checked_rows(db.execute(
+            "SELECT id, time, cpu_percent_x10, host_id FROM frames ORDER BY id"),
+            (int, float, float | None, int | None), "frames"):
         ids.append(fid)
         times.append(at)
         cpu.append(None if cpu_x10 is None else cpu_x10 / 10)
         host_ids.append(host_id)
     start = times[0]
     index = {fid: i for i, fid in enumerate(ids)}
+    if not ids:
+        raise ReportError(f"{path} holds no ticks yet")
     layout = db.execute("PRAGMA user_version").fetchone()[0]
-    host = texts(host_ids[-1]) or {}
-    cores = host.get("cpu_count") or 0
+    host = texts(host_ids[-1], dict) or {}
+    cores = field(host, "cpu_count", int, "host", 0)
     return {
         "file": os.path.basename(path),
         "start": start,
         "end": times[-1],
         "ticks": len(ids),
-        "host": {"hostname": host.get("hostname"), "cpu_count": cores,
-                 "memory_total_bytes": host.get("memory_total_bytes")},
-        "meta": dict(db.execute("SELECT key, value FROM meta").fetchall()),
+        "host": {"hostname": field(host, "hostname", str, "host"), "cpu_count": cores,
+                 "memory_total_bytes": field(host, "memory_total_bytes", int, "host")},
+        "meta": dict(checked_rows(db.execute("SELECT key, value FROM meta"),
+                                  (str, str | None), "meta")),
         "bands": {"moderately": MODERATELY_PERCENT, "highly": HIGHLY_PERCENT,
                   "data_bound": DATA_BOUND_PERCENT},
         "t": packed((t - start for t in times), "d"),
@@ -116,11 +119,12 @@ def _aligned(n: int) -> list[float | None]:
     return [None] * n
 
 
-def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
+def _gpus(db: sqlite3.Connection, texts: Texts, index: dict[int, int],
           layout: int) -> list[dict[str, Any]]:
     """Util % and memory used (GiB) of each device, one value per tick."""
     devices: dict[int, dict[str, Any]] = {}
-    for fid, blob in db.execute("SELECT frame, devices FROM gpu_ticks"):
+    for fid, blob in checked_rows(db.execute("SELECT frame, devices FROM gpu_ticks"),
+                                  (int, bytes), "gpu_ticks"):
         i = index.get(fid)
         for values in gpu_values(layout, blob):
             gpu, util, used_mib = (values["gpu"] or 0, values["util_percent"],
@@ -132,19 +136,20 @@ def _gpus(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
             if i is not None:
                 device["util"][i] = util
                 device["memory"][i] = None if used_mib is None else used_mib / 1024
-    latest = dict(db.execute("SELECT gpu, info_id FROM gpu_info ORDER BY frame").fetchall())
+    latest = dict(checked_rows(db.execute("SELECT gpu, info_id FROM gpu_info ORDER BY frame"),
+                               (int, int), "gpu_info"))
     out = []
     for gpu in sorted(devices):
         device = devices[gpu]
-        info = texts(latest.get(gpu)) or {}
-        total = info.get("memory_total_bytes")
-        out.append({"index": gpu, "name": info.get("name"),
+        info = texts(latest.get(gpu), dict) or {}
+        total = field(info, "memory_total_bytes", int, "gpu")
+        out.append({"index": gpu, "name": field(info, "name", str, "gpu"),
                     "memory_total_gib": None if total is None else total / 1024**3,
                     "util": packed(device["util"]), "memory": packed(device["memory"])})
     return out
 
 
-def _workers(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
+def _workers(db: sqlite3.Connection, texts: Texts, index: dict[int, int],
              layout: int) -> list[dict[str, Any]]:
     """Each trainer's DataLoader workers' CPU (% of one core, summed), one value per tick,
     with the most workers it had at once."""
@@ -154,29 +159,30 @@ def _workers(db: sqlite3.Connection, texts: _Texts, index: dict[int, int],
         series = groups.setdefault(pid, _aligned(len(index)))
         if fid in index:
             series[index[fid]] = None if cpu_x10 is None else cpu_x10 / 10
-        most[pid] = max(most.get(pid, 0), len(texts(workers_id) or ()))
-    return [{"pid": pid, "name": _process_name(db, pid), "workers": most[pid],
+        most[pid] = max(most.get(pid, 0), len(texts(workers_id, tuple[int, ...]) or ()))
+    return [{"pid": pid, "name": _process_name(db, texts, pid), "workers": most[pid],
              "cpu": packed(series)} for pid, series in sorted(groups.items())]
 
 
-def _process_name(db: sqlite3.Connection, pid: int) -> str | None:
+def _process_name(db: sqlite3.Connection, texts: Texts, pid: int) -> str | None:
     """The command line the recording last kept for `pid` (None if it kept none)."""
-    row = db.execute("SELECT t.text, i.name FROM process_info i JOIN texts t ON "
+    row = db.execute("SELECT i.cmdline_id, i.name FROM process_info i JOIN texts t ON "
                      "t.id = i.cmdline_id WHERE i.pid = ? ORDER BY i.id DESC LIMIT 1",
                      (pid,)).fetchone()
     if row is None:
         return None
-    words = json.loads(row[0])
-    return " ".join(words) if words else row[1]
+    words = texts(row[0], tuple[str, ...])
+    return " ".join(words) if words else conforming(row[1], str, "process_info.name")
 
 
-def _membw(db: sqlite3.Connection, texts: _Texts,
+def _membw(db: sqlite3.Connection, texts: Texts,
            index: dict[int, int]) -> dict[str, Any] | None:
     """Memory-bandwidth pressure (% of the peak) and PSI memory 'some' (%), per tick."""
     pressure, psi = _aligned(len(index)), _aligned(len(index))
     info_id = None
-    for fid, info, pressure_x1000, psi_x100 in db.execute(
-            "SELECT frame, info_id, pressure_x1000, psi_some_avg10_x100 FROM memory_bandwidth"):
+    for fid, info, pressure_x1000, psi_x100 in checked_rows(db.execute(
+            "SELECT frame, info_id, pressure_x1000, psi_some_avg10_x100 FROM memory_bandwidth"),
+            (int, int, float | None, float | None), "memory_bandwidth"):
         i = index.get(fid)
         if i is None:
             continue
@@ -185,18 +191,21 @@ def _membw(db: sqlite3.Connection, texts: _Texts,
         info_id = info
     if info_id is None:
         return None
-    info = texts(info_id) or {}
-    return {"source": info.get("source"), "confidence": info.get("confidence"),
-            "note": info.get("note"), "pressure": packed(pressure), "psi_some": packed(psi)}
+    info = texts(info_id, dict) or {}
+    return {"source": field(info, "source", str, "membw"),
+            "confidence": field(info, "confidence", str, "membw"),
+            "note": field(info, "note", str, "membw"), "pressure": packed(pressure),
+            "psi_some": packed(psi)}
 
 
-def _trainers(db: sqlite3.Connection, texts: _Texts, times: Sequence[float], start: float,
+def _trainers(db: sqlite3.Connection, texts: Texts, times: Sequence[float], start: float,
               index: dict[int, int], layout: int) -> list[dict[str, Any]]:
     out = []
-    for tid, pid, first_frame in db.execute(
-            "SELECT id, pid, first_frame FROM trainers ORDER BY id").fetchall():
+    for tid, pid, first_frame in checked_rows(db.execute(
+            "SELECT id, pid, first_frame FROM trainers ORDER BY id"), (int, int, int),
+            "trainers"):
         steps = read_steps(db, layout, tid)
-        out.append({"id": tid, "pid": pid, "name": _process_name(db, pid),
+        out.append({"id": tid, "pid": pid, "name": _process_name(db, texts, pid),
                     "first": times[index[first_frame]] - start if first_frame in index else 0,
                     "settings": _settings(texts, config_changes(db, layout, tid), times, start,
                                           index),
@@ -242,7 +251,7 @@ def _steps(rows: Sequence[tuple[Any, ...]], times: Sequence[float], start: float
     }
 
 
-def _settings(texts: _Texts, changes: Iterable[tuple[int, int | None]], times: Sequence[float],
+def _settings(texts: Texts, changes: Iterable[tuple[int, int | None]], times: Sequence[float],
               start: float, index: dict[int, int]) -> list[dict[str, Any]]:
     """The trainer's settings as the probe reported them, one entry per change."""
     out: list[dict[str, Any]] = []
@@ -251,9 +260,10 @@ def _settings(texts: _Texts, changes: Iterable[tuple[int, int | None]], times: S
         if config_id == last or config_id is None:
             continue
         last = config_id
-        config = texts(config_id) or {}
-        values = [[key, config.get(key)] for key in CONFIG_KEYS if config.get(key) is not None]
-        values += [[str(k), str(v)] for k, v in config.get("extra", ())]
+        config = built(TrainerConfig, texts(config_id, dict) or {}, "config")
+        values = [[key, getattr(config, key)] for key in CONFIG_KEYS
+                  if getattr(config, key) is not None]
+        values += [[k, v] for k, v in config.extra]
         out.append({"at": times[index[fid]] - start if fid in index else 0, "values": values})
     return out
 
@@ -262,9 +272,10 @@ def _gaps(db: sqlite3.Connection, trainer: int, times: Sequence[float], start: f
           index: dict[int, int]) -> list[dict[str, Any]]:
     return [{"at": times[index[fid]] - start if fid in index else 0, "after": after,
              "before": before, "missing": missing, "dropped": dropped, "reason": reason}
-            for fid, after, before, missing, dropped, reason in db.execute(
+            for fid, after, before, missing, dropped, reason in checked_rows(db.execute(
                 "SELECT frame, after_step, before_step, missing_steps, dropped_records, reason "
-                "FROM gaps WHERE trainer = ? ORDER BY frame", (trainer,))]
+                "FROM gaps WHERE trainer = ? ORDER BY frame", (trainer,)),
+                (int, int | None, int | None, int | None, int, str), "gaps")]
 
 
 def _advice(db: sqlite3.Connection, times: Sequence[float], start: float,
@@ -272,9 +283,10 @@ def _advice(db: sqlite3.Connection, times: Sequence[float], start: float,
     """Each piece of advice as the spans it was shown, with what it said in each span."""
     rows: dict[str, dict[str, Any]] = {}
     end = times[-1] - start
-    for fid, key, shown, severity, title, evidence, action in db.execute(
+    for fid, key, shown, severity, title, evidence, action in checked_rows(db.execute(
             "SELECT frame, id, shown, severity, title, evidence, action FROM advice "
-            "ORDER BY frame"):
+            "ORDER BY frame"), (int, str, bool, Severity | None, str | None, str | None,
+                                str | None), "advice"):
         at = times[index[fid]] - start if fid in index else 0.0
         row = rows.setdefault(key, {"id": key, "title": title, "spans": []})
         spans = row["spans"]

@@ -9,20 +9,19 @@ hash) makes the browser refuse any request the page might still try.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import html
 import json
-import os
 import sqlite3
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from gputop import __version__
+from gputop.export.masking import mask_command, mask_fact
 from gputop.export.report.data import ReportError, open_recording, report_data
+from gputop.safe_files import PRIVATE, WriteRefused, replacing
 
 # Runs before the charts' script, so even a script that fails to parse is reported: in the
 # page (a red line) and in its title, where a headless browser's test reads it.
@@ -49,8 +48,23 @@ def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
+def _masked(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with secret-looking values in its command lines and trainer settings masked
+    (the recorder masked them already; a recording made otherwise may not have)."""
+    def named(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**row, "name": None if row.get("name") is None else mask_command(row["name"])}
+                for row in rows]
+
+    trainers = [{**t, "settings": [{**s, "values": [[k, mask_fact(str(k), v)]
+                                                    for k, v in s["values"]]}
+                                   for s in t.get("settings", ())]}
+                for t in named(data["trainers"])]
+    return {**data, "trainers": trainers, "workers": named(data["workers"])}
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The whole HTML page for `data` (report_data's dict)."""
+    data = _masked(data)
     script, style = _asset("report.js"), _asset("report.css")
     # No "<" at all inside the data's script element: neither "</script>" nor "<!--<script"
     # (which would make the parser skip the real end tag) can appear there.
@@ -65,7 +79,8 @@ def render_page(data: dict[str, Any]) -> str:
     summary = html.escape(
         f"{data['file']}: {host}, {start} to {end} (local time of the recording machine), "
         f"{data['ticks']} ticks, {len(data['gpus'])} GPU(s), {len(data['trainers'])} "
-        f"trainer(s), {steps} steps; schema {data['meta'].get('schema')}, recorded by gputop "
+        f"trainer(s), {steps} steps (trainers of {_trainers_of(data['meta'])}); schema "
+        f"{data['meta'].get('schema')}, recorded by gputop "
         f"{data['meta'].get('gputop_version')}, report by gputop {__version__}.")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -92,18 +107,16 @@ def render_page(data: dict[str, Any]) -> str:
 """
 
 
-def write_report(recording: str, out: str) -> ReportFile:
-    """Make the report of `recording` at `out`, all or nothing: written beside `out` first
-    (so an unwritable place is found before the recording is read), then moved there."""
-    if os.path.isdir(out):
-        raise ReportError(f"cannot write the report to {out}: it is a directory")
+def _trainers_of(meta: dict[str, Any]) -> str:
+    """Whose trainers the recording holds, as its meta row says (`user:NAME`, `all-users`)."""
+    return str(meta.get("trainers_of") or "any user: recorded before gputop said whose")
+
+
+def write_report(recording: str, out: str, mode: int = PRIVATE) -> ReportFile:
+    """Make the report of `recording` at `out` (`mode`), all or nothing: written beside `out`
+    first (so an unwritable place is found before the recording is read), then moved there."""
     try:
-        fd, temp = tempfile.mkstemp(prefix=".gputop-report-", suffix=".html",
-                                    dir=os.path.dirname(os.path.abspath(out)))
-    except OSError as exc:
-        raise ReportError(f"cannot write the report to {out}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with replacing(out, mode) as f:
             db = open_recording(recording)
             try:
                 data = report_data(db, recording)
@@ -113,11 +126,8 @@ def write_report(recording: str, out: str) -> ReportFile:
                 db.close()
             page = render_page(data).encode("utf-8")
             f.write(page)
-        os.chmod(temp, 0o644)
-        os.replace(temp, out)
+    except WriteRefused as exc:
+        raise ReportError(f"cannot write the report to {out}: {exc}") from None
     except OSError as exc:
         raise ReportError(f"cannot write the report to {out}: {exc.strerror}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)  # gone already once moved into place
     return ReportFile(out, len(page), data["ticks"], sum(t["steps"] for t in data["trainers"]))

@@ -33,8 +33,9 @@ BAR = 10
 
 
 def fleet_title_lines(report: FleetReport | None, width: int, interval_s: float, *,
-                      paused: bool = False) -> list[Line]:
-    """What is shown, from where, how fresh; the error from Prometheus in one line."""
+                      paused: bool = False, now: float | None = None) -> list[Line]:
+    """What is shown, from where, how fresh (how old, when Prometheus stopped answering);
+    the error from Prometheus in one line."""
     if report is None:
         return [(("gputop fleet", "title"), ("  asking Prometheus…", "dim"))]
     down = sum(1 for h in report.hosts if not h.up)
@@ -47,12 +48,21 @@ def fleet_title_lines(report: FleetReport | None, width: int, interval_s: float,
                          (" (scrape interval)" if report.scrape_interval_s == interval_s
                           else "", "dim"),
                          (f"  {time.strftime('%H:%M:%S')}", "dim")]
+    if report.stale_from is not None:
+        age = (time.time() if now is None else now) - report.stale_from
+        spans.insert(1, (f"stale: the hosts below are {_age(age)} old ", "banner-crit"))
     if paused:
         spans.insert(1, ("PAUSED ", "banner-crit"))
     lines = [clip(tuple(spans), width)]
     if report.error is not None:
         lines.append(clip(((f" {report.error}", "banner-crit"),), width))
     return lines
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{max(0, int(seconds))} s"
+    return f"{int(seconds // 60)} min" if seconds < 7200 else f"{int(seconds // 3600)} h"
 
 
 def fleet_columns(width: int) -> tuple[Column, ...]:
