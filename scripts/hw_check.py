@@ -25,8 +25,8 @@ from pathlib import Path
 from gputop.model import MemoryBandwidthSample, MemoryLayoutCheck
 from gputop.sources.membw import open_membw_source
 from gputop.sources.membw.canary import getconf_llc_bytes, llc_bytes, plan_canary
-from gputop.sources.membw.coreevents import core_events, core_pmus
-from gputop.sources.membw.corepmu import open_core_pmu
+from gputop.sources.membw.corepmu import core_events, core_pmus, open_core_pmu
+from gputop.sources.membw.hardware import read_cpu_id
 from gputop.sources.membw.layout import MemoryLayout, read_edac, read_udev
 from gputop.sources.membw.layoutcheck import check_layout, read_layout
 from gputop.sources.membw.perf_event import cpu_wide_refusal, paranoid_level
@@ -37,7 +37,7 @@ from gputop.sources.membw.smbios import (
     read_dmi_table,
     run_dmidecode,
 )
-from gputop.sources.membw.uncore import open_uncore, read_cpu_id
+from gputop.sources.membw.uncore import open_uncore
 
 LABEL_WIDTH = 20
 

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,23 +33,6 @@ def sys_with_llc(root: Path, size: str | None) -> Path:
     else:
         root.mkdir(parents=True)
     return root
-
-
-def as_other_user(action: Callable[[], object], uid: int = 54321) -> None:
-    """Run `action` in a forked child that has become `uid` (gid too); fail if it fails."""
-    pid = os.fork()
-    if pid == 0:  # child: never returns into pytest
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            action()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, f"the action as uid {uid} failed"
 
 
 def cpu_ns(pid: int) -> int:

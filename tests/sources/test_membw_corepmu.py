@@ -19,15 +19,18 @@ import pytest
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
 from gputop.sources.membw import open_membw_source
-from gputop.sources.membw.coreevents import (
+from gputop.sources.membw.corepmu import (
     AMD_CACHE_MISSES,
     INTEL_CACHE_MISSES,
     LLC_LOAD_MISSES,
     CoreEvent,
+    ProcessCoreMeter,
+    SystemCoreMeter,
     core_events,
+    open_core_pmu,
+    open_process_meter,
+    open_system_meter,
 )
-from gputop.sources.membw.coreown import ProcessCoreMeter, open_process_meter
-from gputop.sources.membw.corepmu import SystemCoreMeter, open_core_pmu, open_system_meter
 from gputop.sources.membw.perf_event import (
     PERF_COUNT_SW_CPU_CLOCK,
     PERF_COUNT_SW_TASK_CLOCK,
@@ -43,9 +46,10 @@ from gputop.sources.membw.perf_event import (
 from gputop.tui.history import History
 from gputop.tui.views.host import membw_line
 from tests.helpers.builders import frame
-from tests.helpers.membw import as_other_user, proc_tree, sys_with_core_pmu
+from tests.helpers.membw import proc_tree, sys_with_core_pmu
 from tests.helpers.perf import FakePerf, StepClock
 from tests.helpers.scheduling import favoured
+from tests.helpers.users import as_other_user
 
 pytestmark = pytest.mark.alone
 

@@ -15,8 +15,7 @@ import pytest
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.membw.canary import Calibration, Canary, MiB
 from gputop.sources.membw.estimate import RECALIBRATE_AFTER_S, CanaryEstimator
-from gputop.sources.membw.peakstore import FILE_NAME, Key, PeakStore
-from gputop.sources.membw.quiet import QuietMeter
+from gputop.sources.membw.idlepeak import FILE_NAME, Key, PeakStore, QuietMeter
 from tests.helpers.membw import sys_with_llc
 
 FIX = Path(__file__).parent / "fixtures" / "membw"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gputop.sources.membw.canary import Calibration
-from gputop.sources.membw.peakstore import (
+from gputop.sources.membw.idlepeak import (
     FILE_NAME,
     Key,
     PeakStore,
@@ -19,7 +19,7 @@ from gputop.sources.membw.peakstore import (
     default_state_dir,
     machine_key,
 )
-from tests.helpers.membw import as_other_user
+from tests.helpers.users import as_other_user
 
 KEY: Key = {"cpu_model": "Test CPU", "cpus": 2, "mem_total": "24683624 kB",
             "layout": "unknown", "boot_id": "4f9b", "canary": "16777216/2097152"}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop.sources.membw.hardware import COUNTER_MODULUS, counter_delta
 from gputop.sources.membw.resctrl import (
     ResctrlMeter,
     counter_files,
@@ -14,7 +15,6 @@ from gputop.sources.membw.resctrl import (
     open_resctrl,
     parse_counter,
 )
-from gputop.sources.membw.traffic import COUNTER_MODULUS, counter_delta
 
 FIX = Path(__file__).parent / "fixtures" / "membw" / "resctrl"
 

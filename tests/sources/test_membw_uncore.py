@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from gputop.sources.membw.hardware import parse_cpulist, read_cpu_id
 from gputop.sources.membw.uncore import (
     PmuEvent,
     bytes_per_count,
     discover_pmus,
     encode_event,
-    parse_cpulist,
     parse_format,
     plan_uncore,
-    read_cpu_id,
     traffic_from_sums,
 )
 

@@ -1,9 +1,5 @@
-"""Host memory bandwidth: the ladder, its factory.
-
-resctrl MBM -> perf uncore -> core PMU cache misses -> the canary's estimate -> n/a.
-
-When no rung can measure, samples say so (`pressure` None, the reason in `note`) rather
-than show a number that does not mean what it says.
+"""Host memory bandwidth: the ladder (resctrl MBM, perf uncore, core PMU, the canary's
+estimate) and the monitor; where no rung can measure, samples say n/a and why, never a number.
 """
 
 from __future__ import annotations
@@ -28,22 +24,23 @@ from gputop.sources.membw.estimate import (
     VmstatReader,
     parse_psi,
 )
-from gputop.sources.membw.layout import MemoryLayout, compare_peak
-from gputop.sources.membw.layoutcheck import check_layout, read_layout
-from gputop.sources.membw.pmus import (
+from gputop.sources.membw.hardware import (
     NO_CORE_PMU,
     NO_UNCORE_PMU,
+    Traffic,
+    TrafficMeter,
     is_core_pmu,
     is_uncore_pmu,
     pmu_names,
 )
-from gputop.sources.membw.traffic import Traffic, TrafficMeter
+from gputop.sources.membw.layout import MemoryLayout, compare_peak
+from gputop.sources.membw.layoutcheck import check_layout, read_layout
 
 if TYPE_CHECKING:
     from gputop.sources.membw.perf_event import PerfLayer
 
-# Each rung's module (resctrl, uncore, corepmu and the perf_event layer under them) is
-# imported only when the ladder tries that rung: on most machines one or two apply.
+# A rung's module (resctrl, uncore, corepmu, the perf_event layer) is imported only when
+# the ladder tries that rung.
 
 MODES = ("off", "auto", "estimate")
 
@@ -51,12 +48,8 @@ __all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
 
 
 class MemoryBandwidthMonitor:
-    """One rung of the ladder (a hardware meter or the canary), or none, plus PSI and vmstat,
-    and the memory-layout check (read once: modules do not move while the machine runs).
-
-    With neither a meter nor an estimator it still reads PSI, vmstat and the layout, and
-    every sample says why there is no bandwidth reading (`why`, one reason per rung).
-    """
+    """One rung (a hardware meter or the canary) or none (`why`: each rung's refusal), plus
+    PSI, vmstat and the layout check (read once: modules do not move while running)."""
 
     def __init__(
         self,
@@ -139,7 +132,8 @@ class MemoryBandwidthMonitor:
             peak_bytes_per_s=expected,
             pressure=pressure,
             note="; ".join(n for n in notes if n) or None,
-            relative_to=f"the modules' theoretical peak {gb(expected)} ({self.layout.source})"
+            relative_to=f"the modules' theoretical peak {expected / 1e9:.1f} GB/s "
+            f"({self.layout.source})"
             if pressure is not None and expected and self.layout is not None else None,
             top_consumers=t.top,
             **common,
@@ -168,7 +162,7 @@ class MemoryBandwidthMonitor:
                 note="; ".join(n for n in (state, layout_note, why) if n),
                 **common,
             )
-        measured = traffic_of_copy(estimator.calibration.aggregate_bytes_per_s)
+        measured = 2.0 * estimator.calibration.aggregate_bytes_per_s  # read + written
         notes = [
             "pressure estimated from a timed copy against its idle peak",
             self.limits,
@@ -184,7 +178,8 @@ class MemoryBandwidthMonitor:
             canary_bytes_per_s=estimator.bandwidth,
             pressure=estimator.pressure,
             note="; ".join(n for n in notes if n),
-            relative_to=f"canary's idle peak {gib(estimator.peak)}, {estimator.origin}",
+            relative_to=f"canary's idle peak {estimator.peak / (1 << 30):.1f} GiB/s, "
+            f"{estimator.origin}",
             **common,
         )
 
@@ -194,21 +189,6 @@ class MemoryBandwidthMonitor:
             self.meter.close()
         if self.estimator is not None:
             self.estimator.close()
-
-
-def gib(bytes_per_s: float) -> str:
-    """'6.4 GiB/s'."""
-    return f"{bytes_per_s / (1 << 30):.1f} GiB/s"
-
-
-def gb(bytes_per_s: float) -> str:
-    """'25.6 GB/s' (module speeds are decimal)."""
-    return f"{bytes_per_s / 1e9:.1f} GB/s"
-
-
-def traffic_of_copy(copied_bytes_per_s: float) -> float:
-    """Memory traffic of a copy: every byte copied is read once and written once."""
-    return 2.0 * copied_bytes_per_s
 
 
 def open_membw_source(
@@ -224,11 +204,8 @@ def open_membw_source(
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
 
-    Opening is cheap: the canary's buffer is mapped and filled by the calibration thread
-    that the first sample starts; samples say "calibrating" until it is done. Where the
-    canary cannot be honest (its buffer would not exceed the cache within its budget),
-    there is no estimator and samples say why. `perf` opens counters and rings (None: the
-    kernel's; tests pass a stand-in so that fixture trees never reach the kernel).
+    Opening is cheap: the first sample starts the canary's calibration thread. `perf` stands
+    in for the kernel's perf_event layer (tests: fixture trees never reach the kernel).
     """
     if mode not in MODES:
         raise ValueError(f"--membw must be one of {', '.join(MODES)}, not {mode!r}")
@@ -246,8 +223,7 @@ def open_membw_source(
     plan = plan_canary(llc)
     if plan.footprint is None:
         return MemoryBandwidthMonitor(None, None, proc_root, layout, (plan.reason, *why))
-    from gputop.sources.membw.peakstore import PeakStore, default_state_dir, machine_key
-    from gputop.sources.membw.quiet import QuietMeter
+    from gputop.sources.membw.idlepeak import PeakStore, QuietMeter, default_state_dir, machine_key
 
     directory = state_dir if state_dir is not None else default_state_dir()
     key = machine_key(proc_root, layout.summary() if layout and layout.modules else None,
@@ -267,9 +243,7 @@ def open_hardware_meter(
     perf: PerfLayer | None,
     why: list[str],
 ) -> TrafficMeter | None:
-    """The first hardware rung that opens (resctrl, perf uncore, perf core), else None with
-    each rung's refusal appended to `why`; a perf rung whose PMU is not listed is refused
-    by name, without importing its module."""
+    """The first hardware rung that opens, else None with each refusal appended to `why`."""
     from gputop.sources.membw.resctrl import open_resctrl
 
     resctrl, reason = open_resctrl(resctrl_root)
@@ -282,7 +256,8 @@ def open_hardware_meter(
     else:
         from gputop.sources.membw.uncore import open_uncore
 
-        uncore, reason = open_uncore(sys_root, proc_root, kernel_perf(perf).open)
+        uncore, reason = (open_uncore(sys_root, proc_root) if perf is None
+                          else open_uncore(sys_root, proc_root, perf.open))
         if uncore is not None:
             return uncore
         why.append(reason)
@@ -291,18 +266,9 @@ def open_hardware_meter(
         return None
     from gputop.sources.membw.corepmu import open_core_pmu
 
-    layer = kernel_perf(perf)
-    core, reason = open_core_pmu(sys_root, proc_root, layer.open, layer.ring)
+    core, reason = (open_core_pmu(sys_root, proc_root) if perf is None
+                    else open_core_pmu(sys_root, proc_root, perf.open, perf.ring))
     if core is not None:
         return core
     why.append(reason)
     return None
-
-
-def kernel_perf(perf: PerfLayer | None) -> PerfLayer:
-    """`perf`, or the kernel's perf_event layer (imported here, when a perf rung is tried)."""
-    if perf is not None:
-        return perf
-    from gputop.sources.membw.perf_event import KERNEL_PERF
-
-    return KERNEL_PERF

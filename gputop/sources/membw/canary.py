@@ -14,10 +14,8 @@ from typing import NamedTuple
 MiB = 1 << 20
 CHUNK_BYTES = 8 * MiB
 CHUNKS_PER_HALF = 4
-FOOTPRINT_MAX = 128 * MiB
 LLC_MULTIPLE = 2
-# The app without the canary is ~40 MiB resident at 600 processes; its ceiling is 60 MiB.
-CANARY_BUDGET = 16 * MiB
+CANARY_BUDGET = 16 * MiB  # resident bytes; the app's own budget leaves this much
 ROUNDS = 12
 
 
@@ -105,20 +103,12 @@ def mib(size: int) -> str:
 class Canary:
     """Two halves of one anonymous mapping; each copy moves the next chunk, rotating through.
 
-    plan_canary() sizes it at twice the last-level cache or not at all: a smaller buffer
-    stays in the cache and times the cache (measured on a VM reporting a 480 MiB LLC: a
-    16 MiB buffer kept 0.96x of its idle bandwidth under a sysbench hog, 128 MiB 0.39x).
-
-    The pages stay resident on purpose: pages faulted in or handed back just before a copy
-    come back from the kernel still cached, and the copy then barely notices a memory hog
-    (measured: canary bandwidth under a hog fell to 0.33x of idle with this buffer and only
-    to 0.71-1.0x with fresh pages). The mapping is made and filled on first use, which the
-    monitor does on its calibration thread, never when the source is opened.
+    Sized at twice the last-level cache (a smaller buffer would time the cache), and kept
+    resident: fresh pages come from the kernel still cached and hide a memory hog. It is
+    mapped and filled on first use, on the calibration thread, never when opened.
     """
 
-    def __init__(
-        self, footprint_bytes: int = FOOTPRINT_MAX, chunk_bytes: int = CHUNK_BYTES
-    ) -> None:
+    def __init__(self, footprint_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> None:
         half = max(1, -(-footprint_bytes // 2 // chunk_bytes)) * chunk_bytes  # never below
         self.chunk = chunk_bytes
         self.chunks = half // chunk_bytes

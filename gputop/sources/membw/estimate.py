@@ -118,7 +118,7 @@ def _calibrate(canary: Canary, budget_s: float, stop: threading.Event) -> Calibr
 
 
 class Quiet(Protocol):
-    """QuietMeter's face: start a window, then say why it was not quiet (None: it was)."""
+    """QuietMeter's face (idlepeak.py): start a window, then why it was not quiet (None: it was)."""
 
     def start(self) -> None: ...
 
@@ -136,12 +136,9 @@ class PeakMemory(Protocol):
 class CanaryEstimator:
     """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak.
 
-    The idle peak comes from `memory` (kept from an earlier quiet run on this machine and
-    boot) or from a calibration on a short-lived daemon thread started by the first tick,
-    so no tick ever waits for it; a lock keeps it and the canaries from running at the
-    same time. A calibration that `quiet` says ran on a busy machine is not an idle peak:
-    `unsettled` says why, and calibration is retried at quiet moments. Quiet peaks are
-    kept in `memory`, only ever upward.
+    The peak is `memory`'s (an earlier quiet run) or a calibration on a daemon thread that
+    the first tick starts, so no tick waits. A calibration `quiet` calls busy is not an
+    idle peak: `unsettled` says why until a quiet retry; quiet peaks go to `memory`.
     """
 
     def __init__(

@@ -1,14 +1,11 @@
-"""perf_event_open(2) through ctypes: open, enable, read and close one counter; no root asked.
-
-A counter may also sample (`sample_freq`): the kernel then writes one record per sample
-(the pid it interrupted and the events since the last one) into a ring `SampleRing` maps.
-"""
+"""perf_event_open(2) through ctypes: one counter, optionally sampling into a mapped ring."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
 import platform
@@ -39,24 +36,14 @@ ATTR_FREQ = 1 << 10
 # _IO('$', n): type '$' (0x24) in bits 8..15, no size, no direction.
 PERF_EVENT_IOC_ENABLE = 0x2400
 PERF_EVENT_IOC_DISABLE = 0x2401
-PERF_EVENT_IOC_RESET = 0x2403
 
 CAP_SYS_ADMIN = 21
 CAP_PERFMON = 38
 
 SYSCALL_NUMBERS = {
-    "x86_64": 298,
-    "amd64": 298,
-    "i386": 336,
-    "i686": 336,
-    "aarch64": 241,
-    "arm64": 241,
-    "riscv64": 241,
-    "loongarch64": 241,
-    "armv7l": 364,
-    "ppc64le": 319,
+    "x86_64": 298, "amd64": 298, "i386": 336, "i686": 336, "armv7l": 364, "s390x": 331,
+    "aarch64": 241, "arm64": 241, "riscv64": 241, "loongarch64": 241, "ppc64le": 319,
     "ppc64": 319,
-    "s390x": 331,
 }
 
 DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
@@ -88,17 +75,11 @@ class CounterValue(NamedTuple):
     running_ns: int
 
 
-_syscall = None
-
-
+@functools.cache
 def _libc_syscall() -> Callable[..., int]:
-    global _syscall
-    if _syscall is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.syscall
-        fn.restype = ctypes.c_long
-        _syscall = fn
-    return _syscall
+    fn = ctypes.CDLL(None, use_errno=True).syscall
+    fn.restype = ctypes.c_long
+    return fn
 
 
 def perf_event_open(
@@ -113,11 +94,8 @@ def perf_event_open(
     sample_freq: int = 0,
     sample_type: int = 0,
 ) -> int:
-    """Open one disabled counter and return its fd; raises OSError with the kernel's errno.
-
-    With `sample_freq` it also samples about that often per second (the kernel picks the
-    period), writing `sample_type` fields per sample into a ring the caller maps.
-    """
+    """One disabled counter's fd (sampling about `sample_freq` times a second when given);
+    OSError with the kernel's errno."""
     number = SYSCALL_NUMBERS.get(platform.machine())
     if number is None:
         raise OSError(errno.ENOSYS, f"perf_event_open: no syscall number for {platform.machine()}")
@@ -236,7 +214,6 @@ PERF_RECORD_SAMPLE = 9
 DATA_HEAD_AT = 1024
 DATA_TAIL_AT = 1032
 DATA_OFFSET_AT = 1040
-DATA_SIZE_AT = 1048
 
 
 class Samples(NamedTuple):
@@ -265,11 +242,8 @@ def parse_samples(data: bytes) -> Samples:
 
 
 class SampleRing:
-    """The ring a sampling counter writes into: drain() reads the new records and frees them.
-
-    One metadata page plus a power of two of data pages, mapped writable so the kernel
-    never overwrites unread records (it counts them as lost instead).
-    """
+    """A sampling counter's ring (mapped writable: the kernel counts unread records as lost
+    rather than overwrite them); drain() reads the new records and frees them."""
 
     def __init__(self, fd: int, data_pages: int = 2) -> None:
         page = mmap.PAGESIZE
@@ -317,24 +291,13 @@ class Ring(Protocol):
     def close(self) -> None: ...
 
 
+Opener = Callable[..., Counter]
+RingFactory = Callable[[int], Ring]
+
+
 class PerfLayer(Protocol):
-    """What the meters need from the kernel: open a counter, map its sample ring."""
+    """A stand-in for the kernel (tests): open a counter, map its sample ring."""
 
     def open(self, type_: int, config: int, **kwargs: Any) -> Counter: ...
 
     def ring(self, fd: int) -> Ring: ...
-
-
-class KernelPerf:
-    """The real perf_event_open(2) and ring mapping."""
-
-    def open(self, type_: int, config: int, **kwargs: Any) -> PerfCounter:
-        """PerfCounter.open."""
-        return PerfCounter.open(type_, config, **kwargs)
-
-    def ring(self, fd: int) -> SampleRing:
-        """SampleRing over the counter's fd."""
-        return SampleRing(fd)
-
-
-KERNEL_PERF = KernelPerf()

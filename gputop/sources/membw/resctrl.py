@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gputop.sources.membw.traffic import Traffic, counter_delta
+from gputop.sources.membw.hardware import Traffic, counter_delta
 
 EVENTS = ("mbm_total_bytes", "mbm_local_bytes")
 SKIP_DIRS = frozenset({"info", "mon_groups", "mon_data"})
@@ -22,40 +22,29 @@ def parse_counter(text: str) -> int | str:
 
 
 def group_dirs(root: Path) -> list[Path]:
-    """The default group and every control group.
-
-    A control group's mon_data already includes its mon_groups (the kernel sums the
-    children's RMIDs into the parent), so mon_groups are not added again.
-    """
+    """The default group and every control group (whose mon_data already sums its mon_groups)."""
     groups = [root] if (root / "mon_data").is_dir() else []
     try:
         children = sorted(root.iterdir())
     except OSError:
         return groups
-    for child in children:
-        if child.name not in SKIP_DIRS and (child / "mon_data").is_dir():
-            groups.append(child)
-    return groups
+    return groups + [c for c in children
+                     if c.name not in SKIP_DIRS and (c / "mon_data").is_dir()]
 
 
 def pick_event(root: Path) -> str | None:
     """mbm_total_bytes when the default group has it, else mbm_local_bytes, else None."""
-    for event in EVENTS:
-        if any((root / "mon_data").glob(f"mon_L3_*/{event}")):
-            return event
-    return None
+    return next((e for e in EVENTS if any((root / "mon_data").glob(f"mon_L3_*/{e}"))), None)
 
 
 def counter_files(root: Path, event: str) -> list[Path]:
     """One file per (group, L3 domain); sub-NUMA mon_sub_* folders are already in their parent."""
-    files: list[Path] = []
-    for group in group_dirs(root):
-        files.extend(sorted((group / "mon_data").glob(f"mon_L3_*/{event}")))
-    return files
+    return [f for group in group_dirs(root)
+            for f in sorted((group / "mon_data").glob(f"mon_L3_*/{event}"))]
 
 
 def read_counters(files: list[Path]) -> dict[str, int | str]:
-    """Path -> value for every counter file that could be read."""
+    """Path -> value for every counter file ('unreadable' and the like for those that fail)."""
     values: dict[str, int | str] = {}
     for path in files:
         try:
@@ -63,27 +52,6 @@ def read_counters(files: list[Path]) -> dict[str, int | str]:
         except OSError as exc:
             values[str(path)] = exc.strerror or "unreadable"
     return values
-
-
-def sum_deltas(
-    before: dict[str, int | str], after: dict[str, int | str]
-) -> tuple[int, int, list[str]]:
-    """Bytes moved between two reads, how many counters took part, and why others did not."""
-    total, used, problems = 0, 0, []
-    for key, new in after.items():
-        old = before.get(key)
-        if isinstance(new, str):
-            problems.append(new)
-            continue
-        if not isinstance(old, int):
-            continue
-        delta = counter_delta(old, new)
-        if delta is None:
-            problems.append("reset")
-            continue
-        total += delta
-        used += 1
-    return total, used, problems
 
 
 class ResctrlMeter:
@@ -110,7 +78,17 @@ class ResctrlMeter:
         self._last, self._last_time = values, now
         if last is None or now <= last_time:
             return None
-        moved, used, problems = sum_deltas(last, values)
+        moved, used, problems = 0, 0, []
+        for key, new in values.items():
+            old = last.get(key)
+            if isinstance(new, str):
+                problems.append(new)
+            elif isinstance(old, int):
+                delta = counter_delta(old, new)
+                if delta is None:
+                    problems.append("reset")
+                else:
+                    moved, used = moved + delta, used + 1
         note = None
         if problems:
             words = ", ".join(sorted(set(problems)))

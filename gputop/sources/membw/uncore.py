@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -9,21 +10,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gputop.sources.membw.hardware import (
+    CACHE_LINE,
+    NO_UNCORE_PMU,
+    Traffic,
+    is_uncore_pmu,
+    parse_cpulist,
+    pmu_dir,
+    pmu_names,
+    read_cpu_id,
+    read_text,
+)
 from gputop.sources.membw.perf_event import (
     DENIED_ERRNOS,
     Counter,
     CounterValue,
+    Opener,
     PerfCounter,
     cpu_wide_refusal,
     scaled_delta,
 )
-from gputop.sources.membw.pmus import NO_UNCORE_PMU, is_uncore_pmu, pmu_dir, pmu_names
-from gputop.sources.membw.traffic import Traffic
 
 Direction = Literal["read", "write", "total"]
 FieldRange = tuple[str, int, int]
 
-CACHE_LINE = 64.0
 UNIT_BYTES = {
     "b": 1.0, "byte": 1.0, "bytes": 1.0,
     "kb": 1e3, "mb": 1e6, "gb": 1e9,
@@ -88,20 +98,6 @@ class UncorePlan:
     detail: str
 
 
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """'0-2,8' -> (0, 1, 2, 8); an empty or bad list gives ()."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        try:
-            cpus.extend(range(int(lo), int(hi or lo) + 1))
-        except ValueError:
-            return ()
-    return tuple(cpus)
-
-
 def parse_format(text: str) -> tuple[FieldRange, ...]:
     """'config:0-7,32-35' -> (('config', 0, 7), ('config', 32, 35)); 'config1:9' is one bit."""
     name, _, ranges = text.strip().partition(":")
@@ -147,59 +143,38 @@ def bytes_per_count(event: PmuEvent) -> float:
     return event.scale * UNIT_BYTES[unit]
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def read_pmu(path: Path) -> Pmu | None:
     """One PMU folder (type, cpumask, format/*, events/* with .scale/.unit), or None if unusable."""
-    type_text = _read(path / "type")
-    if type_text is None:
-        return None
     try:
-        type_ = int(type_text.strip())
+        type_ = int((read_text(path / "type") or "").strip())
     except ValueError:
         return None
-    cpus = parse_cpulist(_read(path / "cpumask") or "")
+    cpus = parse_cpulist(read_text(path / "cpumask") or "")
     formats: dict[str, tuple[FieldRange, ...]] = {}
     for fmt in sorted((path / "format").glob("*")):
-        text = _read(fmt)
-        if text is None:
-            continue
-        try:
-            formats[fmt.name] = parse_format(text)
-        except ValueError:
-            continue
+        with contextlib.suppress(ValueError):  # unreadable ("") or not a format
+            formats[fmt.name] = parse_format(read_text(fmt) or "")
     events: dict[str, PmuEvent] = {}
     for ev in sorted((path / "events").glob("*")):
         if "." in ev.name and ev.name.rsplit(".", 1)[1] in ("scale", "unit", "snapshot", "per-pkg"):
             continue
-        spec = _read(ev)
+        spec = read_text(ev)
         if spec is None:
             continue
-        scale_text = _read(ev.with_name(ev.name + ".scale"))
+        scale_text = read_text(ev.with_name(ev.name + ".scale"))
         try:
             scale = float(scale_text) if scale_text is not None else None
         except ValueError:
             scale = None
-        unit_text = _read(ev.with_name(ev.name + ".unit"))
+        unit_text = read_text(ev.with_name(ev.name + ".unit"))
         events[ev.name] = PmuEvent(spec.strip(), scale, unit_text.strip() if unit_text else None)
     return Pmu(path.name, type_, cpus, formats, events)
 
 
 def discover_pmus(sys_root: Path | str = "/sys") -> list[Pmu]:
     """Every PMU under sys_root/bus/event_source/devices that names memory controllers or DF."""
-    base = pmu_dir(sys_root)
-    pmus = []
-    for name in pmu_names(sys_root):
-        if is_uncore_pmu(name):
-            pmu = read_pmu(base / name)
-            if pmu is not None:
-                pmus.append(pmu)
-    return pmus
+    read = (read_pmu(pmu_dir(sys_root) / n) for n in pmu_names(sys_root) if is_uncore_pmu(n))
+    return [pmu for pmu in read if pmu is not None]
 
 
 def _planned(pmu: Pmu, name: str, event: PmuEvent, direction: Direction) -> PlannedEvent | None:
@@ -214,40 +189,29 @@ def _planned(pmu: Pmu, name: str, event: PmuEvent, direction: Direction) -> Plan
 
 
 def _pick(pmu: Pmu, names: tuple[str, ...], direction: Direction) -> PlannedEvent | None:
-    for name in names:
-        if name in pmu.events:
-            return _planned(pmu, name, pmu.events[name], direction)
-    return None
+    name = next((n for n in names if n in pmu.events), None)
+    return None if name is None else _planned(pmu, name, pmu.events[name], direction)
 
 
 def plan_intel(pmus: list[Pmu]) -> UncorePlan | None:
     """cas_count_read/write on every IMC channel, else the free-running or client counters."""
     for pattern, reads, writes, kind in INTEL_FAMILIES:
         family = [p for p in pmus if re.fullmatch(pattern, p.name)]
-        events = []
-        for pmu in family:
-            for planned in (_pick(pmu, reads, "read"), _pick(pmu, writes, "write")):
-                if planned is not None:
-                    events.append(planned)
+        events = tuple(p for pmu in family for p in (_pick(pmu, reads, "read"),
+                                                     _pick(pmu, writes, "write")) if p)
         if events:
-            detail = f"{len(family)} IMC PMU(s), {kind}"
-            return UncorePlan("perf-uncore-imc", tuple(events), detail)
+            return UncorePlan("perf-uncore-imc", events, f"{len(family)} IMC PMU(s), {kind}")
     return None
 
 
 def plan_amd_umc(pmus: list[Pmu]) -> UncorePlan | None:
     """umc_cas_cmd.rd/.wr (64 bytes each) on every amd_umc_N PMU (Zen 4 and later)."""
-    events = []
     umcs = [p for p in pmus if re.fullmatch(r"amd_umc_\d+", p.name)]
-    for pmu in umcs:
-        for name, spec, direction in AMD_UMC_EVENTS:
-            event = pmu.events.get(name, PmuEvent(spec))
-            planned = _planned(pmu, name, event, direction)
-            if planned is not None:
-                events.append(planned)
+    events = tuple(p for pmu in umcs for name, spec, direction in AMD_UMC_EVENTS
+                   if (p := _planned(pmu, name, pmu.events.get(name, PmuEvent(spec)), direction)))
     if not events:
         return None
-    return UncorePlan("perf-amd-umc", tuple(events), f"{len(umcs)} UMC PMU(s), CAS commands")
+    return UncorePlan("perf-amd-umc", events, f"{len(umcs)} UMC PMU(s), CAS commands")
 
 
 def is_zen1_to_zen3(cpu: tuple[str, int, int] | None) -> bool:
@@ -273,25 +237,6 @@ def plan_amd_df(pmus: list[Pmu], cpu: tuple[str, int, int] | None) -> UncorePlan
     if not events:
         return None
     return UncorePlan("perf-amd-df", tuple(events), f"{len(events)} DRAM channel event(s)")
-
-
-def read_cpu_id(proc_root: Path | str = "/proc") -> tuple[str, int, int] | None:
-    """(vendor_id, cpu family, model) of the first CPU in /proc/cpuinfo."""
-    text = _read(Path(proc_root) / "cpuinfo")
-    if text is None:
-        return None
-    info: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if info:
-                break
-            continue
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    try:
-        return info["vendor_id"], int(info["cpu family"]), int(info["model"])
-    except (KeyError, ValueError):
-        return None
 
 
 def plan_uncore(pmus: list[Pmu], cpu: tuple[str, int, int] | None = None) -> UncorePlan | None:
@@ -320,7 +265,7 @@ class UncoreMeter:
     def open(
         cls,
         plan: UncorePlan,
-        opener: Callable[..., Counter] = PerfCounter.open,
+        opener: Opener = PerfCounter.open,
         clock: Callable[[], float] = time.monotonic,
     ) -> UncoreMeter:
         """Open and enable every event on each CPU of its PMU's cpumask; all or nothing."""
@@ -378,7 +323,7 @@ def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -
 def open_uncore(
     sys_root: Path | str = "/sys",
     proc_root: Path | str = "/proc",
-    opener: Callable[..., Counter] = PerfCounter.open,
+    opener: Opener = PerfCounter.open,
 ) -> tuple[UncoreMeter | None, str]:
     """The uncore meter for this machine, or None and the reason it refused."""
     plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))

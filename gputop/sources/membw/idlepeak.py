@@ -1,12 +1,14 @@
-"""The canary's idle peak kept per machine, so `--once` and a start under load have a reference.
+"""The canary's idle peak: whether a calibration ran on a quiet machine, and keeping quiet ones.
 
-One small JSON file, `$XDG_STATE_HOME/gputop/membw-idle-peak.json` (default
-`~/.local/state/gputop/`), keyed by what makes a peak comparable: CPU model and count,
-total RAM, the memory-module layout, the boot id and the canary's size. A different key
-is a changed machine (or a reboot): the file is ignored and rewritten at the next quiet
-calibration. Values only ever go up. The directory is ours (0700, our uid, not a link);
-the file is opened without following links, checked to be our regular file, and
-replaced atomically (a 0600 temporary file renamed over it).
+Quiet means a low load average per core, low memory PSI and, over the window itself, little
+CPU used by other processes: that last catches a hog started seconds ago, which the load
+average has not yet seen (and PSI rises with reclaim stalls, not with bandwidth).
+
+Quiet peaks are kept in `$XDG_STATE_HOME/gputop/membw-idle-peak.json` (default
+`~/.local/state/gputop/`), keyed by what makes a peak comparable (CPU, RAM, module layout,
+boot id, canary size), only ever upward, so `--once` and a start under load have a
+reference. The directory must be ours and private; the file is read without following
+links and replaced through a temporary file.
 """
 
 from __future__ import annotations
@@ -16,16 +18,102 @@ import json
 import math
 import os
 import pwd
-import stat
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
+from gputop.safe_files import WriteRefused, open_own, replacing_in
 from gputop.sources.membw.canary import Calibration, merge_peaks
+from gputop.sources.membw.estimate import read_psi
 
+QUIET_LOAD_PER_CPU = 0.3
+QUIET_OTHERS_CPU_SHARE = 0.2
+QUIET_PSI_SOME = 1.0  # percent
+BUSY_FIELDS = (0, 1, 2, 5, 6)  # user nice system irq softirq (guest is inside user)
 FILE_NAME = "membw-idle-peak.json"
 VERSION = 1
 MAX_BYTES = 64 * 1024
 Key = dict[str, str | int]
+
+
+class CpuMark(NamedTuple):
+    """A point in time: wall clock, all CPUs' busy seconds, and our own CPU seconds."""
+
+    wall_s: float
+    busy_s: float
+    own_s: float
+
+
+def read_busy_s(proc_root: Path | str = "/proc") -> float | None:
+    """Seconds all CPUs spent busy since boot (the 'cpu' line of /proc/stat)."""
+    try:
+        with open(Path(proc_root) / "stat") as stat:
+            fields = stat.readline().split()
+        if fields[0] != "cpu":
+            return None
+        return sum(int(fields[1 + i]) for i in BUSY_FIELDS) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process, all threads."""
+    times = os.times()
+    return times.user + times.system
+
+
+class QuietMeter:
+    """Says why the machine was not quiet since `start()`, or None when it was."""
+
+    def __init__(
+        self,
+        proc_root: Path | str = "/proc",
+        cpus: int | None = None,
+        own: Callable[[], float] = own_cpu_s,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.proc_root = Path(proc_root)
+        self.cpus = cpus or os.cpu_count() or 1
+        self._own = own
+        self._clock = clock
+        self._mark: CpuMark | None = None
+
+    def _now(self) -> CpuMark | None:
+        busy = read_busy_s(self.proc_root)
+        return None if busy is None else CpuMark(self._clock(), busy, self._own())
+
+    def start(self) -> None:
+        """Begin a window."""
+        self._mark = self._now()
+
+    def verdict(self) -> str | None:
+        """None if the window since start() was quiet, else the reasons, '; '-joined."""
+        reasons = []
+        try:
+            load: float | None = float(
+                (self.proc_root / "loadavg").read_text().split()[0]) / self.cpus
+        except (OSError, ValueError, IndexError):
+            load = None
+        if load is None or load > QUIET_LOAD_PER_CPU:
+            reasons.append("load average unknown" if load is None
+                           else f"load {load:.2f} per core")
+        psi = read_psi(self.proc_root).some_avg10
+        if psi is not None and psi > QUIET_PSI_SOME:
+            reasons.append(f"memory PSI {psi:.1f} %")
+        others = self._others_share()
+        if others is None or others > QUIET_OTHERS_CPU_SHARE:
+            reasons.append("CPU use unknown" if others is None
+                           else f"other processes used {others:.0%} of the CPUs")
+        return "; ".join(reasons) or None
+
+    def _others_share(self) -> float | None:
+        """Share of all CPUs that other processes used over the window."""
+        now, mark = self._now(), self._mark
+        if now is None or mark is None or now.wall_s <= mark.wall_s:
+            return None
+        others = (now.busy_s - mark.busy_s) - (now.own_s - mark.own_s)
+        return max(0.0, others) / ((now.wall_s - mark.wall_s) * self.cpus)
 
 
 class StoreRefused(OSError):
@@ -37,15 +125,13 @@ def default_state_dir(env: Mapping[str, str] = os.environ) -> Path | None:
     xdg = env.get("XDG_STATE_HOME", "")
     if os.path.isabs(xdg):
         return Path(xdg) / "gputop"
-    home = env.get("HOME") or _passwd_home()
+    home = env.get("HOME")
+    if not home:
+        try:
+            home = pwd.getpwuid(os.geteuid()).pw_dir or None
+        except KeyError:
+            home = None
     return Path(home) / ".local" / "state" / "gputop" if home else None
-
-
-def _passwd_home() -> str | None:
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_dir or None
-    except KeyError:
-        return None
 
 
 def first_field(text: str, names: tuple[str, ...]) -> str | None:
@@ -97,10 +183,9 @@ class PeakStore:
         except OSError:
             return None
         try:
-            record = self._read(dir_fd)
+            return self._read(dir_fd)
         finally:
             os.close(dir_fd)
-        return record
 
     def save(self, calibration: Calibration) -> Calibration:
         """Keep the larger of `calibration` and what is stored; returns what was kept.
@@ -133,14 +218,11 @@ class PeakStore:
 
     def _read(self, dir_fd: int) -> Calibration | None:
         try:
-            fd = os.open(FILE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dir_fd)
-        except OSError:
+            fd = open_own(FILE_NAME, os.O_RDONLY, dir_fd=dir_fd)
+        except WriteRefused:
             return None
         try:
-            info = os.fstat(fd)
-            if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid()
-                    or info.st_size > MAX_BYTES):
+            if os.fstat(fd).st_size > MAX_BYTES:
                 return None
             data = os.read(fd, MAX_BYTES + 1)
         finally:
@@ -155,19 +237,11 @@ class PeakStore:
             "aggregate_bytes_per_s": calibration.aggregate_bytes_per_s,
             "threads": calibration.threads,
         }, indent=1).encode()
-        temp = f".{FILE_NAME}.{os.getpid()}.{os.urandom(4).hex()}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dir_fd)
         try:
-            with os.fdopen(fd, "wb") as out:
+            with replacing_in(dir_fd, FILE_NAME) as out:
                 out.write(body)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, FILE_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=dir_fd)
-            raise
+        except WriteRefused as exc:
+            raise StoreRefused(f"{self.path}: {exc}") from None
 
 
 def make_private_dirs(directory: Path) -> None:
@@ -200,4 +274,3 @@ def _positive(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value > 0 else None
-
