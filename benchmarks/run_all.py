@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in turn, each with ratios to a reference from the same run.
 
-About 27 minutes on a 2-core VM (1587 and 1625 s in two runs; the soak runs 5 of them;
+About 27 minutes on a 2-core VM (benchmarks/RESULTS.md; the soak runs 5 of them;
 `python benchmarks/soak.py` alone runs 10); `--quick` for a rough look in about 6.
 """
 

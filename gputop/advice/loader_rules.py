@@ -156,8 +156,8 @@ def too_many_workers(ctx: Context, state: AttachState) -> list[Advice]:
     waiting for a core) is work, and fewer workers with headroom do it. Steps that wait for
     input need every worker's share of a core: fewer help only when the job itself keeps
     the cores busy (as many workers as cores still load on every core). With other work on
-    the host, fewer workers get less of the shared cores (measured: 4 → 2 CPU-bound workers
-    of a data-bound trainer on a busy 2-core host cost 26% of the samples/s): quiet then.
+    the host, fewer workers get less of the shared cores (a data-bound trainer on a busy
+    host lost samples/s when its CPU-bound workers were halved): quiet then.
     """
     n = num_workers(ctx, state)
     load = ctx.worker_load(state.pid)

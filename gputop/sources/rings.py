@@ -32,11 +32,11 @@ from gputop.sources.procfs import read_bytes
 # stamps with a coarse clock): it is listed again until its last change is older than this.
 SETTLED_NS = 1_000_000_000
 # A watch reads every event in the directory (DataLoader workers make and unlink a shared-memory
-# file per batch: two events each) where a listing reads every entry. Measured a second apart
-# (caches gone cold), a listing of a few entries cost ~350 us, a read of the events ~400 us and
-# ~0.25 us more per event: a directory whose events since the last scan outnumber its entries
-# by more than LISTING_EVENTS (2000 events a second: 840 us) is listed when its mtime moves
-# instead, and watched again REWATCH_SCANS scans later, in case it quietened.
+# file per batch: two events each) where a listing reads every entry. With caches gone cold
+# between scans, a listing and a read of the events cost about the same fixed amount, and the
+# events add a little per event: a directory whose events since the last scan outnumber its
+# entries by more than LISTING_EVENTS is cheaper to list (when its mtime moves) than to watch,
+# and is watched again REWATCH_SCANS scans later, in case it quietened.
 EVENT_BYTES = 48  # an event on a name of 17 to 32 bytes, as a worker's torch_PID_N_I
 LISTING_EVENTS = 500
 REWATCH_SCANS = 60

@@ -316,7 +316,7 @@ class GputopApp(App[int]):
     def freeze_startup_heap(self) -> None:
         """Move what startup made (modules, Textual's app, CSS and widgets: ~50k objects) out
         of the collector's reach, once: a full collection then walks only what was made
-        since (25 ms every 30 s became well under 1 ms). Startup's garbage goes first."""
+        since, not the tens of thousands of startup objects. Startup's garbage goes first."""
         gc.collect()
         gc.freeze()
 

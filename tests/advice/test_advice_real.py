@@ -210,12 +210,13 @@ def _calibrated(membw: MemoryBandwidthMonitor | None) -> MemoryBandwidthMonitor:
 
 @pytest.mark.slow
 def test_host_memory_bandwidth_far_under_one_module(tmp_path: Path) -> None:
-    # This VM's all-thread copy traffic first, then one module rated eight times that: the rule
-    # speaks under half, so the second calibration may read up to four times the first. The
-    # canary sized for the fixture's small cache runs in this VM's real one, whose speed moves
-    # with the box's other work: the first calibration read 14.4 to 35.1 GB/s from run to run,
-    # and at three and four times it the second read more than half (right after `make test`'s
-    # parallel pass). A small cache, so the canary runs here (a 480 MiB LLC turns it off).
+    # This machine's all-thread copy traffic first, then one module rated eight times that: the
+    # rule speaks under half, so the second calibration may read up to four times the first.
+    # The canary sized for the fixture's small cache runs in the machine's real one, whose
+    # speed moves with the box's other work by more than a factor of two from run to run, and
+    # a module rated only three or four times the first reading let the second read more than
+    # half (benchmarks/RESULTS.md). A small cache, so the canary runs here (a large real LLC
+    # turns it off).
     small_llc, state_dir = sys_with_llc(tmp_path / "sys", "2048K"), tmp_path / "state"
     probe = _calibrated(open_membw_source(
         "estimate", proc_root=FIXTURES / "proc-nopsi", udev_root=FIXTURES / "udev-none",

@@ -197,10 +197,10 @@ def _stepping_for(state: AttachState, seconds: float, first_step: int = 0) -> At
 
 def test_cpu_threads_waits_out_the_trainers_start_up() -> None:
     # The first intervals of a trainer's stepping hold its start-up (workers filling their
-    # prefetch, its thread pool spinning up): a real trainer on 2 cores with 3 threads showed
-    # 0.9 cores used then, 1.3 cores once settled; set_num_threads(1) from the first made it
-    # 0.77x as fast. CPU-thread advice speaks once it has been stepping STEADY_INTERVALS
-    # intervals and STEADY_MIN_S.
+    # prefetch, its thread pool spinning up): a real trainer uses fewer cores then than once
+    # settled, so a thread count read there is too low and following it made the trainer
+    # slower (benchmarks/RESULTS.md). CPU-thread advice speaks once it has been stepping
+    # STEADY_INTERVALS intervals and STEADY_MIN_S.
     rows, group = trainer_with_workers(9, workers=4, worker_cpu=100.0, trainer_cpu=400.0,
                                        trainer_wait=350.0)
     trainer = attached(9, data_ms=5, compute_ms=90, device="cpu", num_threads=8, num_workers=4)

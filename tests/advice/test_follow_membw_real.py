@@ -6,14 +6,13 @@ share; the test then follows it (uint8 until the model, no round trips), measure
 before and after, interleaved (tests/helpers/follow.py) with the hog running throughout,
 and the followed trainer must not get the advice.
 
-The pressure is gputop's own, from the rung `--membw auto` picks: where there is none (this
-VM: no counters, and the canary is off as its reported LLC is too large to leave), or where
-one hog thread does not slow memory to 40 % of the canary's idle peak, the rule cannot
-speak, and the test skips saying what it saw. That is the usual case: on CI's machine the
-hog slowed the canary by 2 %; on this VM a 128 MiB canary (forced, as in
-tests/sources/test_membw_hog.py) read 0.68 only for the hog's first ~2 s, while it faulted
-its buffer in, and 0.03-0.44 afterwards; that transient was enough for the rule to fire
-with it, and the test passed (0.65 and 0.69 quoted, 367 -> 2072 and 405 -> 2550 samples/s).
+The pressure is gputop's own, from the rung `--membw auto` picks: where there is none (no
+counters, and the canary off as the reported LLC is too large to leave), or where one hog
+thread does not slow memory to 40 % of the canary's idle peak, the rule cannot speak, and
+the test skips saying what it saw. That is the usual case on shared VMs: one hog thread
+barely slows a large machine's memory, and a forced large canary reads high pressure only
+while the hog faults its buffer in; where the rule does fire, the followed trainer is
+several times faster (benchmarks/RESULTS.md, "Figures behind test constants").
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]
 LOADER = ("--sleep-ms", "10", "--batch-size", "4")  # each sample waits 10 ms, as on storage
 SLOW, FAST = 1, 4  # workers: one loads a batch per 40 ms, four overlap their waits
 MEASURED_STEPS = 30  # the effect is several-fold: a short run tells
-ALIKE_TICKS = 60  # frames of a job fed alike, from its first step: ~2000 steps, in which
-# the old median rule named one rank or the other within 4 to 25 ticks in each of two runs
+ALIKE_TICKS = 60  # frames of a job fed alike, from its first step: ~2000 steps, several
+# times as long as the old median rule took to name one rank or the other wrongly
 FOLLOWED_TICKS = 20  # frames of the followed job, from its first steps
 
 

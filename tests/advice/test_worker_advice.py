@@ -117,8 +117,9 @@ def _cached_loader(main_thread_busy: float) -> Frame:
 
 
 def test_a_training_process_busy_all_the_time_gets_no_loader_advice() -> None:
-    """Its data wait is its own thread running or queueing for a core: more workers made it
-    0.85x as fast when tried; the loader rules say nothing, though its workers look idle."""
+    """Its data wait is its own thread running or queueing for a core: more workers only add
+    to the queue (slower when tried); the loader rules say nothing, though its workers look
+    idle."""
     assert not _advice(_cached_loader(main_thread_busy=97.0)).keys() & {
         "raise-num-workers", "io-bound-loading"}
     assert _advice(_cached_loader(main_thread_busy=30.0)).keys() & {
@@ -215,7 +216,7 @@ def test_no_more_workers_while_the_host_swaps() -> None:
 
 def test_num_workers_zero_on_a_busy_cpu_only_box_predicts_no_gain() -> None:
     # The issue's figures: 63% data share, the trainer on 1.3 of 2 cores, 0.1 idle. A worker
-    # would take its core from compute: 15.3 → 13.8 steps/s when followed.
+    # would take its core from compute: fewer steps a second when followed.
     rows = [process(10, role="trainer", cpu=130.0, wait=10.0), process(900, cpu=60.0)]
     f = frame(processes=rows, cores=2, cpu_percent=95.0,
               attach=(attached(10, data_ms=41.2, compute_ms=24.2, num_workers=0,

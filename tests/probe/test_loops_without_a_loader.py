@@ -37,9 +37,9 @@ def _nanogpt(tmp_path: Path, fetch_ms: str, width: str) -> tuple[float, AttachSt
 
 
 def test_a_slow_get_batch_makes_a_loop_without_a_dataloader_data_bound(tmp_path: Path) -> None:
-    # A fetch twice the width-64 model's step (~30 ms of compute on a slow 2-core VM): with
-    # a 30 ms fetch the loop sat on the verdict's edge there (49.4 % input, 22 of 37 steps
-    # data-bound), and which side it fell on was the box's speed, not the probe.
+    # A fetch about twice the width-64 model's compute on a slow 2-core VM: a fetch equal to
+    # the compute sits on the verdict's edge (half the step is input), where which side it
+    # falls on is the box's speed, not the probe.
     hand, state = _nanogpt(tmp_path, fetch_ms="60", width="64")
     s = state.summary
     assert s.verdict == "data-bound", s

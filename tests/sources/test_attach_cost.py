@@ -103,8 +103,8 @@ def test_a_tick_reads_no_more_records_than_the_window_holds(
         ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fast trainer closes more steps a tick than the 256-step window holds: the older
-    ones would leave the window as they came, so they are not decoded at all (each cost
-    ~5 us; at ~640 steps a second reading them took 3.4 ms a tick). The window is the same,
+    ones would leave the window as they came, so they are not decoded at all (decoding them
+    cost a fast trainer's ticks milliseconds for nothing). The window is the same,
     and records skipped so are not counted as lost to the ring."""
     writer, source = ring
     made = 0
@@ -132,7 +132,7 @@ def test_a_tick_reads_no_more_records_than_the_window_holds(
 def test_a_step_is_one_record_from_the_ring_to_the_frame(tmp_path: Path) -> None:
     """Wired with the verdict, the source classifies each step as it makes it: the window the
     Derivation keeps holds the source's own records, not a classified copy of each (a second
-    record per step cost ~1.5 us, 0.4 ms a tick beside a trainer closing 600 steps a second)."""
+    record per step doubles what a fast trainer's steps cost a tick)."""
     writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
     writer.append(_records(0, 40))
     writer.append([(s, 1000 * s, 1000, 900, 10, 40, 30, 20, -1, -1, 64, 0, layout.F_OPTIMIZER,

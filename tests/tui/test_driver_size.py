@@ -1,7 +1,7 @@
 """The live view lays out its first frame at the terminal's size, whatever the environment's
 COLUMNS and LINES say: Textual takes its size from them until the driver's first resize
-arrives, and a frame drawn meanwhile was drawn at their size (CI: the fleet's title cut at
-80 columns in a 140-column tmux)."""
+arrives, and a frame drawn meanwhile was drawn at their size (the fleet's title cut at
+COLUMNS in a wider tmux window)."""
 
 from __future__ import annotations
 

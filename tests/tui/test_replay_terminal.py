@@ -63,7 +63,7 @@ def _above_table(lines: list[str]) -> list[str]:
 
 def _without_evidence(lines: list[str], titles: list[str]) -> list[str]:
     """`lines` with each advice's numbers blanked (its evidence cut off, the measurements its
-    action quotes): a recording refreshes those once a minute (README: Recording), the
+    action quotes): a recording refreshes those once a minute (docs/recording.md), the
     rest of what an advice says at every change."""
     cut = []
     for line in lines:
