@@ -36,11 +36,11 @@ WARM_S, QUICK_WARM_S = 75.0, 20.0  # a process quiet for 64 ticks is looked at e
 SECONDS, QUICK_SECONDS = 40.0, 15.0
 # The parts: (module, qualified name, what it is). Sampler parts, then the app's.
 PARTS = (
-    ("gputop.sampler", "Sampler.sample", "sampler tick (all of the below)"),
+    ("gputop.frames.sampler", "Sampler.sample", "sampler tick (all of the below)"),
     ("gputop.sources.processes", "ProcProcessSource.sample", "process scan"),
-    ("gputop.derive", "Derivation.processes", "roles, groups, waits"),
+    ("gputop.frames.derive", "Derivation.processes", "roles, groups, waits"),
     ("gputop.sources.attach", "RingAttachSource.sample", "trainer ring read"),
-    ("gputop.derive", "Derivation.attached", "step window, verdicts"),
+    ("gputop.frames.derive", "Derivation.attached", "step window, verdicts"),
     ("gputop.advice", "Advisor.__call__", "advice"),
     ("gputop.sources.simulated", "SimulatedGpuSource.sample", "8 simulated GPUs"),
     ("gputop.sources.membw", "MemoryBandwidthMonitor.sample", "memory bandwidth"),
@@ -130,7 +130,7 @@ def serve(report_path: str, warm_s: float, seconds: float, gputop_args: list[str
         Path(report_path).write_text(json.dumps(figures))
 
     threading.Thread(target=report, daemon=True).start()
-    from gputop.cli import main as gputop_main
+    from gputop.app.cli import main as gputop_main
 
     return gputop_main(gputop_args)
 

@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sampler import kill_all, spawn_sleepers
 
-from gputop.children import start_demo_trainer
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import Frame
-from gputop.wiring import ProbedTrainers, build_sampler
+from gputop.app.children import start_demo_trainer
+from gputop.app.commands import ProbedTrainers, build_sampler
+from gputop.core.model import Frame
+from gputop.recording.writer import RecordWriter, open_record
 
 TARGET_PROCESSES = 600
 TICKS = int(os.environ.get("BENCH_RECORD_TICKS", "240"))

@@ -29,8 +29,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop.analysis import grouping
-from gputop.model import GpuReport
-from gputop.sampler import Sampler
+from gputop.core.model import GpuReport
+from gputop.frames.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import DEEP_QUIET_TICKS, ProcProcessSource
 
@@ -175,7 +175,7 @@ def cpu_ms(fn: Callable[[], object]) -> float:
 
 def demo_sampler(trainer_pid: int) -> Sampler:
     """The live view's sampler on 8 simulated GPUs with the demo trainer attached."""
-    from gputop.wiring import build_sampler
+    from gputop.app.commands import build_sampler
 
     sampler = build_sampler(demo="mixed", gpus=8, owner_pids=[trainer_pid])
     sampler.attach(trainer_pid)
@@ -220,7 +220,7 @@ def floor_figures(trainer_pid: int, rounds: int) -> dict[str, float]:
 
 def print_floor(sleepers: list[int], rounds: int) -> None:
     """The floor section: each size, its floors, the scan and the tick as multiples."""
-    from gputop.children import start_demo_trainer
+    from gputop.app.children import start_demo_trainer
 
     print(f"\nfloor: CPU ms per pass, median of {rounds} rounds taken in turns, "
           f"{TICK_GAP_S:g} s apart")

@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop.analysis import steps
-from gputop.derive import Derivation
-from gputop.model import AttachState, StepRecord, TrainerConfig
+from gputop.core.model import AttachState, StepRecord, TrainerConfig
+from gputop.frames.derive import Derivation
 
 WINDOW = 256
 MS = 1_000_000

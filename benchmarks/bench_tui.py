@@ -109,9 +109,9 @@ def serve_replay(lines_file: Path) -> int:
     from textual.geometry import Region
     from textual.widget import Widget
 
+    from gputop.app.commands import build_sampler
     from gputop.tui import paint, run_tui
     from gputop.tui.widgets.linepane import LinePane
-    from gputop.wiring import build_sampler
 
     repainted = [0]
     repaint, relayout = paint.repaint, paint.relayout

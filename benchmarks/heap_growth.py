@@ -85,10 +85,10 @@ def churn(count: int, children: list[subprocess.Popen[bytes]]) -> None:
 async def soak(ticks: int, first_at: int, sleep_s: float, churn_per_tick: int,
                with_app: bool = True) -> None:
     """Run the ticks, checkpointing at `first_at` and at the end."""
-    from gputop.children import start_demo_trainer
+    from gputop.app.children import start_demo_trainer
+    from gputop.app.commands import build_sampler
     from gputop.tui import build_app
     from gputop.tui.widgets.linepane import LinePane
-    from gputop.wiring import build_sampler
     from tests.helpers.tui import FedSampler
 
     folder = tempfile.mkdtemp(prefix="gputop-heap-")

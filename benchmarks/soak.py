@@ -117,9 +117,9 @@ def serve(stats_path: str, gputop_args: list[str], traced: bool) -> int:
     Sampler.sample (one pwrite)."""
     if traced:
         tracemalloc.start()
-    from gputop.cli import main as gputop_main
-    from gputop.model import Frame
-    from gputop.sampler import Sampler
+    from gputop.app.cli import main as gputop_main
+    from gputop.core.model import Frame
+    from gputop.frames.sampler import Sampler
 
     fd = os.open(stats_path, os.O_WRONLY | os.O_CREAT, 0o600)
     original = Sampler.sample

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gputop.advice import Advisor  # noqa: E402
-from gputop.model import Advice, Frame  # noqa: E402
-from gputop.sampler import Sampler  # noqa: E402
+from gputop.core.model import Advice, Frame  # noqa: E402
+from gputop.frames.sampler import Sampler  # noqa: E402
 from gputop.sources.attach import RingAttachSource  # noqa: E402
 from gputop.sources.gpu import open_gpu_source  # noqa: E402
 from gputop.sources.host import ProcHostSource  # noqa: E402

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gputop.derive import Derivation  # noqa: E402
-from gputop.model import AttachState  # noqa: E402
+from gputop.core.model import AttachState  # noqa: E402
+from gputop.frames.derive import Derivation  # noqa: E402
 from gputop.sources.attach import RingAttachSource  # noqa: E402
 
 TRAINER = r'''

@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from gputop.model import MemoryBandwidthSample, MemoryLayoutCheck
+from gputop.core.model import MemoryBandwidthSample, MemoryLayoutCheck
 from gputop.sources.membw import open_membw_source
 from gputop.sources.membw.canary import getconf_llc_bytes, llc_bytes, plan_canary
 from gputop.sources.membw.corepmu import core_events, core_pmus, open_core_pmu

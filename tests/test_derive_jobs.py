@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from gputop.derive import Derivation
+from gputop.frames.derive import Derivation
 from tests.helpers.builders import attached
 
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from gputop import derive
 from gputop.analysis import steps
+from gputop.frames import derive
 from tests.helpers.builders import attached
 from tests.helpers.spy import spy
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from gputop.analysis import grouping
-from gputop.derive import Derivation
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
+from gputop.frames.derive import Derivation
 from gputop.sources.base import ProcessScan, ProcessWaits
 from tests.helpers import builders
 from tests.helpers.spy import spy

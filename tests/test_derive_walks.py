@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gputop.analysis import grouping
-from gputop.derive import Derivation
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
+from gputop.frames.derive import Derivation
 from gputop.sources.base import ProcessScan, ProcessWaits
 from tests.helpers import builders
 from tests.helpers.watched import reads, watched

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from gputop.fleet_sampler import DEFAULT_INTERVAL_S, FleetSampler
-from gputop.model import FleetHost, FleetHostDetail, FleetReport, Frame, HostSample
+from gputop.core.model import FleetHost, FleetHostDetail, FleetReport, Frame, HostSample
+from gputop.frames.fleet_sampler import DEFAULT_INTERVAL_S, FleetSampler
 from tests.helpers.builders import host
 
 URL = "http://prom:9090"

@@ -1,4 +1,4 @@
-"""One formatting vocabulary: numbers worded by gputop.fmt alone, the GPU banner worded once."""
+"""One formatting vocabulary: numbers worded by core.fmt alone, the GPU banner worded once."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from gputop import fmt
+from gputop.core import fmt
+from gputop.core.model import Frame
 from gputop.export.text import render as render_text
-from gputop.model import Frame
 from gputop.tui.splash import render as render_splash
 from gputop.tui.views.header import header_lines
 from tests.helpers.tui import frames
 
-PACKAGE = Path(fmt.__file__).parent
+PACKAGE = Path(fmt.__file__).parents[1]
 
 
 def _simulated() -> Frame:
@@ -49,16 +49,16 @@ def _defined(path: Path) -> set[str]:
 
 
 def test_no_formatting_function_is_defined_twice():
-    assert not _defined(PACKAGE / "fmt.py") & _defined(PACKAGE / "tui" / "cells.py")
+    assert not _defined(PACKAGE / "core" / "fmt.py") & _defined(PACKAGE / "tui" / "cells.py")
 
 
-def test_only_gputop_fmt_is_called_fmt():
+def test_only_core_fmt_is_called_fmt():
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if (alias.asname or alias.name) == "fmt":
-                        assert (node.module, alias.name) == ("gputop", "fmt"), path
+                        assert (node.module, alias.name) == ("gputop.core", "fmt"), path
 
 
 def test_banner_words_live_only_in_fmt():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from gputop.hashes import blake2b, name_uuid
+from gputop.core.hashes import blake2b, name_uuid
 from tests.helpers.fresh import printed
 
 
@@ -24,7 +24,7 @@ def test_blake2b_is_hashlibs() -> None:
 def test_simulated_gpus_and_recording_keys_map_no_openssl() -> None:
     code = ("import sys\n"
             "from gputop.sources.simulated import SimulatedGpuSource\n"
-            "from gputop.recording import text_hash\n"
+            "from gputop.recording.schema import text_hash\n"
             "SimulatedGpuSource('mixed', count=8).sample(); text_hash('x')\n"
             "print('_hashlib' in sys.modules,"
             " any('libcrypto' in line for line in open('/proc/self/maps')))")

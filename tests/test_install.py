@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.demo_trainer import STDLIB_NOTE
+from gputop.app.demo_trainer import STDLIB_NOTE
 from tests.helpers import tmux
 
 REPO = Path(__file__).resolve().parents[1]

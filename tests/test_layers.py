@@ -11,19 +11,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gputop"
 UI_LIBS = {"textual", "rich"}
-NO_UI_LAYERS = ("sources", "analysis", "advice", "probe")
-LAYER_ORDER = ["model", "probe", "sources", "analysis", "advice", "sampler", "export", "tui",
-               "cli"]
-TOP_MODULES = {  # modules directly in gputop/, by the layer they belong to
-    "__init__": "model", "model": "model", "debuglog": "model", "fmt": "model",
-    "printable": "model", "records": "model", "recording": "model",
-    "recorded_trainers": "model", "packing": "model", "hashes": "model",
-    "recording_values": "model",
-    "sampler": "sampler", "derive": "sampler",
-    "playback": "sampler", "fleet_sampler": "sampler", "ticker": "sampler",
-    "wiring": "cli", "cli": "cli", "__main__": "cli", "demo_trainer": "cli", "children": "cli",
-    "signalling": "cli", "safe_files": "model",
-}
+NO_UI_LAYERS = ("core", "probe", "sources", "analysis", "advice", "recording", "frames")
+LAYER_ORDER = ["core", "probe", "sources", "analysis", "advice", "recording", "frames", "export",
+               "tui", "app"]  # the folders of gputop/, lowest first
+LOOSE_MODULES = {"__init__": "core", "__main__": "app"}  # the only modules outside a folder
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
@@ -91,21 +82,30 @@ def test_only_the_probe_torch_module_imports_torch() -> None:
         for path in PACKAGE.rglob("*.py")
         for name, _ in _imports(path)
         if name.split(".")[0] == "torch"
-        and path.relative_to(PACKAGE).as_posix() not in {"probe/torch.py", "demo_trainer.py"}
+        and path.relative_to(PACKAGE).as_posix() not in {"probe/torch.py", "app/demo_trainer.py"}
     ]
     assert not offenders, offenders
 
 
 def _layer(module: str) -> str:
-    """The layer of a module name inside gputop ("gputop.sources.x" -> "sources")."""
+    """The layer of a module name inside gputop: its folder ("gputop.sources.x" -> "sources")."""
     parts = module.split(".")
     if len(parts) == 1:
-        return "model"
+        return "core"
     if (PACKAGE / parts[1]).is_dir():
         return parts[1]
-    layer = TOP_MODULES.get(parts[1])
-    assert layer is not None, f"gputop/{parts[1]}.py has no layer in TOP_MODULES"
+    layer = LOOSE_MODULES.get(parts[1])
+    assert layer is not None, f"gputop/{parts[1]}.py sits outside every layer's folder"
     return layer
+
+
+def test_every_folder_is_a_layer_and_every_layer_a_folder() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(LAYER_ORDER)
+
+
+def test_only_the_entry_points_sit_outside_a_folder() -> None:
+    assert {p.stem for p in PACKAGE.glob("*.py")} == set(LOOSE_MODULES)
 
 
 def test_every_module_has_a_layer() -> None:
@@ -158,7 +158,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_once_path_never_loads_textual() -> None:
     loaded = _modules_after(
-        "from gputop.wiring import build_sampler\n"
+        "from gputop.app.commands import build_sampler\n"
         "from gputop.export import snapshot, text\n"
         "s = build_sampler(demo='idle', membw='off'); s.sample(); s.close()"
     )
@@ -167,11 +167,11 @@ def test_once_path_never_loads_textual() -> None:
 
 def test_record_path_never_loads_textual(tmp_path: Path) -> None:
     loaded = _modules_after(
-        "from gputop.wiring import build_sampler, open_recorder\n"
+        "from gputop.app.commands import build_sampler, open_recorder\n"
         f"r = open_recorder({str(tmp_path / 'r.sqlite')!r})\n"
         "s = build_sampler(demo='idle', membw='off'); r.submit(s.sample()); s.close(); r.close()"
     )
-    assert "gputop.export.recorder" in loaded
+    assert "gputop.recording.writer_thread" in loaded
     assert not {m for m in loaded if m.split(".")[0] in UI_LIBS}
 
 

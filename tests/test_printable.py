@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from gputop.printable import printable
+from gputop.core.printable import printable
 
 STEERING = [
     ("\x1b]2;X\x07", "\\x1b]2;X\\x07"),  # OSC 2: sets the terminal's window title

@@ -1,4 +1,4 @@
-"""gputop.model's records: dataclasses that compile less on import, and behave the same."""
+"""gputop.core.model's records: dataclasses that compile less on import, and behave the same."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gputop import model
+from gputop.core import model
 
 RECORDS = [cls for _, cls in inspect.getmembers(model, inspect.isclass)
            if dataclasses.is_dataclass(cls) and cls.__module__ == model.__name__]
@@ -27,7 +27,7 @@ def test_importing_the_model_has_dataclasses_compile_only_the_frozen_setters() -
             "    made[name] += 1\n"
             "    return real(name, *args, **kwargs)\n"
             "dataclasses._create_fn = counted\n"
-            "import gputop.model\n"
+            "import gputop.core.model\n"
             "print(sorted(made))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
@@ -63,7 +63,8 @@ def test_a_record_compares_hashes_and_shows_as_its_dataclass_twin_does(cls: type
 
 
 def test_every_model_class_is_a_record() -> None:
-    assert [cls.__name__ for cls in RECORDS if cls.__repr__.__module__ != "gputop.records"] == []
+    foreign = [cls.__name__ for cls in RECORDS if cls.__repr__.__module__ != "gputop.core.frozen"]
+    assert foreign == []
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda cls: cls.__name__)
@@ -93,7 +94,7 @@ def test_a_record_is_built_as_its_dataclass_would_be(cls: type) -> None:
 
 def test_factory_and_init_false_fields_are_built_as_dataclasses_build_them() -> None:
     """None of the model's records has one yet; a record that adds one behaves the same."""
-    from gputop.records import record
+    from gputop.core.frozen import record
 
     def shape(cls: type) -> type:
         cls.__annotations__ = {"x": "int", "items": "list[int]", "fixed": "int",

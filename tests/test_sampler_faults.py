@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import Frame, MemoryBandwidthSample
-from gputop.sampler import Sampler
+from gputop.core.model import Frame, MemoryBandwidthSample
+from gputop.frames.sampler import Sampler
 from gputop.sources.base import AttachSource, MemoryBandwidthSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
@@ -136,7 +136,7 @@ def test_attach_requests_run_on_the_sampling_thread() -> None:
 def test_an_attach_waiting_for_the_deferred_sources_ticks_as_soon_as_they_join() -> None:
     """At a one-hour interval, the frame after the deferred sources join comes only from the
     wake-up they give an attach that waited for them."""
-    from gputop.sampler import DeferredSources
+    from gputop.frames.sampler import DeferredSources
 
     source = RecordsAttachThread()
     sampler = _sampler()

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gputop import sampler as sampler_module
-from gputop.model import Advice, Frame
-from gputop.sampler import Sampler
+from gputop.core.model import Advice, Frame
+from gputop.frames import sampler as sampler_module
+from gputop.frames.sampler import Sampler
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from gputop.signalling import ProcessSignaller
+from gputop.app.signalling import ProcessSignaller
 from gputop.sources import procfs
 
 pytestmark = pytest.mark.slow

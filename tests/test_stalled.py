@@ -17,10 +17,10 @@ import pytest
 from gputop.advice import evaluate
 from gputop.advice.context import Context
 from gputop.analysis.steps import trainer_state
+from gputop.core.model import AttachState
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
-from gputop.model import AttachState
-from gputop.sampler import Sampler
+from gputop.frames.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource

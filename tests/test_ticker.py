@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from gputop.ticker import Ticker
+from gputop.frames.ticker import Ticker
 
 LIMIT_S = 30.0  # a guard against hanging, never a measurement
 

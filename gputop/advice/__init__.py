@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from gputop.advice import batch_rules, gpu_rules, host_rules, loader_rules, rank_rules
 from gputop.advice.context import Context
-from gputop.model import Advice, AttachState, Frame
+from gputop.core.model import Advice, AttachState, Frame
 
 FrameRule = Callable[[Context], list[Advice]]
 TrainerRule = Callable[[Context, AttachState], list[Advice]]

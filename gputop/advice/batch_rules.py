@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gputop.advice.context import Context, StepShape, gpu_memory_fraction
-from gputop.model import Advice, AttachState, GpuSample
+from gputop.core.model import Advice, AttachState, GpuSample
 
 BATCH_MEMORY_TARGET = 0.90
 LOW_MEMORY = 0.60

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from gputop.analysis.steps import part_totals
-from gputop.model import AttachState, Frame, GpuSample, ProcessSample, TrainerGroup
+from gputop.core.model import AttachState, Frame, GpuSample, ProcessSample, TrainerGroup
 
 CORE_PERCENT = 100.0
 STARVED_WAIT = 0.20  # a trainer waiting for a core this share of the time, and as long as

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gputop.advice.context import Context, gpu_memory_fraction
-from gputop.model import Advice, GpuSample
+from gputop.core.model import Advice, GpuSample
 
 MIN_HISTORY = 5
 HIGH_MEMORY = 0.80

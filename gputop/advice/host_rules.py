@@ -14,7 +14,7 @@ from gputop.advice.context import (
     is_data_bound,
     steady,
 )
-from gputop.model import Advice, AttachState, MemoryLayoutCheck
+from gputop.core.model import Advice, AttachState, MemoryLayoutCheck
 
 HIGH_PRESSURE = 0.6
 LOW_PEAK_SHARE = 0.5

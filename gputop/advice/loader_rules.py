@@ -29,7 +29,7 @@ from gputop.advice.context import (
     trainer_starved,
     trainer_thread_saturated,
 )
-from gputop.model import Advice, AttachState
+from gputop.core.model import Advice, AttachState
 
 MAX_WORKERS = 16  # the article's largest good value; beyond it dispatch costs more than it gains
 MIN_GAIN = 0.10  # advise a change only when the predicted step is this much shorter

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gputop.advice.context import Context
-from gputop.model import Advice
+from gputop.core.model import Advice
 
 
 def input_straggler_rank(ctx: Context) -> list[Advice]:

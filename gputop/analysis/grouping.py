@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gputop.model import Role, TrainerGroup
+from gputop.core.model import Role, TrainerGroup
 
 WORKER_COMM = "pt_data_worker"
 PIN_THREAD_COMM = "pt_data_pin"

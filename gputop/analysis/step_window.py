@@ -20,7 +20,7 @@ from operator import attrgetter, ge, itemgetter, lt
 from typing import Any
 
 from gputop.analysis import steps
-from gputop.model import InputWaits, PartTotals, StepRecord, StepSummary, Verdict
+from gputop.core.model import InputWaits, PartTotals, StepRecord, StepSummary, Verdict
 
 _COMPUTE = itemgetter(0)
 _PHASES = attrgetter(*(f"{name}_ns" for name in steps.PHASE_NAMES))  # other_ns: never None

@@ -18,7 +18,7 @@ from dataclasses import fields
 from operator import attrgetter, sub
 from typing import Any, NamedTuple, TypeVar
 
-from gputop.model import (
+from gputop.core.model import (
     AttachState,
     Band,
     InputStraggler,

@@ -17,16 +17,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.recorded_trainers import (
+from gputop.core.safe_files import PRIVATE, WriteRefused, replacing
+from gputop.recording.reader import Recording
+from gputop.recording.trainers import (
     STEP_COLUMNS,
     STEP_FLAGS,
     config_changes,
     launcher_of,
     read_steps,
 )
-from gputop.recording_values import Texts, checked_rows, field, refusing
-from gputop.safe_files import PRIVATE, WriteRefused, replacing
-from gputop.sources.replay import Recording
+from gputop.recording.values import Texts, checked_rows, field, refusing
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
 END, DURATION = STEP_COLUMNS.index("end_ns"), STEP_COLUMNS.index("duration_ns")

@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from gputop import fmt
-from gputop.model import FleetHost, FleetReport
+from gputop.core import fmt
+from gputop.core.model import FleetHost, FleetReport
 
 SCHEMA = "gputop.fleet/1"
 COLUMNS = ("HOST", "STATE", "GPUS", "UTIL", "GPU MEM", "IDLE+MEM", "TRAINERS", "DATA-BOUND",

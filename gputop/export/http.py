@@ -24,7 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.registry import Collector
 
-from gputop import debuglog
+from gputop.core import debuglog
 
 REQUEST_TIMEOUT_S = 30.0  # a connection's handshake and request, each read
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

@@ -28,8 +28,18 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from gputop import __version__, debuglog
-from gputop.export.masking import mask_command
+from gputop import __version__
+from gputop.core import debuglog
+from gputop.core.masking import mask_command
+from gputop.core.model import (
+    AttachState,
+    Frame,
+    GpuSample,
+    HostSample,
+    MemoryBandwidthSample,
+    ProcessSample,
+    TrainerGroup,
+)
 from gputop.export.totals import (
     NS,
     PHASES,
@@ -38,15 +48,6 @@ from gputop.export.totals import (
     StepTotals,
     Totals,
     exported_attached,
-)
-from gputop.model import (
-    AttachState,
-    Frame,
-    GpuSample,
-    HostSample,
-    MemoryBandwidthSample,
-    ProcessSample,
-    TrainerGroup,
 )
 
 T = TypeVar("T")

@@ -10,12 +10,12 @@ import pwd
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gputop.model import Frame, SourceError
-from gputop.printable import printable
+from gputop.core.model import Frame, SourceError
+from gputop.core.printable import printable
 from gputop.sources.procfs import parse_status_uids, read_bytes
 
 if TYPE_CHECKING:
-    from gputop.sampler import FrameSink
+    from gputop.frames.sampler import FrameSink
 
 ALL_USERS = "all-users"
 REMEMBERED = 4096  # owners remembered by PID before the memory starts over

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NamedTuple
 
+from gputop.core.model import Frame
 from gputop.export.http import Tls, start_server
 from gputop.export.metrics import FrameCollector
 from gputop.export.scope import TrainerScope
-from gputop.model import Frame
-from gputop.sampler import Sampler
+from gputop.frames.sampler import Sampler
 
 DEFAULT_HOST = "127.0.0.1"
 # Outside 9100-9999 (Prometheus's exporter port list, fully allocated: node_exporter 9100,

@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,

@@ -6,7 +6,6 @@ import time
 import unicodedata
 from typing import TextIO
 
-from gputop import fmt
 from gputop.analysis.steps import (
     BAND_WORDS,
     NO_DATA_PHASE,
@@ -14,7 +13,8 @@ from gputop.analysis.steps import (
     bimodal_note,
     input_words,
 )
-from gputop.model import (
+from gputop.core import fmt
+from gputop.core.model import (
     AttachState,
     Frame,
     GpuSample,

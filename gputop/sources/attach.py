@@ -12,8 +12,8 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import Any
 
-from gputop.model import AttachState, StepRecord, TrainerConfig, Verdict
-from gputop.printable import printable
+from gputop.core.model import AttachState, StepRecord, TrainerConfig, Verdict
+from gputop.core.printable import printable
 from gputop.probe import ring as layout
 from gputop.probe.reader import RawRecord, RingError, RingReader
 from gputop.sources.procfs import parse_stat, read_bytes

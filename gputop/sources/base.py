@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
-from gputop.model import (
+from gputop.core.model import (
     AttachState,
     GpuReport,
     HostSample,

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, cast
 
-from gputop.model import FleetHost, FleetReport, Frame, GpuReport, HostSample
-from gputop.printable import printable
+from gputop.core.model import FleetHost, FleetReport, Frame, GpuReport, HostSample
+from gputop.core.printable import printable
 from gputop.sources.fleet_detail import STRAGGLERS_ACROSS_HOSTS, host_detail
 
 TIMEOUT_S = 10.0  # one deadline for a whole request: connect, headers and body

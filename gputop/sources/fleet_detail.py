@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gputop.model import FleetAdvice, FleetGpu, FleetHostDetail, FleetTrainer
-from gputop.printable import printable
+from gputop.core.model import FleetAdvice, FleetGpu, FleetHostDetail, FleetTrainer
+from gputop.core.printable import printable
 
 Query = Callable[[str], list[dict[str, Any]]]
 Labels = dict[str, str]

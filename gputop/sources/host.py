@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import socket
 
-from gputop.model import HostSample
-from gputop.printable import printable
+from gputop.core.model import HostSample
+from gputop.core.printable import printable
 from gputop.sources import procfs
 
 

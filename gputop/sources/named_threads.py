@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 
-from gputop.printable import printable
+from gputop.core.printable import printable
 from gputop.sources import procfs
 from gputop.sources.tracked_process import TrackedProcess
 

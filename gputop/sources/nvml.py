@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from gputop.model import GpuProcess, GpuReport, GpuSample
-from gputop.printable import printable
+from gputop.core.model import GpuProcess, GpuReport, GpuSample
+from gputop.core.printable import printable
 from gputop.sources.base import GpuSource
 
 LOST_AFTER_UNKNOWN_TICKS = 3

@@ -19,8 +19,8 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gputop.model import GpuReport, ProcessSample
-from gputop.printable import printable
+from gputop.core.model import GpuReport, ProcessSample
+from gputop.core.printable import printable
 from gputop.sources import procfs
 from gputop.sources.base import ProcessScan, ProcessWaits
 from gputop.sources.named_threads import NamedThreads

@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gputop.hashes import name_uuid
-from gputop.model import GpuProcess, GpuReport, GpuSample
+from gputop.core.hashes import name_uuid
+from gputop.core.model import GpuProcess, GpuReport, GpuSample
 
 SCENARIOS = (
     "idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed", "small-batch",

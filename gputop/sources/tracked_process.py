@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
 from gputop.sources import procfs
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from textual.theme import Theme
 
-    from gputop.model import Frame
+    from gputop.core.model import Frame
     from gputop.tui.app import Command, FrameFeed, GputopApp, Signaller
     from gputop.tui.look import Look
     from gputop.tui.splash import Splash
@@ -37,7 +37,7 @@ def build_app(
     A `splash` shows the frames until the app draws; its driver takes the terminal over.
     `command` is `gputop run`'s: q asks before leaving it, Ctrl-C is forwarded to it.
     `look` is the terminal's (see gputop.tui.look); by default Unicode in full colour.
-    `signaller` lets `k` send signals (gputop.signalling's); without one the app is read-only.
+    `signaller` lets `k` send signals (gputop.app.signalling's); without one the app is read-only.
     """
     from gputop.tui.slot import FrameSlot
 

@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Input
 
-from gputop.model import Advice, Frame, Trend
+from gputop.core.model import Advice, Frame, Trend
 from gputop.tui import paint
 from gputop.tui.history import KEEP, History
 from gputop.tui.lines import Line
@@ -55,7 +55,7 @@ COMMAND_CHECK_S = 0.25  # how often the app looks whether `gputop run`'s command
 
 
 class FrameFeed(Protocol):
-    """What the app needs from a sampler (gputop.sampler.Sampler is one)."""
+    """What the app needs from a sampler (gputop.frames.sampler.Sampler is one)."""
 
     @property
     def paused(self) -> bool: ...
@@ -76,7 +76,7 @@ class FrameFeed(Protocol):
 
 @runtime_checkable
 class ReplayControls(Protocol):
-    """What a replay adds to a FrameFeed (gputop.playback.Playback is one)."""
+    """What a replay adds to a FrameFeed (gputop.frames.playback.Playback is one)."""
 
     speed: float
 
@@ -93,7 +93,7 @@ class ReplayControls(Protocol):
 
 @runtime_checkable
 class FleetFeed(FrameFeed, Protocol):
-    """A feed of fleet Frames (gputop.fleet_sampler's), which can focus on one host."""
+    """A feed of fleet Frames (gputop.frames.fleet_sampler's), which can focus on one host."""
 
     def focus(self, instance: str | None) -> None: ...
 
@@ -126,7 +126,7 @@ def _parameters(action: str) -> tuple[object, ...]:
 
 class Signaller(Protocol):
     """What `k` needs to signal listed processes, each named by its key (PID, start ticks);
-    wiring hands one over (gputop.signalling), none under --readonly."""
+    wiring hands one over (gputop.app.signalling), none under --readonly."""
 
     def refusal(self, targets: Sequence[tuple[int, int]]) -> str | None: ...
 

@@ -1,6 +1,6 @@
 """Bars, sparklines, cut text and load levels for terminal cells; pure, tested without one.
 
-Numbers are worded by gputop.fmt (its short_ forms for cells).
+Numbers are worded by gputop.core.fmt (its short_ forms for cells).
 """
 
 from __future__ import annotations

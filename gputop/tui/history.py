@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gputop.model import Frame, Trend
+from gputop.core.model import Frame, Trend
 
 KEEP = 300
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from gputop.model import Frame
+from gputop.core.model import Frame
 
 
 class FrameSlot:

@@ -18,8 +18,8 @@ import tty
 from types import FrameType
 from typing import Any
 
-from gputop import fmt
-from gputop.model import Frame, GpuSample, ProcessSample
+from gputop.core import fmt
+from gputop.core.model import Frame, GpuSample, ProcessSample
 from gputop.tui.cells import ascii_cells
 from gputop.tui.look import PLAIN, Look
 

@@ -10,8 +10,8 @@ import pytest
 
 from gputop.advice import context, evaluate
 from gputop.advice.context import Context, WorkerLoad, step_shape
-from gputop.derive import Derivation
-from gputop.model import AttachState, Frame, ProcessSample, StepRecord
+from gputop.core.model import AttachState, Frame, ProcessSample, StepRecord
+from gputop.frames.derive import Derivation
 from tests.helpers.builders import attached, frame, process, trainer_with_workers
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from gputop.advice import evaluate
 from gputop.advice.context import Context, job_cpu, others_cores, worker_load
-from gputop.model import Frame, MemoryBandwidthSample
+from gputop.core.model import Frame, MemoryBandwidthSample
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.advice_run import (

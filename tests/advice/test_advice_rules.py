@@ -9,7 +9,7 @@ import pytest
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import STEADY_INTERVALS, STEADY_MIN_S, Context
-from gputop.model import Advice, AttachState, Frame, MemoryBandwidthSample, MemoryLayoutCheck
+from gputop.core.model import Advice, AttachState, Frame, MemoryBandwidthSample, MemoryLayoutCheck
 from tests.helpers.builders import (
     attached,
     frame,

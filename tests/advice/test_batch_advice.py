@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from gputop.advice import evaluate
 from gputop.advice.context import Context
-from gputop.model import Advice, AttachState, Frame
+from gputop.core.model import Advice, AttachState, Frame
 from tests.helpers.builders import MS, attached, frame, gpu
 
 

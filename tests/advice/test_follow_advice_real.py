@@ -17,7 +17,7 @@ import pytest
 
 from gputop.advice.context import CORE_PERCENT, Context
 from gputop.advice.host_rules import BUSY_THREADS, idle_cores
-from gputop.model import Advice, Frame
+from gputop.core.model import Advice, Frame
 from gputop.sources.base import GpuSource
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.advice_run import (

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputop.advice.context import Context, worker_load
-from gputop.model import Frame
+from gputop.core.model import Frame
 from tests.helpers.advice_run import (
     FOLLOWED_TICKS,
     advice,

@@ -27,7 +27,7 @@ import pytest
 
 from gputop.advice.context import is_data_bound
 from gputop.advice.host_rules import HIGH_PRESSURE
-from gputop.model import Frame, MemoryBandwidthSample
+from gputop.core.model import Frame, MemoryBandwidthSample
 from gputop.sources.membw import open_membw_source
 from tests.helpers.advice_run import (
     FOLLOWED_TICKS,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from gputop.advice.host_rules import MAJOR_FAULTS_PER_S, SWAP_IN_PER_S
-from gputop.model import Frame
-from gputop.sampler import Sampler
+from gputop.core.model import Frame
+from gputop.frames.sampler import Sampler
 from gputop.sources.membw import MemoryBandwidthMonitor
 from gputop.sources.membw.estimate import parse_vmstat
 from tests.helpers.advice_run import (

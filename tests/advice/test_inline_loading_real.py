@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputop.advice.context import counted
-from gputop.model import Frame
+from gputop.core.model import Frame
 from gputop.sources.membw import open_membw_source
 from gputop.sources.simulated import SimulatedGpuSource
 from tests.helpers.advice_run import (

@@ -14,7 +14,7 @@ import pytest
 
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
-from gputop.model import Advice, Frame, MemoryBandwidthSample, ProcessSample
+from gputop.core.model import Advice, Frame, MemoryBandwidthSample, ProcessSample
 from tests.helpers.arithmetic import printed_arithmetic
 from tests.helpers.builders import attached, frame, gpu, process, trainer_with_workers
 

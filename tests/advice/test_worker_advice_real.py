@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gputop.advice.context import Context, figure, job_cpu, step_shape, worker_load
-from gputop.model import Frame
+from gputop.core.model import Frame
 from tests.helpers.advice_run import (
     CORES,
     advice,

@@ -13,7 +13,7 @@ from gputop.analysis.grouping import (
     torch_version_below,
     trainer_groups,
 )
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
 
 PY = "/home/ana/project/.venv/bin/python"
 TRAIN = (PY, "train.py", "--epochs", "3")

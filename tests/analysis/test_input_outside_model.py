@@ -11,9 +11,9 @@ from dataclasses import replace
 from gputop.advice import evaluate
 from gputop.advice.context import Context
 from gputop.analysis.steps import summarize
+from gputop.core.model import AttachState, Frame, StepRecord, TrainerConfig
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
-from gputop.model import AttachState, Frame, StepRecord, TrainerConfig
 from gputop.tui.views.steps import legend_line, step_lines
 from tests.helpers.builders import frame, trainer_with_workers
 

@@ -15,7 +15,7 @@ import pytest
 from gputop.analysis import step_window
 from gputop.analysis.step_window import StepWindow
 from gputop.analysis.steps import classified, classify, input_waits, part_totals, summarize
-from gputop.model import StepRecord
+from gputop.core.model import StepRecord
 
 MS = 1_000_000
 

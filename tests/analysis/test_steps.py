@@ -17,7 +17,7 @@ from gputop.analysis.steps import (
     verdict_of,
     with_verdict,
 )
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig, Verdict
+from gputop.core.model import AttachState, StepRecord, StepSummary, TrainerConfig, Verdict
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11+; annotations only

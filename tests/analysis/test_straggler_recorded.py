@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis.steps import STRAGGLER_MIN_STEPS, input_straggler
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.core.model import AttachState, StepRecord, StepSummary, TrainerConfig
 
 WINDOWS = json.loads((Path(__file__).parent / "fixtures" / "straggler_windows.json").read_text())
 US = 1000
@@ -62,7 +62,7 @@ def test_the_sampler_keeps_each_ranks_waits_so_no_window_is_walked() -> None:
     window each tick), and names the same rank."""
     from dataclasses import replace
 
-    from gputop.derive import Derivation
+    from gputop.frames.derive import Derivation
 
     ranks = _ranks("one_slow_loader")
     derivation = Derivation()

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from gputop.advice import Advisor, evaluate
 from gputop.advice.context import Context
 from gputop.analysis.steps import summarize
+from gputop.core.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui.lines import Line
 from gputop.tui.views.steps import legend_line, step_lines, summary_lines
 from tests.helpers.builders import attached, frame, process, trainer_with_workers
@@ -284,7 +284,7 @@ def test_probe_mark_in_once_text_is_explained() -> None:
 
 
 def test_memory_bandwidth_source_is_said_in_words() -> None:
-    from gputop.model import MemoryBandwidthSample
+    from gputop.core.model import MemoryBandwidthSample
 
     m = MemoryBandwidthSample(source="estimate", confidence="estimated", pressure=0.4)
     text = render(frame(membw=m))

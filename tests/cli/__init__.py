@@ -1,1 +1,1 @@
-"""Tests of gputop's command line (gputop.cli)."""
+"""Tests of gputop's command line (gputop.app.cli)."""

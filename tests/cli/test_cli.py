@@ -145,7 +145,7 @@ def _child_of(pid: int) -> int:
 def test_the_live_view_looks_at_the_processes_before_loading_the_rest_of_gputop() -> None:
     """The first look (the start of the first %CPU's interval) comes before the model, the
     sampler and the sources are imported, so the interval covers their import."""
-    code = ("import sys, gputop.wiring as wiring\n"
+    code = ("import sys, gputop.app.commands as wiring\n"
             "from gputop.sources import first_look\n"
             "real = first_look.take\n"
             "def take(*args, **kwargs):\n"
@@ -153,10 +153,10 @@ def test_the_live_view_looks_at_the_processes_before_loading_the_rest_of_gputop(
             "    return real(*args, **kwargs)\n"
             "first_look.take = take\n"
             "wiring.run_live = lambda **kw: print(len(kw['first_look'].stats) > 1) or 0\n"
-            "from gputop.cli import main\n"
+            "from gputop.app.cli import main\n"
             "main([])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.splitlines() == [
-        "['gputop', 'gputop.cli', 'gputop.sources', 'gputop.sources.first_look', "
-        "'gputop.wiring']", "True"]
+        "['gputop', 'gputop.app.cli', 'gputop.sources', 'gputop.sources.first_look', "
+        "'gputop.app.commands']", "True"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gputop import cli, wiring
-from gputop.signalling import ProcessSignaller
+from gputop.app import cli
+from gputop.app import commands as wiring
+from gputop.app.signalling import ProcessSignaller
 
 
 @pytest.mark.parametrize(("argv", "readonly"), [([], False), (["--readonly"], True)])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import RecordWriter, open_record
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import frame
 from tests.helpers.cli import gputop
 
@@ -71,7 +71,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
 
 def test_record_runs_headless_without_textual(tmp_path: Path) -> None:
     path = tmp_path / "run.sqlite"
-    code = (f"import sys\nfrom gputop.cli import main\n"
+    code = (f"import sys\nfrom gputop.app.cli import main\n"
             f"rc = main(['record', {str(path)!r}, '--interval', '0.2', '--duration', '1', "
             f"'--membw', 'off'])\nprint('rc', rc)\nprint('\\n'.join(sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

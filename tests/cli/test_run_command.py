@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.children import RunCommand, start_under_probe
+from gputop.app.children import RunCommand, start_under_probe
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop import children as launch
-from gputop.wiring import BadInput, start_probed
+from gputop.app import children as launch
+from gputop.app.commands import BadInput, start_probed
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0  # a hang guard: these runs end before any screen is drawn

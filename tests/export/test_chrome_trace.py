@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from gputop.cli import main
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import AttachState, StepRecord, TrainerConfig, TrainerGroup
+from gputop.app.cli import main
+from gputop.core.model import AttachState, StepRecord, TrainerConfig, TrainerGroup
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.probe import trainer_env
 from tests.helpers.recording import one, wait_for
 from tests.helpers.tui import frames
@@ -200,7 +200,7 @@ def test_a_recorded_demo_trainer_exports_without_textual(tmp_path: Path) -> None
     finally:
         recorder.send_signal(signal.SIGTERM)
         assert recorder.wait(timeout=60) == 0
-    code = ("import sys\nfrom gputop.cli import main\n"
+    code = ("import sys\nfrom gputop.app.cli import main\n"
             f"rc = main(['export', {str(path)!r}, '--chrome-trace', {str(out)!r}])\n"
             "print('rc', rc)\nprint('\\n'.join(sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

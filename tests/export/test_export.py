@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from gputop import fmt
+from gputop.core import fmt
+from gputop.core.model import Advice
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
-from gputop.model import Advice
 from tests.helpers.builders import GIB, attached, frame, gpu, trainer_with_workers
 
 

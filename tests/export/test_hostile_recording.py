@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gputop.export.chrome_trace import chrome_trace
 from gputop.export.report.data import open_recording, report_data
-from gputop.sources.replay import Recording
+from gputop.recording.reader import Recording
 from tests.helpers.hostile_recording import (
     PWN,
     SHOWN,

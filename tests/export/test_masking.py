@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputop.export.masking import MASK, mask_command, mask_fact, mask_secrets
+from gputop.core.masking import MASK, mask_command, mask_fact, mask_secrets
 
 MASKED = [
     (["--password=hunter2"], ["--password=***"]),

@@ -11,9 +11,9 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from gputop.core.model import Advice, Frame
 from gputop.export import metrics
 from gputop.export.metrics import FrameCollector
-from gputop.model import Advice, Frame
 from tests.helpers.builders import GIB, attached, frame, gpu, process, trainer_with_workers
 
 
@@ -159,7 +159,7 @@ def test_a_failing_section_is_counted_like_a_failing_source(
 
 
 def test_a_source_error_in_the_frame_is_exported() -> None:
-    from gputop.model import SourceError
+    from gputop.core.model import SourceError
 
     f = replace(_trainer_frame(), errors=(SourceError("gpu", "NVMLError: lost", 3, 4.0),))
     samples = _collected(f)

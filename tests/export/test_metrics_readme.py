@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from gputop.core.model import Advice, MemoryBandwidthSample
 from gputop.export.metrics import FrameCollector
-from gputop.model import Advice, MemoryBandwidthSample
 from tests.helpers.builders import attached, frame, gpu, trainer_with_workers
 from tests.helpers.probe import ROOT
 

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import (
+from gputop.core.model import Advice, AttachState, MemoryBandwidthSample, StepRecord, TrainerConfig
+from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.schema import SCHEMA
+from gputop.recording.writer import (
     ADVICE_REFRESH_S,
     COMMAND_CHARS,
     TOP_PROCESSES,
@@ -18,9 +21,6 @@ from gputop.export.record import (
     open_record,
     processes_that_matter,
 )
-from gputop.model import Advice, AttachState, MemoryBandwidthSample, StepRecord, TrainerConfig
-from gputop.recording import SCHEMA
-from gputop.sources.replay import Recording, ReplayError
 from gputop.tui.views.header import header_lines
 from tests.helpers.builders import GIB, frame, gpu, process, trainer_with_workers
 

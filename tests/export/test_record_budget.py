@@ -10,8 +10,7 @@ from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -20,6 +19,7 @@ from gputop.model import (
     ProcessSample,
     TrainerConfig,
 )
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import GIB, gpu, host, process, steps, trainer_with_workers
 from tests.helpers.ddp_job import RANKS, STEPS_PER_S, ddp_ticks
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import open_record
+from gputop.recording.writer import open_record
 from tests.helpers.probe import ROOT
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from gputop.export.chrome_trace import chrome_trace
-from gputop.export.record import RecordError, RecordWriter, open_record
 from gputop.export.report.data import open_recording, report_data
-from gputop.recording import LAYOUTS_READ, USER_VERSION
-from gputop.sources.replay import Recording
+from gputop.recording.reader import Recording
+from gputop.recording.schema import LAYOUTS_READ, USER_VERSION
+from gputop.recording.writer import RecordError, RecordWriter, open_record
 from tests.helpers.probe import ROOT
 from tests.helpers.tui import drawn_lines, recordable_frames
 

@@ -10,9 +10,10 @@ from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import AttachState, StepRecord, TrainerConfig
-from gputop.recorded_trainers import (
+from gputop.core.model import AttachState, StepRecord, TrainerConfig
+from gputop.recording.reader import Recording
+from gputop.recording.schema import USER_VERSION, gpu_process_rows
+from gputop.recording.trainers import (
     GROUP_COLUMNS,
     RUN_STEPS,
     STEP_COLUMNS,
@@ -22,8 +23,7 @@ from gputop.recorded_trainers import (
     read_groups,
     read_steps,
 )
-from gputop.recording import USER_VERSION, gpu_process_rows
-from gputop.sources.replay import Recording
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import frame
 from tests.helpers.ddp_job import RANKS, ddp_ticks
 

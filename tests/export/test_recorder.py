@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.recorder import QUEUE_FRAMES, Recorder
-from gputop.model import Frame
-from gputop.sampler import Sampler
-from gputop.wiring import build_sampler
+from gputop.app.commands import build_sampler
+from gputop.core.model import Frame
+from gputop.frames.sampler import Sampler
+from gputop.recording.writer_thread import QUEUE_FRAMES, Recorder
 from tests.helpers.builders import frame, gpu
 
 

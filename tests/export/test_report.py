@@ -17,10 +17,10 @@ from typing import Literal
 
 import pytest
 
-from gputop import cli
-from gputop.export.record import RecordWriter, open_record
+from gputop.app import cli
 from gputop.export.report.data import open_recording, report_data
 from gputop.export.report.page import render_page, write_report
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import frame, trainer_with_workers
 from tests.helpers.synthetic_recording import (
     CHECKPOINT_EVERY,
@@ -216,7 +216,7 @@ def test_a_report_is_written_whole_and_says_what_it_holds(tmp_path: Path,
 
 @pytest.mark.slow  # a fresh interpreter running gputop
 def test_report_never_loads_textual(tmp_path: Path, recording: Path) -> None:
-    code = ("import sys\nfrom gputop.cli import main\n"
+    code = ("import sys\nfrom gputop.app.cli import main\n"
             f"assert main(['report', {str(recording)!r}, '-o', {str(tmp_path / 'r.html')!r}]) "
             "== 0\nprint('\\n'.join(sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -9,11 +9,11 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.export.recorder import TRIM_EVERY, Recorder, Retention, drop_before, trim
-from gputop.model import Advice, AttachState, StepRecord, TrainerConfig
-from gputop.recording import PER_FRAME_TABLES, STEP_TABLES
-from gputop.sources.replay import Recording
+from gputop.core.model import Advice, AttachState, StepRecord, TrainerConfig
+from gputop.recording.reader import Recording
+from gputop.recording.schema import PER_FRAME_TABLES, STEP_TABLES
+from gputop.recording.writer import RecordWriter, open_record
+from gputop.recording.writer_thread import TRIM_EVERY, Recorder, Retention, drop_before, trim
 from tests.helpers.builders import frame, gpu, process, trainer_with_workers
 
 MS = 1_000_000

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import main
+from gputop.app.cli import main
+from gputop.core.model import GpuReport
 from gputop.export.http import AuthFileError, Tls, load_users, start_server
 from gputop.export.metrics import FrameCollector
 from gputop.export.serve import Listen, ListenError, Server, parse_listen
-from gputop.model import GpuReport
-from gputop.sampler import Sampler
+from gputop.frames.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from gputop.sources.simulated import SimulatedGpuSource
@@ -80,8 +80,8 @@ def test_a_scrape_renders_the_last_frame_and_never_samples() -> None:
 def test_the_serve_path_never_loads_textual() -> None:
     code = (
         "import sys, urllib.request\n"
-        "import gputop.cli\n"
-        "from gputop.wiring import build_sampler\n"
+        "import gputop.app.cli\n"
+        "from gputop.app.commands import build_sampler\n"
         "from gputop.export.metrics import FrameCollector\n"
         "from gputop.export.serve import Server, parse_listen\n"
         "s = build_sampler(demo='idle', membw='off')\n"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.children import open_log
-from gputop.export.record import RecordError, RecordWriter, open_record
+from gputop.app.children import open_log
+from gputop.recording.writer import RecordError, RecordWriter, open_record
 from tests.helpers.builders import frame
 from tests.helpers.cli import ROOT, gputop
 from tests.helpers.users import OTHER_UID, as_other_user

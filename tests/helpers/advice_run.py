@@ -25,9 +25,9 @@ from typing import IO
 import pytest
 
 from gputop.advice import Advisor
-from gputop.children import probe_env
-from gputop.model import Advice, AttachState, Frame, TrainerGroup
-from gputop.sampler import Sampler
+from gputop.app.children import probe_env
+from gputop.core.model import Advice, AttachState, Frame, TrainerGroup
+from gputop.frames.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.base import GpuSource, MemoryBandwidthSource
 from gputop.sources.host import ProcHostSource

@@ -6,8 +6,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict
 
-from gputop import derive
-from gputop.model import (
+from gputop.core.model import (
     AttachState,
     Band,
     Frame,
@@ -24,6 +23,7 @@ from gputop.model import (
     TrainerGroup,
     Verdict,
 )
+from gputop.frames import derive
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11+; annotations only

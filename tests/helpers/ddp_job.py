@@ -9,8 +9,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gputop import derive
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -22,6 +21,7 @@ from gputop.model import (
     TrainerConfig,
     TrainerGroup,
 )
+from gputop.frames import derive
 from tests.helpers.builders import GIB, MS, gpu, host, process, trainer_with_workers
 
 T0 = 1_800_000_000.0

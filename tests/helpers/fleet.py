@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from gputop.core.model import Advice, Frame, MemoryBandwidthSample
 from gputop.export.metrics import FrameCollector
-from gputop.model import Advice, Frame, MemoryBandwidthSample
 from tests.helpers.builders import attached, frame, gpu, trainer_with_workers
 
 PORT = 19400

@@ -9,12 +9,7 @@ from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gputop.export.chrome_trace import ExportError, chrome_trace
-from gputop.export.record import RecordError, RecordWriter, open_record
-from gputop.export.report.data import ReportError, open_recording, report_data
-from gputop.export.report.page import render_page
-from gputop.export.text import render
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     Frame,
     MemoryBandwidthSample,
@@ -23,8 +18,13 @@ from gputop.model import (
     SourceError,
     TrainerConfig,
 )
-from gputop.playback import derived
-from gputop.sources.replay import Recording, ReplayError
+from gputop.export.chrome_trace import ExportError, chrome_trace
+from gputop.export.report.data import ReportError, open_recording, report_data
+from gputop.export.report.page import render_page
+from gputop.export.text import render
+from gputop.frames.playback import derived
+from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.writer import RecordError, RecordWriter, open_record
 from tests.helpers.tui import frames
 
 PWN = "\x1b]0;PWN\x07\x1b[2J"  # OSC 0 sets the pane's title, CSI 2 J clears the screen

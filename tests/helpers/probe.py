@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from gputop.derive import Derivation
-from gputop.model import AttachState, Frame
+from gputop.core.model import AttachState, Frame
+from gputop.frames.derive import Derivation
+from gputop.frames.sampler import Sampler
 from gputop.probe import ring as layout
-from gputop.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.scheduling import favoured
 

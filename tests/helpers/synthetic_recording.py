@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -19,6 +18,7 @@ from gputop.model import (
     TrainerConfig,
     Verdict,
 )
+from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import gpu, host, trainer_with_workers
 
 START_S = 1_800_000_000.0  # 2027-01-15, a fixed date: the same file every run

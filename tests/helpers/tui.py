@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # Textual only where an app runs: some tests watch when it is
 
 from gputop.advice import Advisor
 from gputop.analysis.steps import classified, summarize
-from gputop.demo_trainer import SHAPES
-from gputop.model import (
+from gputop.app.demo_trainer import SHAPES
+from gputop.core.model import (
     AttachState,
     FleetReport,
     Frame,
@@ -161,7 +161,7 @@ def recordable_frames(count: int) -> list[Frame]:
     """`count` data-starved frames with GPUs, a trainer's steps and advice, as the live
     sampler delivers them (each window summarized, the straggler named): what a replay of
     their recording must show."""
-    from gputop.derive import Derivation
+    from gputop.frames.derive import Derivation
 
     out = []
     for frame in frames("data-starved", count, attach=True, advice=True):
@@ -312,7 +312,7 @@ def notices(app: Any) -> list[str]:
 
 
 class RecordingSignaller:
-    """Stands where gputop.signalling.ProcessSignaller stands: records what `k` sends; a
+    """Stands where gputop.app.signalling.ProcessSignaller stands: records what `k` sends; a
     `refuse` reason stands for the kernel's answer about a process that is not ours."""
 
     def __init__(self, refuse: str | None = None) -> None:

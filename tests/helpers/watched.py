@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
 
 reads = [0]  # attribute reads of watched rows since a test last set it to 0
 

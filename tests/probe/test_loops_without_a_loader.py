@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gputop.derive import Derivation
+from gputop.core.model import AttachState
 from gputop.export.text import render
-from gputop.model import AttachState
+from gputop.frames.derive import Derivation
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.builders import frame
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.children import probe_env, start_under_probe
+from gputop.app.children import probe_env, start_under_probe
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env, watch_process
 
 pytest.importorskip("torch")

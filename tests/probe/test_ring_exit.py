@@ -79,7 +79,7 @@ def test_a_sigtermed_forked_child_leaves_the_parents_ring(tmp_path: Path) -> Non
 
 
 def test_the_demo_trainers_ring_is_gone_after_it_exits(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "gputop.demo_trainer", "--stand-in",
+    proc = subprocess.Popen([sys.executable, "-m", "gputop.app.demo_trainer", "--stand-in",
                              "--workers", "1"], env=trainer_env(tmp_path), cwd=ROOT)
     try:
         deadline = time.monotonic() + 60

@@ -8,8 +8,8 @@ import functools
 import os
 from pathlib import Path
 
+from gputop.core.model import StepRecord
 from gputop.export.snapshot import step_json
-from gputop.model import StepRecord
 from gputop.probe import ring as layout
 from gputop.probe.gpu_timing import GpuTimer
 from gputop.probe.reader import RawRecord, RingReader

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.derive import Derivation
+from gputop.frames.derive import Derivation
 from gputop.probe import ring as layout
 from gputop.sources import dirwatch
 from gputop.sources import rings as rings_module

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis.steps import classify, verdict_of
-from gputop.derive import Derivation
+from gputop.frames.derive import Derivation
 from gputop.probe import ring as layout
 from gputop.sources import attach
 from gputop.sources.attach import RingAttachSource

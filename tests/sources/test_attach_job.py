@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis.steps import input_straggler
-from gputop.children import start_under_probe
-from gputop.derive import Derivation
-from gputop.model import AttachState
+from gputop.app.children import start_under_probe
+from gputop.core.model import AttachState
+from gputop.frames.derive import Derivation
 from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.tui.views.steps import step_lines
 from tests.helpers.probe import ROOT, TRAINERS, torchrun, trainer_env

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis import steps as step_analysis
-from gputop.derive import Derivation
-from gputop.model import EMPTY_STEP_SUMMARY, AttachState, StepRecord, TrainerConfig
+from gputop.core.model import EMPTY_STEP_SUMMARY, AttachState, StepRecord, TrainerConfig
+from gputop.frames.derive import Derivation
 from gputop.probe import ring as layout
 from gputop.sources.attach import WINDOW, RingAttachSource
 from tests.helpers.probe import header_only_ring, payload

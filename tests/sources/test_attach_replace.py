@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import Frame
-from gputop.sampler import Sampler
+from gputop.core.model import Frame
+from gputop.frames.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.host import ProcHostSource

@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 from textual.geometry import Region
 
-from gputop.model import GpuReport, ProcessSample
+from gputop.core.model import GpuReport, ProcessSample
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource

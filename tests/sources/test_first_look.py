@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources import first_look
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gputop.core.model import FleetHost, FleetReport, Frame
 from gputop.export.fleet import render
-from gputop.fleet_sampler import FleetSampler
-from gputop.model import FleetHost, FleetReport, Frame
+from gputop.frames.fleet_sampler import FleetSampler
 from gputop.sources.fleet import FleetSource, parse_duration
 from gputop.sources.fleet_detail import STRAGGLERS_ACROSS_HOSTS, host_detail, promql_string
 from gputop.sources.host import ProcHostSource
@@ -170,7 +170,7 @@ def test_the_fleet_lists_each_target_worst_first_and_a_stopped_one_as_down(
 ])
 def test_bad_fleet_input_is_one_line_and_exit_2(argv: list[str], says: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from gputop.cli import main
+    from gputop.app.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -179,7 +179,7 @@ def test_bad_fleet_input_is_one_line_and_exit_2(argv: list[str], says: str,
 
 def test_an_unreachable_prometheus_exits_1_with_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from gputop.cli import main
+    from gputop.app.cli import main
 
     assert main(["--prometheus", f"http://127.0.0.1:{free_port()}", "--once"]) == 1
     captured = capsys.readouterr()

@@ -18,10 +18,10 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from gputop.cli import main
+from gputop.app.cli import main
+from gputop.core.model import FleetHost
 from gputop.export.fleet import COLUMNS
-from gputop.fleet_sampler import FleetSampler
-from gputop.model import FleetHost
+from gputop.frames.fleet_sampler import FleetSampler
 from gputop.sources import fleet
 from gputop.sources.fleet import (
     QUERIES,

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.derive import Derivation
-from gputop.model import GpuReport, ProcessSample
+from gputop.core.model import GpuReport, ProcessSample
+from gputop.frames.derive import Derivation
 from gputop.sources import procfs
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.probe import ROOT

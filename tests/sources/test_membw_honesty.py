@@ -10,9 +10,9 @@ import json
 import threading
 from pathlib import Path
 
+from gputop.core.model import MemoryBandwidthSample
 from gputop.export.snapshot import membw_json
 from gputop.export.text import _membw
-from gputop.model import MemoryBandwidthSample
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.membw.canary import (
     CANARY_BUDGET,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import MemoryBandwidthSample
+from gputop.core.model import MemoryBandwidthSample
 from gputop.sources.base import MemoryBandwidthSource
 from gputop.sources.membw import MemoryBandwidthMonitor, open_membw_source
 from gputop.sources.membw.canary import Calibration, Canary, MiB

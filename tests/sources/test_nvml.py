@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources import nvml as nvml_source
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.nvml import (

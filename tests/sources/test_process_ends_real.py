@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources.processes import DEEP_LOOK_EVERY, DEEP_QUIET_TICKS, ProcProcessSource
 
 pytestmark = pytest.mark.alone

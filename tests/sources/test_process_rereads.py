@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gputop.model import GpuReport, ProcessSample
+from gputop.core.model import GpuReport, ProcessSample
 from gputop.sources.processes import (
     DEEP_LOOK_EVERY,
     DEEP_QUIET_TICKS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers import builders
 from tests.helpers.fakeproc import FakeProc

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources import procfs
 from gputop.sources.processes import ProcProcessSource
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.derive import Derivation
-from gputop.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
+from gputop.core.model import GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
+from gputop.frames.derive import Derivation
 from gputop.sources import procfs
 from gputop.sources.processes import (
     FOREIGN_STATE,

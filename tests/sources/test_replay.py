@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.export.recorder import drop_before
-from gputop.model import Advice, SourceError
-from gputop.playback import Playback, derived
-from gputop.sources.replay import Recording, ReplayError
+from gputop.core.model import Advice, SourceError
+from gputop.frames.playback import Playback, derived
+from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.writer import RecordWriter, open_record
+from gputop.recording.writer_thread import drop_before
 from tests.helpers.tui import frames
 
 

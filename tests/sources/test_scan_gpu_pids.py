@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers import builders
 

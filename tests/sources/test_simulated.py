@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from gputop.model import GpuReport, GpuSample
+from gputop.core.model import GpuReport, GpuSample
 from gputop.sources.gpu import open_gpu_source
 from gputop.sources.simulated import MAX_DEVICES, SAWTOOTH_PERIOD, SCENARIOS, SimulatedGpuSource
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
-from gputop.model import GpuReport, GpuSample
+from gputop.core.model import GpuReport, GpuSample
 from gputop.sources import simulated
 from gputop.sources.simulated import MAX_DEVICES, SCENARIOS, SimulatedGpuSource
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.derive import Derivation
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
+from gputop.frames.derive import Derivation
 from gputop.sources import procfs
 from gputop.sources.base import ProcessScan, ProcessWaits
 from gputop.sources.processes import ProcProcessSource

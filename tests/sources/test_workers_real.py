@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
-from gputop.sampler import Sampler
+from gputop.core.model import Frame, GpuProcess, GpuReport, GpuSample, ProcessSample, TrainerGroup
+from gputop.frames.sampler import Sampler
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.processes import alive

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.model import Frame, GpuReport
+from gputop.core.model import Frame, GpuReport
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.help import HelpScreen

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from gputop.advice import Advisor
-from gputop.children import DemoTrainer, start_demo_trainer
-from gputop.demo_trainer import NO_TRAINER, SHAPES, parse_args
-from gputop.model import Frame
-from gputop.sampler import Sampler
+from gputop.app.children import DemoTrainer, start_demo_trainer
+from gputop.app.demo_trainer import NO_TRAINER, SHAPES, parse_args
+from gputop.core.model import Frame
+from gputop.frames.sampler import Sampler
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
@@ -46,13 +46,13 @@ def test_scenario_shapes_say_what_they_are() -> None:
 
 
 def test_idle_demo_starts_no_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gputop.children
+    import gputop.app.children
     import gputop.tui
-    from gputop import wiring
+    from gputop.app import commands as wiring
 
     started: list[object] = []
     seen: list[int | None] = []
-    monkeypatch.setattr(gputop.children, "start_demo_trainer",
+    monkeypatch.setattr(gputop.app.children, "start_demo_trainer",
                         lambda **kw: started.append(kw))
 
     def run_tui(sampler: object, attach_pid: int | None = None, **kw: object) -> int:

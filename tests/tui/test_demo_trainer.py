@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 PARENT = """
 import subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-m", "gputop.demo_trainer", *sys.argv[1:]])
+child = subprocess.Popen([sys.executable, "-m", "gputop.app.demo_trainer", *sys.argv[1:]])
 print(child.pid, flush=True)
 time.sleep(600)
 """

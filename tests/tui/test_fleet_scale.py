@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gputop.model import FleetReport
+from gputop.app.commands import fleet_sampler
+from gputop.core.model import FleetReport
 from gputop.sources.fleet import FleetSource
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.fleet import FleetHostScreen, FleetScreen, FleetTable
-from gputop.wiring import fleet_sampler
 from tests.helpers import tmux
 from tests.helpers.fleet import Shape, backfill
 from tests.helpers.prometheus import Prometheus, prometheus

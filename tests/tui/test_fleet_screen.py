@@ -8,7 +8,7 @@ import re
 import time
 from dataclasses import replace
 
-from gputop.model import (
+from gputop.core.model import (
     FleetAdvice,
     FleetGpu,
     FleetHost,

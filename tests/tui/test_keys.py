@@ -11,7 +11,7 @@ import pytest
 from textual import events
 from textual.widgets import Input
 
-from gputop import fmt
+from gputop.core import fmt
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.views.signals import READ_ONLY

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.model import Advice, Frame, ProcessSample, TrainerGroup
+from gputop.core.model import Advice, Frame, ProcessSample, TrainerGroup
 from gputop.tui.views import processes as processes_view
 from gputop.tui.views.advice import advice_page_lines
 from gputop.tui.views.processes import (

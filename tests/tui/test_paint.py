@@ -11,7 +11,7 @@ import re
 import pytest
 from textual.screen import Screen
 
-from gputop.model import Frame
+from gputop.core.model import Frame
 from gputop.tui import build_app, paint
 from gputop.tui.app import GputopApp
 from gputop.tui.textual_adapter import visible_widgets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop.model import SourceError
+from gputop.core.model import SourceError
 from gputop.tui import build_app
 from gputop.tui.widgets.linepane import LinePane
 from tests.helpers.tui import FedSampler, frames, sync

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gputop.export.record import RecordWriter, open_record
-from gputop.model import Frame
-from gputop.playback import Playback
-from gputop.sources.replay import Recording
+from gputop.core.model import Frame
+from gputop.frames.playback import Playback
+from gputop.recording.reader import Recording
+from gputop.recording.writer import RecordWriter, open_record
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.views.header import recorded_time

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.replay import Recording
+from gputop.app.commands import open_playback
+from gputop.recording.reader import Recording
 from gputop.tui import build_app
 from gputop.tui.widgets.linepane import LinePane
-from gputop.wiring import open_playback
 from tests.helpers.recording import one, record_counted_trainer
 from tests.helpers.tui import sync
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.export.record import MEASURED, RecordWriter, open_record
+from gputop.recording.writer import MEASURED, RecordWriter, open_record
 from gputop.tui.views.header import recorded_time
 from tests.helpers import tmux
 from tests.helpers.recording import one, wait_for

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.model import Frame
+from gputop.core.model import Frame
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
 from gputop.tui.widgets.linepane import LinePane

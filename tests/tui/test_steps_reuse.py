@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.model import AttachState, StepRecord
+from gputop.core.model import AttachState, StepRecord
 from gputop.tui.views import steps as steps_view
 from gputop.tui.views.steps import step_lines
 from tests.helpers.spy import spy

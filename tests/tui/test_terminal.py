@@ -76,7 +76,7 @@ def test_ctrl_c_exits_cleanly(session: str) -> None:
 
 def _own_demo_trainer(session: str) -> int:
     """The demo trainer this session's gputop started (other gputops may run here too)."""
-    return tmux.pane_process(session, b"gputop.demo_trainer")
+    return tmux.pane_process(session, b"gputop.app.demo_trainer")
 
 
 def test_sighup_exits_cleanly_and_restores_the_terminal(session: str) -> None:

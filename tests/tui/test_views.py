@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from gputop import fmt
 from gputop.analysis.steps import input_straggler
-from gputop.model import Advice
+from gputop.core import fmt
+from gputop.core.model import Advice
 from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import width_of

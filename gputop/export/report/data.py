@@ -22,10 +22,10 @@ from gputop.analysis.steps import (
     MODERATELY_PERCENT,
     split,
 )
-from gputop.model import Severity, StepRecord, TrainerConfig
-from gputop.recorded_trainers import STEP_COLUMNS, config_changes, group_series, read_steps
-from gputop.recording import gpu_values, open_read_only
-from gputop.recording_values import (
+from gputop.core.model import Severity, StepRecord, TrainerConfig
+from gputop.recording.schema import gpu_values, open_read_only
+from gputop.recording.trainers import STEP_COLUMNS, config_changes, group_series, read_steps
+from gputop.recording.values import (
     READ_ERRORS,
     Texts,
     built,

@@ -19,9 +19,9 @@ from importlib import resources
 from typing import Any
 
 from gputop import __version__
-from gputop.export.masking import mask_command, mask_fact
+from gputop.core.masking import mask_command, mask_fact
+from gputop.core.safe_files import PRIVATE, WriteRefused, replacing
 from gputop.export.report.data import ReportError, open_recording, report_data
-from gputop.safe_files import PRIVATE, WriteRefused, replacing
 
 # Runs before the charts' script, so even a script that fails to parse is reported: in the
 # page (a red line) and in its title, where a headless browser's test reads it.

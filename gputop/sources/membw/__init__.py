@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gputop.model import MemoryBandwidthSample
+from gputop.core.model import MemoryBandwidthSample
 from gputop.sources import procfs
 from gputop.sources.membw.canary import (
     Canary,

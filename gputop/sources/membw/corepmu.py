@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputop.model import MemoryConsumer
-from gputop.printable import printable
+from gputop.core.model import MemoryConsumer
+from gputop.core.printable import printable
 from gputop.sources.membw.hardware import (
     CACHE_LINE,
     NO_CORE_PMU,

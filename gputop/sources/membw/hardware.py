@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from gputop.model import MemoryConsumer
+from gputop.core.model import MemoryConsumer
 
 COUNTER_MODULUS = 1 << 64
 CACHE_LINE = 64.0  # bytes a cache miss or a CAS command moves

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from gputop.safe_files import WriteRefused, open_own, replacing_in
+from gputop.core.safe_files import WriteRefused, open_own, replacing_in
 from gputop.sources.membw.canary import Calibration, merge_peaks
 from gputop.sources.membw.estimate import read_psi
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from gputop.model import MemoryLayoutCheck
+from gputop.core.model import MemoryLayoutCheck
 from gputop.sources.membw.layout import GiB, MemoryLayout, MemoryModule, read_edac, read_udev
 from gputop.sources.membw.smbios import (
     parse_dmidecode,

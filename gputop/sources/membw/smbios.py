@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from gputop.printable import printable
+from gputop.core.printable import printable
 from gputop.sources.membw.layout import MemoryLayout, MemoryModule, finish_layout
 
 MEMORY_ARRAY = 16

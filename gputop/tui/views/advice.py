@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from gputop.model import Advice
+from gputop.core.model import Advice
 from gputop.tui.lines import Line, clip
 
 SEVERITY_RANK = {"critical": 0, "warn": 1, "info": 2}

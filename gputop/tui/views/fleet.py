@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from gputop import fmt
-from gputop.model import (
+from gputop.core import fmt
+from gputop.core.model import (
     FLEET_PRESSURE_RATIO,
     FleetGpu,
     FleetHost,

@@ -6,8 +6,8 @@ import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gputop import fmt
-from gputop.model import GpuSample
+from gputop.core import fmt
+from gputop.core.model import GpuSample
 from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip, plain

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from gputop import fmt
-from gputop.model import Frame, SourceName
+from gputop.core import fmt
+from gputop.core.model import Frame, SourceName
 from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 

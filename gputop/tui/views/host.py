@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gputop import fmt
-from gputop.model import HostSample, MemoryBandwidthSample
+from gputop.core import fmt
+from gputop.core.model import HostSample, MemoryBandwidthSample
 from gputop.tui import cells
 from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import overload
 
-from gputop import fmt
-from gputop.model import Frame, ProcessSample, TrainerGroup
-from gputop.printable import printable
+from gputop.core import fmt
+from gputop.core.model import Frame, ProcessSample, TrainerGroup
+from gputop.core.printable import printable
 from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
 

@@ -6,7 +6,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop.model import Frame, ProcessSample
+from gputop.core.model import Frame, ProcessSample
 from gputop.tui.views.processes import Row
 
 SIGNALS: tuple[tuple[str, str, int], ...] = (  # key in the confirmation, name, number

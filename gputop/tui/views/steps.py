@@ -11,10 +11,10 @@ from collections import deque
 from collections.abc import Sequence
 from operator import attrgetter
 
-from gputop import fmt
 from gputop.analysis.step_window import start_in
 from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note, input_words
-from gputop.model import AttachState, StepRecord, StepSummary, TrainerConfig
+from gputop.core import fmt
+from gputop.core.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui.lines import Line, Span, clip, width_of
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from gputop.model import Advice
+from gputop.core.model import Advice
 from gputop.tui.views.advice import advice_page_lines
 from gputop.tui.widgets.linepane import LinePane
 

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 
-from gputop.model import FleetHost, FleetReport, Frame
+from gputop.core.model import FleetHost, FleetReport, Frame
 from gputop.tui.lines import Line
 from gputop.tui.messages import HostChosen
 from gputop.tui.views.fleet import (

@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
 from gputop.tui.views.signals import SIGNALS, SignalTargets, describe, owner
 
 Choice = tuple[int, tuple[ProcessSample, ...]]  # the signal number and where it goes

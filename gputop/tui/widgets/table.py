@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from gputop.model import ProcessSample
+from gputop.core.model import ProcessSample
 from gputop.tui.lines import Line
 from gputop.tui.messages import HeaderClicked, RowActivated
 from gputop.tui.views.processes import (

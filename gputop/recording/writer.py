@@ -1,4 +1,4 @@
-"""Writes Frames into a `gputop.record/1` SQLite file (gputop/recording.py): one transaction
+"""Writes Frames into a `gputop.record/1` SQLite file (gputop/recording/schema.py): one transaction
 per tick, so a recorder killed at any moment leaves every tick committed before it.
 
 Only the processes that matter are stored (trainers, their workers, launchers, probed and
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop import __version__
-from gputop.export.masking import mask_fact, mask_secrets
-from gputop.model import (
+from gputop.core.masking import mask_fact, mask_secrets
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -33,14 +33,17 @@ from gputop.model import (
     StepRecord,
     TrainerGroup,
 )
-from gputop.printable import printable
-from gputop.recorded_trainers import (
-    ATTACH_TICK,
-    GROUP_TICK,
-    attach_record,
-    step_runs,
+from gputop.core.printable import printable
+from gputop.core.safe_files import (
+    PRIVATE,
+    WriteRefused,
+    create_new,
+    open_directory_of,
+    open_or_create,
+    open_own,
+    same_file,
 )
-from gputop.recording import (
+from gputop.recording.schema import (
     APPLICATION_ID,
     DETAIL_EVERY,
     GPU_DETAIL,
@@ -60,16 +63,13 @@ from gputop.recording import (
     scaled_whole,
     text_hash,
 )
-from gputop.recording_values import READ_ERRORS, reason
-from gputop.safe_files import (
-    PRIVATE,
-    WriteRefused,
-    create_new,
-    open_directory_of,
-    open_or_create,
-    open_own,
-    same_file,
+from gputop.recording.trainers import (
+    ATTACH_TICK,
+    GROUP_TICK,
+    attach_record,
+    step_runs,
 )
+from gputop.recording.values import READ_ERRORS, reason
 from gputop.sources.attach import WINDOW
 
 TOP_PROCESSES = 5  # by CPU and by RSS, beside the processes that always matter

@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from gputop import __version__
+from gputop.app.commands import BadInput
 from gputop.sources import first_look
-from gputop.wiring import BadInput
 
 if TYPE_CHECKING:
-    from gputop.children import RunCommand
+    from gputop.app.children import RunCommand
+    from gputop.core.model import Frame
     from gputop.export.http import Tls
-    from gputop.export.recorder import Retention
-    from gputop.model import Frame
+    from gputop.recording.writer_thread import Retention
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 DEFAULT_INTERVAL_S = 1.0
@@ -132,7 +132,7 @@ def _add_mode(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _gpu_count(text: str) -> int:
-    from gputop.wiring import check_gpu_count
+    from gputop.app.commands import check_gpu_count
 
     try:
         return check_gpu_count(int(text))
@@ -265,7 +265,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None) -> int:
-    from gputop.wiring import check_attach, check_scenario
+    from gputop.app.commands import check_attach, check_scenario
 
     if args.demo is not None:
         check_scenario(args.demo)
@@ -286,7 +286,7 @@ def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None
     if args.all_users and not args.record:
         raise UsageError("--all-users goes with --record FILE (the screen shows every user's)")
     try:
-        from gputop.wiring import run_live, trainer_scope
+        from gputop.app.commands import run_live, trainer_scope
 
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,
@@ -312,7 +312,7 @@ def replay_parser() -> argparse.ArgumentParser:
 
 
 def _speed(text: str) -> float:
-    from gputop.playback import SPEEDS
+    from gputop.frames.playback import SPEEDS
 
     try:
         value = float(text)
@@ -326,7 +326,7 @@ def _speed(text: str) -> float:
 
 def _replay(args: argparse.Namespace) -> int:
     """`gputop replay FILE`: the TUI over a recording; it needs a terminal."""
-    from gputop.wiring import open_playback, run_replay
+    from gputop.app.commands import open_playback, run_replay
 
     open_playback(args.file).recording.close()  # a bad file is one line, terminal or not
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -365,7 +365,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _retention(args: argparse.Namespace) -> Retention:
-    from gputop.export.recorder import Retention
+    from gputop.recording.writer_thread import Retention
 
     return Retention(max_bytes=args.max_size, keep_s=args.keep)
 
@@ -374,7 +374,7 @@ def _record(args: argparse.Namespace) -> int:
     """`gputop record`: headless, until Ctrl-C, SIGTERM or --duration."""
     if args.gpus is not None and args.demo is None:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
-    from gputop.wiring import (
+    from gputop.app.commands import (
         check_attach,
         check_in_scope,
         check_scenario,
@@ -410,7 +410,7 @@ def export_parser() -> argparse.ArgumentParser:
 def _export(args: argparse.Namespace) -> int:
     """`gputop export FILE --chrome-trace OUT`: headless, one line on success or failure."""
     from gputop.export.chrome_trace import ExportError, write_chrome_trace
-    from gputop.sources.replay import ReplayError
+    from gputop.recording.reader import ReplayError
 
     try:
         steps, tracks = write_chrome_trace(args.file, args.chrome_trace, args.mode)
@@ -422,7 +422,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _once(args: argparse.Namespace) -> int:
-    from gputop.wiring import build_sampler
+    from gputop.app.commands import build_sampler
 
     sampler = build_sampler(
         demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval,
@@ -456,14 +456,14 @@ def _fleet(args: argparse.Namespace) -> int:
                          "--demo or --attach")
     _check_url(args.fleet)
     if not args.once:
-        from gputop.wiring import run_fleet
+        from gputop.app.commands import run_fleet
 
         try:
             return run_fleet(args.fleet, interval_s=args.interval, ascii=args.ascii,
                              timeout_s=args.fleet_timeout)
         except KeyboardInterrupt:
             return EXIT_OK
-    from gputop.wiring import fleet_frame_once
+    from gputop.app.commands import fleet_frame_once
 
     frame = fleet_frame_once(args.fleet, args.interval, timeout_s=args.fleet_timeout)
     assert frame.fleet is not None
@@ -519,13 +519,13 @@ def _run(argv: list[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("run needs a command: gputop run -- python train.py")
-    from gputop.wiring import start_probed
+    from gputop.app.commands import start_probed
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return _run_without_terminal(command, args)
     log = args.log or f"gputop-run-{os.getpid()}.log"
-    from gputop.children import RunCommand
-    from gputop.wiring import run_attached_child
+    from gputop.app.children import RunCommand
+    from gputop.app.commands import run_attached_child
 
     new_log = args.log is None  # our own name: a file of ours, never one already there
     child = RunCommand(start_probed(command, log=log, new_log=new_log, log_mode=args.mode),
@@ -547,7 +547,7 @@ def _run(argv: list[str]) -> int:
 def _finish(child: RunCommand, name: str) -> int | None:
     """The command's exit code; a command still running is stopped unless it was detached."""
     if child.running() and not child.detached:
-        from gputop.children import STOP_GRACE_S
+        from gputop.app.children import STOP_GRACE_S
 
         _say(f"gputop: stopping {name} (PID {child.pid}): Ctrl-C (SIGINT), then SIGTERM "
              f"if it still runs after {STOP_GRACE_S:.0f} s")
@@ -614,7 +614,7 @@ def _serve(argv: list[str]) -> int:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
     if args.no_demo_trainer and args.demo is None:
         raise UsageError("--no-demo-trainer goes with --demo")
-    from gputop.wiring import check_scenario, run_serve, trainer_scope
+    from gputop.app.commands import check_scenario, run_serve, trainer_scope
 
     scope = trainer_scope(args.all_users)
     if args.demo is not None:
@@ -675,9 +675,9 @@ def _probe_path(argv: list[str]) -> int:
 
 def _run_without_terminal(command: list[str], args: argparse.Namespace) -> int:
     """No terminal for a TUI: CMD keeps our stdio, and its step summary is printed at the end."""
-    from gputop.children import exit_status
+    from gputop.app.children import exit_status
+    from gputop.app.commands import build_sampler, start_probed, watch_child
     from gputop.export.text import attach_summary, write_text
-    from gputop.wiring import build_sampler, start_probed, watch_child
 
     sampler = build_sampler(membw=args.membw, interval_s=args.interval, advice_after=1)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.model import GpuReport
+from gputop.core.model import GpuReport
 
 NA = "n/a"
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

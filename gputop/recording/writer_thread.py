@@ -11,11 +11,11 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 
-from gputop import debuglog
-from gputop.export.record import TOP_PROCESSES, RecordWriter, open_record
-from gputop.model import Frame, SourceError
-from gputop.recording import PER_FRAME_TABLES
-from gputop.safe_files import PRIVATE
+from gputop.core import debuglog
+from gputop.core.model import Frame, SourceError
+from gputop.core.safe_files import PRIVATE
+from gputop.recording.schema import PER_FRAME_TABLES
+from gputop.recording.writer import TOP_PROCESSES, RecordWriter, open_record
 
 QUEUE_FRAMES = 32  # frames waiting for the disk before new ones are skipped
 TRIM_EVERY = 60  # ticks between retention checks

@@ -13,7 +13,7 @@ repeated a key and a header byte per column, most of a tick's bytes. The `gpus`,
 `gpu_processes` and `processes` views decode them back to a row each for SQL. A GPU's
 numbers no pane draws (memory util, clocks, SM occupancy, tensor activity) are stored every
 DETAIL_EVERY ticks. The trainers' tables (groups, attached trainers, steps) are
-gputop/recorded_trainers.py's.
+gputop/recording/trainers.py's.
 docs/recording.md documents every table for people who query the file themselves.
 """
 
@@ -29,16 +29,16 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
-from gputop.hashes import blake2b
-from gputop.packing import Packing
-from gputop.printable import printable
-from gputop.recorded_trainers import TRAINER_TABLES
-from gputop.recording_values import READ_ERRORS, reason
+from gputop.core.hashes import blake2b
+from gputop.core.printable import printable
+from gputop.recording.packing import Packing
+from gputop.recording.trainers import TRAINER_TABLES
+from gputop.recording.values import READ_ERRORS, reason
 
 SCHEMA = "gputop.record/1"
 USER_VERSION = 4  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
 # processes too, and the GPU numbers no pane draws every DETAIL_EVERY ticks; 4 a tick's steps
-# of a trainer and its attached trainers too (gputop/recorded_trainers.py)
+# of a trainer and its attached trainers too (gputop/recording/trainers.py)
 LAYOUTS_READ = (2, 3, USER_VERSION)  # replay, report and export read these
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
 DETAIL_EVERY = 10  # ticks between two `gpu_details` rows

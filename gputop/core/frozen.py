@@ -2,7 +2,7 @@
 shared functions instead of ones compiled for each class.
 
 A dataclass compiles six small functions per class when its module is imported; for
-gputop.model's two dozen classes that was most of the import, itself the largest part of
+gputop.core.model's two dozen classes that was most of the import, itself the largest part of
 the CPU spent before the first frame. `record` has dataclasses compile only the frozen
 `__setattr__`/`__delattr__`; equality, hash and repr go through `attrgetter`, and
 `__init__`, compiled here, stores each field through its slot (see _slot_init).

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import Literal
 
-from gputop.records import record
+from gputop.core.frozen import record
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 Role = Literal["trainer", "worker", "launcher", "other"]

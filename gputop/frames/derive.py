@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gputop.analysis import grouping, step_window, steps
-from gputop.model import (
+from gputop.core.model import (
     AttachState,
     InputStraggler,
     ProcessSample,

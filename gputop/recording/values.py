@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, Union
 
-from gputop.printable import printable
+from gputop.core.printable import printable
 
 MAX_JSON_DEPTH = 32  # the recorder's deepest JSON (an error list, layout checks) is 3
 INT_RANGE = range(-(1 << 63), 1 << 64)  # SQLite's integers (and a BLOB's unsigned 8 bytes)

@@ -1,7 +1,7 @@
 """Plays a recording to the TUI as the sampler plays the machine: one thread, one Frame at a
 time, at the recorded pace times a speed; paused, stepped or jumped from the UI.
 
-The recording is a source (gputop.sources.replay); the facts derived from it (each window's
+The recording is a source (gputop.recording.reader); the facts derived from it (each window's
 summary, the straggler) are derived here as the sampler derives them live, so the panes
 show what they showed then.
 """
@@ -14,18 +14,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from gputop import debuglog
 from gputop.advice import SEVERITY_ORDER
 from gputop.analysis import steps as step_analysis
-from gputop.model import Frame, SourceError, Trend
-from gputop.ticker import Ticker
+from gputop.core import debuglog
+from gputop.core.model import Frame, SourceError, Trend
+from gputop.frames.ticker import Ticker
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MAX_WAIT_S = 5.0  # a gap in the recording (the recorder was stopped) is not waited out
 
 
 class RecordedFrames(Protocol):
-    """The ticks of a recording, oldest first (gputop.sources.replay.Recording is one)."""
+    """The ticks of a recording, oldest first (gputop.recording.reader.Recording is one)."""
 
     @property
     def times(self) -> Sequence[float]:

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the sampler and subprocess load when used: the CLI imports this module
     import subprocess  # before the live view's first look (gputop.sources.first_look)
 
-    from gputop.children import RunCommand
+    from gputop.app.children import RunCommand
+    from gputop.app.signalling import ProcessSignaller
+    from gputop.core.model import AttachState, Frame
     from gputop.export.http import Tls
-    from gputop.export.recorder import Recorder, Retention
     from gputop.export.scope import TrainerScope
-    from gputop.fleet_sampler import FleetSampler
-    from gputop.model import AttachState, Frame
-    from gputop.playback import Playback
-    from gputop.sampler import DeferredSources, Sampler
-    from gputop.signalling import ProcessSignaller
+    from gputop.frames.fleet_sampler import FleetSampler
+    from gputop.frames.playback import Playback
+    from gputop.frames.sampler import DeferredSources, Sampler
+    from gputop.recording.writer_thread import Recorder, Retention
     from gputop.sources.first_look import FirstLook
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
@@ -99,7 +99,7 @@ def build_sampler(
     a while to start): the live view's first frame then needs no priming sample. A
     `first_look` (taken before gputop loaded) serves as that look.
     """
-    from gputop.sampler import Sampler, look_early
+    from gputop.frames.sampler import Sampler, look_early
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
@@ -130,7 +130,7 @@ def _seed(host: ProcHostSource, processes: ProcProcessSource, look: FirstLook) -
 def _deferred_sources(membw: str, advice_after: int) -> DeferredSources:
     from gputop.advice import Advisor
     from gputop.analysis.steps import verdict_of
-    from gputop.sampler import DeferredSources
+    from gputop.frames.sampler import DeferredSources
     from gputop.sources.attach import RingAttachSource
     from gputop.sources.membw import open_membw_source
 
@@ -145,8 +145,8 @@ def start_probed(
 ) -> subprocess.Popen[bytes]:
     """Start `command` with the step probe installed, a log it makes with `log_mode` (default
     0600); a bad command or log is bad input."""
-    from gputop.children import LogError, start_under_probe
-    from gputop.safe_files import PRIVATE
+    from gputop.app.children import LogError, start_under_probe
+    from gputop.core.safe_files import PRIVATE
 
     try:
         return start_under_probe(list(command), log=log, new_log=new_log,
@@ -192,7 +192,7 @@ def signaller(readonly: bool) -> ProcessSignaller | None:
     """What lets the TUI's `k` send signals; None under --readonly."""
     if readonly:
         return None
-    from gputop.signalling import ProcessSignaller
+    from gputop.app.signalling import ProcessSignaller
 
     return ProcessSignaller()
 
@@ -218,8 +218,8 @@ def run_live(
                 else None)
     trainer = None
     if demo is not None:
-        from gputop.children import start_demo_trainer
-        from gputop.demo_trainer import NO_TRAINER
+        from gputop.app.children import start_demo_trainer
+        from gputop.app.demo_trainer import NO_TRAINER
 
         if demo not in NO_TRAINER:  # the trainer behaves as the scenario's GPUs look
             trainer = start_demo_trainer(extra_args=("--scenario", demo))
@@ -244,9 +244,9 @@ def open_recorder(path: str, retention: Retention | None = None,
     """A recorder writing to `path` (a new file with `mode`, default 0600), its `meta` saying
     whose trainers it holds when `trainers_of` does; a file that cannot be a recording is bad
     input."""
-    from gputop.export.record import RecordError, note_trainers_of
-    from gputop.export.recorder import Recorder
-    from gputop.safe_files import PRIVATE
+    from gputop.core.safe_files import PRIVATE
+    from gputop.recording.writer import RecordError, note_trainers_of
+    from gputop.recording.writer_thread import Recorder
 
     try:
         recorder = Recorder(path, retention, mode=PRIVATE if mode is None else mode)
@@ -274,7 +274,7 @@ def run_record(
     recorder = open_recorder(path, retention, scope.label, mode)
     trainer = None
     if demo is not None:
-        from gputop.children import start_demo_trainer
+        from gputop.app.children import start_demo_trainer
 
         trainer = start_demo_trainer()
     done = threading.Event()
@@ -313,8 +313,8 @@ def run_record(
 
 def open_playback(path: str, speed: float = 1.0) -> Playback:
     """A replay of the recording at `path`; a file that is not one is bad input."""
-    from gputop.playback import Playback, ReplayTickError
-    from gputop.sources.replay import Recording, ReplayError
+    from gputop.frames.playback import Playback, ReplayTickError
+    from gputop.recording.reader import Recording, ReplayError
 
     try:
         recording = Recording(path)
@@ -408,7 +408,7 @@ def run_serve(
         raise BadInput(str(exc)) from None
     trainer = None
     if demo is not None and demo_trainer:
-        from gputop.children import start_demo_trainer
+        from gputop.app.children import start_demo_trainer
 
         trainer = start_demo_trainer()
     try:
@@ -433,7 +433,7 @@ def fleet_sampler(url: str, interval_s: float | None = None,
                   timeout_s: float | None = None) -> FleetSampler:
     """The fleet that the Prometheus server at `url` scrapes, refreshed every `interval_s`
     (None: at Prometheus's scrape interval), each request given up after `timeout_s`."""
-    from gputop.fleet_sampler import FleetSampler
+    from gputop.frames.fleet_sampler import FleetSampler
     from gputop.sources.fleet import TIMEOUT_S, FleetSource, PrometheusClient
     from gputop.sources.host import ProcHostSource
 

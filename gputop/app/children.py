@@ -14,7 +14,7 @@ from types import FrameType
 from typing import NamedTuple
 
 import gputop.probe
-from gputop.safe_files import PRIVATE, WriteRefused, create_new, open_own
+from gputop.core.safe_files import PRIVATE, WriteRefused, create_new, open_own
 
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_boot")
@@ -198,7 +198,7 @@ class RunCommand:
 
 @dataclass
 class DemoTrainer:
-    """A running `python -m gputop.demo_trainer`; it also exits by itself when gputop dies."""
+    """A running `python -m gputop.app.demo_trainer`; it also exits by itself when gputop dies."""
 
     process: subprocess.Popen[bytes]
 
@@ -228,7 +228,7 @@ def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = (
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     count = () if workers is None else ("--workers", str(workers))
     process = subprocess.Popen(
-        [sys.executable, "-m", "gputop.demo_trainer", *count, *extra_args],
+        [sys.executable, "-m", "gputop.app.demo_trainer", *count, *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, close_fds=True,
     )

@@ -13,7 +13,7 @@ import threading
 from array import array
 from typing import Any
 
-from gputop.model import (
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -36,8 +36,7 @@ from gputop.model import (
     TrainerState,
     Trend,
 )
-from gputop.recorded_trainers import read_attached, read_groups, read_steps
-from gputop.recording import (
+from gputop.recording.schema import (
     KIB,
     MIB,
     PROCESS_TICK,
@@ -48,7 +47,8 @@ from gputop.recording import (
     unpack_cores,
     unscaled,
 )
-from gputop.recording_values import Texts, built, checked, checked_rows, conforming, field, refusing
+from gputop.recording.trainers import read_attached, read_groups, read_steps
+from gputop.recording.values import Texts, built, checked, checked_rows, conforming, field, refusing
 from gputop.sources.processes import gpu_usage
 
 IDENTITY = ("pid, ppid, name, cmdline_id, username, start_ticks, role, trainer_pid, has_probe, "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from gputop.recording_values import conforming
+from gputop.recording.values import conforming
 
 BYTES = "".join(f"{b:02X}|" for b in range(256))  # byte b's hex digits start at 3b + 1
 _STRUCT_CODES = {1: "B", 2: "H", 3: "BH", 4: "I", 5: "BI", 8: "Q"}

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.model import StepRecord, Verdict
-from gputop.packing import Packing
-from gputop.recording_values import checked, checked_rows
+from gputop.core.model import StepRecord, Verdict
+from gputop.recording.packing import Packing
+from gputop.recording.values import checked, checked_rows
 
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
 VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code

@@ -12,7 +12,7 @@ import pwd
 import signal
 from collections.abc import Iterator, Sequence
 
-from gputop.printable import printable
+from gputop.core.printable import printable
 from gputop.sources import procfs
 
 Target = tuple[int, int]  # (pid, start ticks): a ProcessSample.key

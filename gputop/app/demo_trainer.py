@@ -194,7 +194,7 @@ def run_stand_in(args: argparse.Namespace, parent: int) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The knobs: a scenario's shape, each part of which a flag may override."""
-    parser = argparse.ArgumentParser(prog="python -m gputop.demo_trainer")
+    parser = argparse.ArgumentParser(prog="python -m gputop.app.demo_trainer")
     parser.add_argument("--scenario", choices=sorted(SHAPES), default="data-starved",
                         help="behave as this --demo scenario's GPUs look (default data-starved)")
     parser.add_argument("--workers", type=int)

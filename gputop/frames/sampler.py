@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
-from gputop import debuglog
-from gputop.derive import Derivation
-from gputop.model import (
+from gputop.core import debuglog
+from gputop.core.model import (
     Advice,
     AttachState,
     Frame,
@@ -29,6 +28,8 @@ from gputop.model import (
     SourceName,
     TrainerGroup,
 )
+from gputop.frames.derive import Derivation
+from gputop.frames.ticker import PausableTicks, Ticker
 from gputop.sources.base import (
     AttachSource,
     GpuSource,
@@ -36,7 +37,6 @@ from gputop.sources.base import (
     MemoryBandwidthSource,
     ProcessSource,
 )
-from gputop.ticker import PausableTicks, Ticker
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]

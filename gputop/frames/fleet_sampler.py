@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from gputop import debuglog
-from gputop.model import FleetReport, Frame
-from gputop.printable import printable
+from gputop.core import debuglog
+from gputop.core.model import FleetReport, Frame
+from gputop.core.printable import printable
+from gputop.frames.ticker import PausableTicks, Ticker
 from gputop.sources.base import HostSource
 from gputop.sources.fleet import fleet_frame
-from gputop.ticker import PausableTicks, Ticker
 
 DEFAULT_INTERVAL_S = 15.0
 FrameCallback = Callable[[Frame], None]

@@ -1,0 +1,1 @@
+"""Commands: argument parsing, one module per command, child processes."""

@@ -1,0 +1,1 @@
+"""Everything that makes Frames: the live sampler, playback, the fleet sampler, one derivation."""

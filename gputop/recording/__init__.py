@@ -1,0 +1,1 @@
+"""Recordings: the SQLite schema, packing, the writer and the one reader."""
