@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gputop.probe as probe
 import gputop.probe.torch as probe_torch
-from gputop.probe import ring as layout
-from gputop.probe.recorder import BACKWARD, OPTIMIZER, Recorder
+from gputop.probe import ring as ring_format
+from gputop.probe.steps import BACKWARD, OPTIMIZER, Recorder
 
 EVENTS_PER_STEP = 5  # one fetch (closes a step, opens the next) and four phases
 ROUND_STEPS = 5_000
@@ -43,8 +43,8 @@ STEP_MS = 5.0  # the issue's "real CPU training loop with ~5 ms steps"
 
 def use_private_recorder(directory: str) -> Recorder:
     """A recorder without the torch patch, so 'without the probe' really is without it."""
-    path = layout.ring_path(os.getpid(), directory=directory)
-    rec = Recorder(lambda: layout.RingWriter(path))
+    path = ring_format.ring_path(os.getpid(), directory=directory)
+    rec = Recorder(lambda: ring_format.RingWriter(path))
     probe._use(rec)
     return rec
 
@@ -73,9 +73,9 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
         for _ in items:
             pass
 
-    buf = bytearray(layout.FILE_SIZE)
-    pack = layout.RECORD.pack_into
-    offset = layout.HEADER_SIZE
+    buf = bytearray(ring_format.FILE_SIZE)
+    pack = ring_format.RECORD.pack_into
+    offset = ring_format.HEADER_SIZE
 
     def floor() -> None:
         for i in items:
@@ -194,7 +194,7 @@ def training_slowdown(directory: str, rounds: int = ROUNDS_LOOP, block: int = 4,
     probed, shaped = instrumented(probe), instrumented(no_probe)
 
     zero_code_ring = os.path.join(directory, "zero-code.ring")
-    rec = Recorder(lambda: layout.RingWriter(zero_code_ring))  # its own: no manual phases
+    rec = Recorder(lambda: ring_format.RingWriter(zero_code_ring))  # its own: no manual phases
     # probe.watch() patches torch too (GPU timing and the device come through the patch),
     # so the probed arm runs patched, as a user's program would.
     times = interleaved(
@@ -258,7 +258,7 @@ def probe_time_in_loop(model: Any, opt: Any, batch: int, width: int, directory: 
     loader: Any = DataLoader(batches, batch_size=None)  # each item is already a batch
     clock = time.perf_counter_ns
     warm = 4
-    patched = Recorder(lambda: layout.RingWriter(os.path.join(directory, "in-loop.ring")))
+    patched = Recorder(lambda: ring_format.RingWriter(os.path.join(directory, "in-loop.ring")))
     acc = patched.acc  # zero-code's backward and optimizer times of the open step
 
     def plain(inner: list[int] | None) -> Callable[[list[int]], None]:
@@ -409,7 +409,7 @@ def main() -> int:
     rounds = ROUNDS_LOOP
     if "--rounds" in sys.argv:
         rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
-    with tempfile.TemporaryDirectory(dir=layout.ring_dir()) as directory:
+    with tempfile.TemporaryDirectory(dir=ring_format.ring_dir()) as directory:
         rec = use_private_recorder(directory)
         cost = probe_cost()
         try:

@@ -29,7 +29,7 @@ from repaint_count import RepaintCount
 
 from gputop.tui import paint
 from gputop.tui.driver import QuietLinuxDriver
-from gputop.tui.look import PLAIN
+from gputop.tui.terminal_caps import PLAIN
 
 SPANS = 10  # a process row's spans: PID, user, %CPU, bars, memory, threads, command...
 STYLES = tuple(Style(color=colour, bold=bold) for colour in ("green", "cyan", "yellow", "white",

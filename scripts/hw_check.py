@@ -26,9 +26,9 @@ from gputop.core.model import MemoryBandwidthSample, MemoryLayoutCheck
 from gputop.sources.membw import open_membw_source
 from gputop.sources.membw.canary import getconf_llc_bytes, llc_bytes, plan_canary
 from gputop.sources.membw.corepmu import core_events, core_pmus, open_core_pmu
+from gputop.sources.membw.dimm_check import check_layout, read_layout
+from gputop.sources.membw.dimm_slots import MemoryLayout, read_edac, read_udev
 from gputop.sources.membw.hardware import read_cpu_id
-from gputop.sources.membw.layout import MemoryLayout, read_edac, read_udev
-from gputop.sources.membw.layoutcheck import check_layout, read_layout
 from gputop.sources.membw.perf_event import cpu_wide_refusal, paranoid_level
 from gputop.sources.membw.resctrl import open_resctrl
 from gputop.sources.membw.smbios import (

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from tests.helpers.shm import of_the_dead_since, remove_torch_segments
 
 
@@ -23,15 +23,15 @@ def private_ring_directory() -> Iterator[str]:
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     directory = tempfile.mkdtemp(prefix="gputop-tests-", dir=base)
     os.chmod(directory, 0o1777)
-    saved = os.environ.get(layout.ENV_DIR)
-    os.environ[layout.ENV_DIR] = directory
+    saved = os.environ.get(ring_format.ENV_DIR)
+    os.environ[ring_format.ENV_DIR] = directory
     try:
         yield directory
     finally:
         if saved is None:
-            os.environ.pop(layout.ENV_DIR, None)
+            os.environ.pop(ring_format.ENV_DIR, None)
         else:
-            os.environ[layout.ENV_DIR] = saved
+            os.environ[ring_format.ENV_DIR] = saved
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -62,7 +62,7 @@ def test_a_record_compares_hashes_and_shows_as_its_dataclass_twin_does(cls: type
     assert not hasattr(one, "__dict__")
 
 
-def test_every_model_class_is_a_record() -> None:
+def test_every_model_class_is_frozen() -> None:
     foreign = [cls.__name__ for cls in RECORDS if cls.__repr__.__module__ != "gputop.core.frozen"]
     assert foreign == []
 
@@ -94,7 +94,7 @@ def test_a_record_is_built_as_its_dataclass_would_be(cls: type) -> None:
 
 def test_factory_and_init_false_fields_are_built_as_dataclasses_build_them() -> None:
     """None of the model's records has one yet; a record that adds one behaves the same."""
-    from gputop.core.frozen import record
+    from gputop.core.frozen import frozen
 
     def shape(cls: type) -> type:
         cls.__annotations__ = {"x": "int", "items": "list[int]", "fixed": "int",
@@ -105,7 +105,7 @@ def test_factory_and_init_false_fields_are_built_as_dataclasses_build_them() -> 
             default_factory=lambda: [1], init=False)
         return cls
 
-    rec: Any = record(shape(type("Rec", (), {})))
+    rec: Any = frozen(shape(type("Rec", (), {})))
     twin: Any = dataclasses.dataclass(frozen=True, slots=True)(shape(type("Twin", (), {})))
     assert [(p.name, repr(p.default)) for p in inspect.signature(rec).parameters.values()] == [
         (p.name, repr(p.default)) for p in inspect.signature(twin).parameters.values()]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from gputop import __version__
 from gputop.app.commands import BadInput
-from gputop.sources import first_look
+from gputop.sources import first_sample
 
 if TYPE_CHECKING:
     from gputop.app.children import RunCommand
@@ -256,7 +256,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("--gpus sets the number of simulated GPUs and goes with --demo")
     # The live view looks at the processes before loading the rest of gputop, so its first
     # %CPU covers that loading instead of a wait after it.
-    look = None if args.once or args.fleet is not None else first_look.take()
+    look = None if args.once or args.fleet is not None else first_sample.take()
     try:
         return _main_after_look(args, look)
     finally:
@@ -264,7 +264,7 @@ def _main(args: argparse.Namespace) -> int:
             look.close()
 
 
-def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None) -> int:
+def _main_after_look(args: argparse.Namespace, look: first_sample.FirstSample | None) -> int:
     from gputop.app.commands import check_attach, check_scenario
 
     if args.demo is not None:
@@ -293,7 +293,7 @@ def _main_after_look(args: argparse.Namespace, look: first_look.FirstLook | None
                         record=args.record,
                         retention=_retention(args) if args.record else None,
                         readonly=args.readonly,
-                        on_exit=_say_final if args.demo is None else None, first_look=look,
+                        on_exit=_say_final if args.demo is None else None, first_sample=look,
                         scope=trainer_scope(args.all_users), mode=args.mode)
     except KeyboardInterrupt:  # Ctrl-C quits the live view at any moment, as q does
         return EXIT_OK

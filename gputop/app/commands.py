@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the sampler and subprocess load when used: the CLI imports this module
-    import subprocess  # before the live view's first look (gputop.sources.first_look)
+    import subprocess  # before the live view's first look (gputop.sources.first_sample)
 
     from gputop.app.children import RunCommand
     from gputop.app.signalling import ProcessSignaller
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the sampler and subprocess load when used: the CLI imports 
     from gputop.frames.playback import Playback
     from gputop.frames.sampler import DeferredSources, Sampler
     from gputop.recording.writer_thread import Recorder, Retention
-    from gputop.sources.first_look import FirstLook
+    from gputop.sources.first_sample import FirstSample
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
@@ -88,7 +88,7 @@ def build_sampler(
     defer: bool = False,
     owner_pids: Sequence[int] = (),
     early: bool = False,
-    first_look: FirstLook | None = None,
+    first_sample: FirstSample | None = None,
 ) -> Sampler:
     """The sampler for real hardware, or simulated GPUs when `demo` names a scenario.
 
@@ -97,15 +97,15 @@ def build_sampler(
     live view paints its first frame from GPUs, host and processes alone. With `early`,
     the host and the processes get a first look before the GPU source opens (NVML takes
     a while to start): the live view's first frame then needs no priming sample. A
-    `first_look` (taken before gputop loaded) serves as that look.
+    `first_sample` (taken before gputop loaded) serves as that look.
     """
     from gputop.frames.sampler import Sampler, look_early
     from gputop.sources.host import ProcHostSource
     from gputop.sources.processes import ProcProcessSource
 
     host, processes = ProcHostSource(), ProcProcessSource()
-    if first_look is not None:
-        looked_at: float | None = _seed(host, processes, first_look)
+    if first_sample is not None:
+        looked_at: float | None = _seed(host, processes, first_sample)
     else:
         looked_at = look_early(host, processes) if early else None
     from gputop.sources.gpu import open_gpu_source
@@ -120,7 +120,7 @@ def build_sampler(
     return sampler
 
 
-def _seed(host: ProcHostSource, processes: ProcProcessSource, look: FirstLook) -> float:
+def _seed(host: ProcHostSource, processes: ProcProcessSource, look: FirstSample) -> float:
     """Make `look` the host's and the processes' previous sample; when it was taken."""
     host.seed(look.host_stat)
     processes.seed(look)
@@ -201,7 +201,7 @@ def run_live(
     *, interval_s: float = 1.0, demo: str | None = None, gpus: int | None = None,
     membw: str = "auto", attach_pid: int | None = None, ascii: bool = False,
     record: str | None = None, retention: Retention | None = None, readonly: bool = False,
-    on_exit: Callable[[Frame], None] | None = None, first_look: FirstLook | None = None,
+    on_exit: Callable[[Frame], None] | None = None, first_sample: FirstSample | None = None,
     scope: TrainerScope | None = None, mode: int | None = None,
 ) -> int:
     """The live TUI; with `demo`, simulated GPUs plus the real demo trainer on GPU 0;
@@ -209,7 +209,7 @@ def run_live(
     new file with `mode`), the trainers of `scope` only (default: the caller's);
     `readonly` sends no signals; `on_exit`
     gets the last frame, with the advice then on screen, once the terminal is back;
-    `first_look`: the CLI's, taken as it started."""
+    `first_sample`: the CLI's, taken as it started."""
     from gputop.export.scope import ScopedSink, TrainerScope
     from gputop.tui import run_tui
 
@@ -226,7 +226,7 @@ def run_live(
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
                                 defer=True, owner_pids=[trainer.pid] if trainer else (),
-                                early=True, first_look=first_look)
+                                early=True, first_sample=first_sample)
         if recorder is not None:
             sampler.add_sink(ScopedSink(recorder, scope))
         target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)

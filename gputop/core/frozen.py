@@ -1,9 +1,9 @@
-"""`record`: `dataclass(frozen=True, slots=True)` with the same equality, hash and repr, made by
+"""`frozen`: `dataclass(frozen=True, slots=True)` with the same equality, hash and repr, made by
 shared functions instead of ones compiled for each class.
 
 A dataclass compiles six small functions per class when its module is imported; for
 gputop.core.model's two dozen classes that was most of the import, itself the largest part of
-the CPU spent before the first frame. `record` has dataclasses compile only the frozen
+the CPU spent before the first frame. `frozen` has dataclasses compile only the frozen
 `__setattr__`/`__delattr__`; equality, hash and repr go through `attrgetter`, and
 `__init__`, compiled here, stores each field through its slot (see _slot_init).
 """
@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
-def record(cls: type[T]) -> type[T]:
+def frozen(cls: type[T]) -> type[T]:
     """The frozen, slotted dataclass of `cls`: equal, hashed and shown as dataclasses do
     (fields with `compare=False` neither compared nor hashed, `repr=False` not shown)."""
     made = dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False, init=False)(cls)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import Literal
 
-from gputop.core.frozen import record
+from gputop.core.frozen import frozen
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 Role = Literal["trainer", "worker", "launcher", "other"]
@@ -22,7 +22,7 @@ SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "s
                      "record"]
 
 
-@record
+@frozen
 class GpuProcess:
     """One compute process NVML reports on a device."""
 
@@ -31,7 +31,7 @@ class GpuProcess:
     sm_util_percent: float | None = None
 
 
-@record
+@frozen
 class GpuSample:
     """One device at one tick; fields NVML could not give are None."""
 
@@ -56,7 +56,7 @@ class GpuSample:
     processes_known: bool = True  # False: NVML refused every process query, so () means n/a
 
 
-@record
+@frozen
 class GpuReport:
     """All devices from one source; `note` explains a missing driver or a simulation."""
 
@@ -67,7 +67,7 @@ class GpuReport:
     scenario: str | None = None
 
 
-@record
+@frozen
 class HostSample:
     """Host-wide CPU and memory at one tick."""
 
@@ -83,7 +83,7 @@ class HostSample:
     uptime_s: float
 
 
-@record
+@frozen
 class ProcessSample:
     """One process; `in_proc` is False for an NVML PID with no /proc entry (other namespace)."""
 
@@ -117,7 +117,7 @@ class ProcessSample:
         return (self.pid, self.start_ticks)
 
 
-@record
+@frozen
 class TrainerGroup:
     """A trainer and the DataLoader workers grouped beneath it."""
 
@@ -129,7 +129,7 @@ class TrainerGroup:
     launcher_pid: int | None = None
 
 
-@record
+@frozen
 class MemoryConsumer:
     """A process and the memory traffic its cache misses stand for (bytes/s, cache lines x 64)."""
 
@@ -138,7 +138,7 @@ class MemoryConsumer:
     bytes_per_s: float
 
 
-@record
+@frozen
 class MemoryLayoutCheck:
     """The memory modules judged against the board's channels and each other.
 
@@ -158,7 +158,7 @@ class MemoryLayoutCheck:
     reason: str | None = None
 
 
-@record
+@frozen
 class MemoryBandwidthSample:
     """Host memory-bandwidth pressure, always labelled with where it came from."""
 
@@ -183,7 +183,7 @@ class MemoryBandwidthSample:
     layout_check: MemoryLayoutCheck | None = None
 
 
-@record
+@frozen
 class TrainerConfig:
     """Facts the probe recorded about the trainer (annotate() and the patched loader)."""
 
@@ -209,7 +209,7 @@ class TrainerConfig:
         return self.device.split(":")[0] != "cpu"
 
 
-@record
+@frozen
 class StepRecord:
     """One training step; a phase the probe did not see is None, not zero."""
 
@@ -247,7 +247,7 @@ class StepRecord:
         return max(0, self.duration_ns - seen)
 
 
-@record
+@frozen
 class StepSummary:
     """A rolling window of non-warm-up steps, reduced to what decides a verdict."""
 
@@ -285,7 +285,7 @@ class StepSummary:
 EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
 
 
-@record
+@frozen
 class PartTotals:
     """A window's non-warm-up steps that have an input/compute split, and their parts summed
     (the advice's average step), kept by the sampler so no rule walks the window for them."""
@@ -295,7 +295,7 @@ class PartTotals:
     compute_ns: int
 
 
-@record
+@frozen
 class InputWaits:
     """A rank's input waits for the straggler rule: of its non-warm-up steps, how many have
     an input/compute split, the quartile, median and 90th percentile of their inputs (0:
@@ -308,7 +308,7 @@ class InputWaits:
     step: int
 
 
-@record
+@frozen
 class AttachState:
     """What the ring of one attached trainer says right now.
 
@@ -337,7 +337,7 @@ class AttachState:
         return self.state == "running"
 
 
-@record
+@frozen
 class InputStraggler:
     """A rank whose steps wait for input far longer than the other ranks' do."""
 
@@ -366,7 +366,7 @@ class InputStraggler:
         )
 
 
-@record
+@frozen
 class SourceError:
     """A source that failed: its part of the Frame is the last good one (or empty)."""
 
@@ -386,7 +386,7 @@ class SourceError:
                 f"{self.retry_in_s:.0f} s{stale})")
 
 
-@record
+@frozen
 class Advice:
     """One piece of advice with the measured numbers it rests on."""
 
@@ -401,7 +401,7 @@ class Advice:
 FLEET_PRESSURE_RATIO = 0.6  # host memory-bandwidth pressure the fleet counts as trouble
 
 
-@record
+@frozen
 class FleetHost:
     """One `gputop serve` target as Prometheus has it; a target that is down has no figures
     (None), never zeros."""
@@ -433,7 +433,7 @@ class FleetHost:
                                                 self.data_bound_trainers, self.stragglers))
 
 
-@record
+@frozen
 class FleetGpu:
     """One GPU of a fleet host, as its exporter last published it."""
 
@@ -445,7 +445,7 @@ class FleetGpu:
     memory_total_bytes: float | None = None
 
 
-@record
+@frozen
 class FleetTrainer:
     """One trainer of a fleet host; `pid` is its PID on that host (the `trainer` label)."""
 
@@ -466,7 +466,7 @@ class FleetTrainer:
     gpu_memory_bytes: float | None = None
 
 
-@record
+@frozen
 class FleetAdvice:
     """A piece of advice active on a fleet host (`trainer` is "" for host-wide advice)."""
 
@@ -475,7 +475,7 @@ class FleetAdvice:
     trainer: str = ""
 
 
-@record
+@frozen
 class FleetHostDetail:
     """One host's GPUs, trainers and advice: what Enter on a fleet row shows."""
 
@@ -485,7 +485,7 @@ class FleetHostDetail:
     advice: tuple[FleetAdvice, ...] = ()
 
 
-@record
+@frozen
 class FleetReport:
     """Every host a Prometheus server scrapes `gputop serve` on, worst first."""
 
@@ -498,7 +498,7 @@ class FleetReport:
     stale_from: float | None = None  # the hosts are the last good answer's, asked then
 
 
-@record
+@frozen
 class Trend:
     """A recording's sparkline values for the ticks up to one, oldest first: each GPU's
     util (None while lost) and the memory-bandwidth pressure 0..1 (None: not measured)."""
@@ -507,7 +507,7 @@ class Trend:
     membw_pressure: list[float | None]
 
 
-@record
+@frozen
 class Frame:
     """Everything one tick measured; immutable and complete, so rendering never samples."""
 

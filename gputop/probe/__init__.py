@@ -19,7 +19,7 @@ import sys
 from time import perf_counter_ns
 
 from gputop.probe import ring as _ring
-from gputop.probe.recorder import PHASES, Recorder, annotate_failed, warn
+from gputop.probe.steps import PHASES, Recorder, annotate_failed, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at import; the probe must start fast

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gputop.probe import ring as layout
-from gputop.probe.recorder import NONE, GpuHook, Recorder
+from gputop.probe import ring as ring_format
+from gputop.probe.steps import NONE, GpuHook, Recorder
 
-_GPU_NS = layout.PAYLOAD_FIELDS.index("gpu_ns")
-_GPU_GAP_NS = layout.PAYLOAD_FIELDS.index("gpu_gap_ns")
+_GPU_NS = ring_format.PAYLOAD_FIELDS.index("gpu_ns")
+_GPU_GAP_NS = ring_format.PAYLOAD_FIELDS.index("gpu_gap_ns")
 
 
 class Event(Protocol):

@@ -8,7 +8,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
-from gputop.probe.recorder import Recorder, warn
+from gputop.probe.steps import Recorder, warn
 
 
 def watch_for_torch(rec: Recorder) -> None:

@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 
 MAX_VALUE = 1 << 62
-GRACE_NS = layout.CREATION_GRACE_NS
+GRACE_NS = ring_format.CREATION_GRACE_NS
 
 
 class RingError(Exception):
@@ -61,7 +61,7 @@ class RingHeader:
 
 class RawRecord(NamedTuple):
     """One complete record as the writer published it (-1 = not measured): the slot's
-    fields by their layout.FIELDS names, with the record's index where the slot has its
+    fields by their ring_format.FIELDS names, with the record's index where the slot has its
     sequence and without the check, so every field sits at its layout index."""
 
     index: int  # type: ignore[assignment]  # shadows tuple.index(), never called on one
@@ -81,10 +81,11 @@ class RawRecord(NamedTuple):
     loader: int
 
 
-assert RawRecord._fields == ("index", *layout.PAYLOAD_FIELDS)  # spelled out above for mypy
+assert RawRecord._fields == ("index", *ring_format.PAYLOAD_FIELDS)  # spelled out above for mypy
 _always_set = operator.itemgetter(
-    layout.STEP, layout.START_NS, layout.DURATION_NS, layout.EPOCH, layout.LOADER)
-_MEASURED = slice(layout.DATA_NS, layout.BATCH_SIZE + 1)
+    ring_format.STEP, ring_format.START_NS, ring_format.DURATION_NS, ring_format.EPOCH,
+    ring_format.LOADER)
+_MEASURED = slice(ring_format.DATA_NS, ring_format.BATCH_SIZE + 1)
 
 
 class RingReader:
@@ -104,7 +105,7 @@ class RingReader:
             owner = os.getuid() if owner is None else owner
             self.uid = st.st_uid
             _check_file(st, path, owner, pid)
-            if _header_unwritten(self._pread(len(layout.MAGIC), 0), st):
+            if _header_unwritten(self._pread(len(ring_format.MAGIC), 0), st):
                 raise _unfinished(path, pid, st)
             self.header = self.read_header()
             _check_process(self.header, path, pid, start_ticks)
@@ -119,25 +120,25 @@ class RingReader:
 
     def read_header(self) -> RingHeader:
         """The header, validated field by field."""
-        raw = self._pread(layout.NAMESPACE_OFFSET + layout.NAMESPACE.size, 0)
+        raw = self._pread(ring_format.NAMESPACE_OFFSET + ring_format.NAMESPACE.size, 0)
         (magic, version, header_size, record_size, slots, pid, ticks, start_time,
-         head, _meta_seq, _meta_len) = layout.HEADER.unpack_from(raw)
-        if magic != layout.MAGIC:
+         head, _meta_seq, _meta_len) = ring_format.HEADER.unpack_from(raw)
+        if magic != ring_format.MAGIC:
             raise RingRefused(f"{self.path} is not a gputop ring")
-        if version != layout.VERSION:
+        if version != ring_format.VERSION:
             raise RingRefused(
-                f"{self.path} has ring version {version}, expected {layout.VERSION}")
+                f"{self.path} has ring version {version}, expected {ring_format.VERSION}")
         if (header_size, record_size, slots) != (
-            layout.HEADER_SIZE, layout.RECORD_SIZE, layout.SLOTS
+            ring_format.HEADER_SIZE, ring_format.RECORD_SIZE, ring_format.SLOTS
         ):
             raise RingRefused(f"{self.path} has an unexpected layout")
         if not (0 < pid < 1 << 31) or not (0 <= head < MAX_VALUE) or ticks < 0:
             raise RingRefused(f"{self.path} has a corrupt header")
         size = os.fstat(self._fd).st_size
-        if size != layout.FILE_SIZE:
+        if size != ring_format.FILE_SIZE:
             raise RingError(f"{self.path} is truncated ({size} bytes)")
         return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1),
-                          layout.header_namespace(raw))
+                          ring_format.header_namespace(raw))
 
     def read_new(self, newest: int | None = None) -> list[RawRecord]:
         """Records published since the last call, oldest first; lost ones add to `dropped`.
@@ -170,12 +171,12 @@ class RingReader:
 
         Returns False when it met a record not yet written (reading stops there).
         """
-        size = layout.RECORD_SIZE
-        offset = layout.HEADER_SIZE + (lo % layout.SLOTS) * size
+        size = ring_format.RECORD_SIZE
+        offset = ring_format.HEADER_SIZE + (lo % ring_format.SLOTS) * size
         before = _seqs(self._pread((hi - lo) * size, offset))
         payload = self._pread((hi - lo) * size, offset)
         after = _seqs(self._pread((hi - lo) * size, offset))
-        for i, fields in enumerate(layout.RECORD.iter_unpack(payload)):
+        for i, fields in enumerate(ring_format.RECORD.iter_unpack(payload)):
             n = lo + i
             want = 2 * n + 2
             seq_b = after[i]
@@ -186,7 +187,7 @@ class RingReader:
                 record = _verified(n, fields, payload, i * size)
                 if record is None:  # its stores may not all be visible yet: look once more
                     again = self._pread(size, offset + i * size)
-                    record = _verified(n, layout.RECORD.unpack(again), again, 0)
+                    record = _verified(n, ring_format.RECORD.unpack(again), again, 0)
             if record is None:
                 self.dropped += 1
             else:
@@ -202,14 +203,14 @@ class RingReader:
     def read_meta(self) -> dict[str, Any]:
         """The annotate() facts; the last good copy when the writer is mid-update."""
         for _ in range(3):
-            raw = self._pread(24, layout.META_SEQ_OFFSET)
+            raw = self._pread(24, ring_format.META_SEQ_OFFSET)
             seq, length, _ = struct.unpack("@qqq", raw)
             if seq == self._meta_seq:
                 return self._meta
-            if seq % 2 or not 0 <= length <= layout.META_CAP:
+            if seq % 2 or not 0 <= length <= ring_format.META_CAP:
                 continue
-            blob = self._pread(length, layout.META_OFFSET)
-            if layout.SEQ.unpack(self._pread(8, layout.META_SEQ_OFFSET))[0] != seq:
+            blob = self._pread(length, ring_format.META_OFFSET)
+            if ring_format.SEQ.unpack(self._pread(8, ring_format.META_SEQ_OFFSET))[0] != seq:
                 continue
             self._meta_seq = seq
             self._meta = _parse_meta(blob)
@@ -262,8 +263,8 @@ def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None) -> N
         whose = "the process's owner" if pid is not None else "the expected owner"
         raise RingRefused(f"{who} is owned by uid {st.st_uid}, not by {whose} (uid {owner}): "
                           "ignored")
-    if st.st_size != layout.FILE_SIZE:
-        reason = f"{who} has {st.st_size} bytes, not a ring's {layout.FILE_SIZE}"
+    if st.st_size != ring_format.FILE_SIZE:
+        reason = f"{who} has {st.st_size} bytes, not a ring's {ring_format.FILE_SIZE}"
         if st.st_size == 0 and _young(st):  # created, not yet sized
             raise _unfinished(path, pid, st)
         raise RingRefused(reason)
@@ -300,15 +301,15 @@ def _contiguous_slot_runs(first: int, end: int, slots: int) -> list[tuple[int, i
 
 def _seqs(raw: bytes) -> memoryview:
     """The sequence word of each record in `raw`, adjacent slots' bytes."""
-    return memoryview(raw).cast("q")[:: layout.RECORD_WORDS]
+    return memoryview(raw).cast("q")[:: ring_format.RECORD_WORDS]
 
 
 def _verified(index: int, fields: tuple[int, ...], raw: bytes, at: int) -> RawRecord | None:
     """Record `index` (`fields`, decoded from the slot bytes at `at`), if its sequence and
     check say it is complete and its own, and every field is in range."""
-    start = at + layout.PAYLOAD_OFFSET
-    check = layout.record_check(index, raw[start : start + layout.PAYLOAD_SIZE])
-    if fields[0] != 2 * index + 2 or fields[layout.CHECK_WORD] != check:
+    start = at + ring_format.PAYLOAD_OFFSET
+    check = ring_format.record_check(index, raw[start : start + ring_format.PAYLOAD_SIZE])
+    if fields[0] != 2 * index + 2 or fields[ring_format.CHECK_WORD] != check:
         return None
     return _checked(index, fields)
 
@@ -316,12 +317,12 @@ def _verified(index: int, fields: tuple[int, ...], raw: bytes, at: int) -> RawRe
 def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:
     """A record whose fields are all in range, else None (counted as dropped)."""
     always = _always_set(f)
-    if min(always) < 0 or max(always) >= MAX_VALUE or not 0 <= f[layout.FLAGS] < 256:
+    if min(always) < 0 or max(always) >= MAX_VALUE or not 0 <= f[ring_format.FLAGS] < 256:
         return None
     measured = f[_MEASURED]
     if min(measured) < -1 or max(measured) >= MAX_VALUE:
         return None
-    return RawRecord(index, *f[layout.STEP : layout.CHECK_WORD])
+    return RawRecord(index, *f[ring_format.STEP : ring_format.CHECK_WORD])
 
 
 def _parse_meta(blob: bytes) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from gputop.probe import loader_facts, loader_id
-from gputop.probe.recorder import BACKWARD, FORWARD, NONE, Recorder
+from gputop.probe.steps import BACKWARD, FORWARD, NONE, Recorder
 
 SEARCH_STEPS = 2  # optimizer steps after a new optimizer's first during which modules are found
 

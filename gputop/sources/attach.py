@@ -14,7 +14,7 @@ from typing import Any
 
 from gputop.core.model import AttachState, StepRecord, TrainerConfig, Verdict
 from gputop.core.printable import printable
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RawRecord, RingError, RingReader
 from gputop.sources.procfs import parse_stat, read_bytes
 from gputop.sources.rings import RingDirectory, process_owner
@@ -251,7 +251,7 @@ class _RingWindow:
             self.close()
 
     def _add(self, raw: RawRecord) -> None:
-        if raw.flags & layout.F_OTHER:
+        if raw.flags & ring_format.F_OTHER:
             return
         loader, loaders, held = raw.loader, self.loaders, self.held
         if len(loaders) == loaders.maxlen:  # the oldest step leaves the window
@@ -262,7 +262,7 @@ class _RingWindow:
         self.steps.append(to_step(raw, self.verdict_of))
         loaders.append(loader)
         held[loader] = held.get(loader, 0) + 1
-        trains = raw.flags & layout.F_OPTIMIZER and loader
+        trains = raw.flags & ring_format.F_OPTIMIZER and loader
         if trains and loader not in self.train_loaders:
             self._add_train_loader(loader)
 
@@ -286,29 +286,29 @@ def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None) -> StepRecord:
     measured = tuple(map(_UNMEASURED.get, measured, measured))  # -1 (the reader's floor): None
     verdict = "unknown" if verdict_of is None else verdict_of(duration, *_verdict_fields(measured))
     values: tuple[Any, ...] = (
-        raw.step, duration, *measured, raw.epoch, bool(flags & layout.F_WARMUP), verdict,
-        raw.start_ns + duration, bool(flags & layout.F_IMPLICIT),
-        bool(flags & layout.F_INPUT_OUTSIDE_MODEL))
+        raw.step, duration, *measured, raw.epoch, bool(flags & ring_format.F_WARMUP), verdict,
+        raw.start_ns + duration, bool(flags & ring_format.F_IMPLICIT),
+        bool(flags & ring_format.F_INPUT_OUTSIDE_MODEL))
     return StepRecord(*values)
 
 
 # The measured fields by name: where they sit in a RawRecord; StepRecord's fields in order,
 # so to_step passes them by position (a dict of them by name cost more than the record).
-_RAW_MEASURED = slice(RawRecord._fields.index(layout.MEASURED_FIELDS[0]),
-                      RawRecord._fields.index(layout.MEASURED_FIELDS[-1]) + 1)
-assert RawRecord._fields[_RAW_MEASURED] == layout.MEASURED_FIELDS
+_RAW_MEASURED = slice(RawRecord._fields.index(ring_format.MEASURED_FIELDS[0]),
+                      RawRecord._fields.index(ring_format.MEASURED_FIELDS[-1]) + 1)
+assert RawRecord._fields[_RAW_MEASURED] == ring_format.MEASURED_FIELDS
 _raw_measured = itemgetter(_RAW_MEASURED)
-_UNMEASURED: dict[int, None] = {layout.NONE: None}
-_verdict_fields = itemgetter(*map(layout.MEASURED_FIELDS.index,
+_UNMEASURED: dict[int, None] = {ring_format.NONE: None}
+_verdict_fields = itemgetter(*map(ring_format.MEASURED_FIELDS.index,
                                   ("data_ns", "h2d_ns", "gpu_ns", "gpu_gap_ns")))
 assert tuple(f.name for f in fields(StepRecord)) == (
-    "step", "duration_ns", *layout.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
+    "step", "duration_ns", *ring_format.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
     "implicit", "input_outside_model")
 
 
 def probe_status(meta: dict[str, object]) -> str | None:
     """The probe's word on why no step closed yet (printable, bounded), or None."""
-    status = meta.get(layout.META_STATUS)
+    status = meta.get(ring_format.META_STATUS)
     return printable(status[:200]) if isinstance(status, str) else None
 
 
@@ -320,7 +320,7 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
     known: dict[str, object] = {}
     extra = []
     for key, value in meta.items():
-        if key == layout.META_STATUS:
+        if key == ring_format.META_STATUS:
             continue
         kind = CONFIG_FIELDS.get(key)
         if kind is None:
@@ -334,7 +334,7 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
 def check_attachable(pid: int, directory: str | None = None) -> str | None:
     """Why `--attach PID` must fail (one line), or None when PID has a ring we trust (or is
     a launcher whose children do)."""
-    if layout.start_ticks(pid) is None:
+    if ring_format.start_ticks(pid) is None:
         return f"no process with PID {pid}"
     owner, me = process_owner(pid), os.getuid()
     if me != 0 and owner is not None and owner != me:

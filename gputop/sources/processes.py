@@ -29,7 +29,7 @@ from gputop.sources.tracked_process import TrackedProcess
 from gputop.sources.waits import WaitMeter
 
 if TYPE_CHECKING:
-    from gputop.sources.first_look import FirstLook
+    from gputop.sources.first_sample import FirstSample
 
 FOREIGN_NAME = "?"
 FOREIGN_STATE = "?"  # an NVML PID with no /proc entry: another PID namespace
@@ -158,8 +158,8 @@ class ProcProcessSource:
         self._positions = positions = {row.pid: i for i, row in enumerate(rows)}
         return rows, positions
 
-    def seed(self, look: FirstLook) -> None:
-        """Take `look` (gputop.sources.first_look's, taken before gputop loaded) as the
+    def seed(self, look: FirstSample) -> None:
+        """Take `look` (gputop.sources.first_sample's, taken before gputop loaded) as the
         previous tick, keeping its stat fds: the first sample's %CPU then covers the time
         since the look. A source that sampled already, or reads another /proc, ignores it."""
         if self._times[0] is not None or look.proc_root != self.proc_root:

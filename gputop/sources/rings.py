@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RingError, RingReader, RingRefused, RingUnfinished
 from gputop.sources.dirwatch import PrefixWatch
 from gputop.sources.procfs import read_bytes
@@ -58,12 +58,12 @@ def ring_names(directory: str) -> tuple[list[RingName], int]:
     syscall each."""
     me = os.getuid()
     found = []
-    prefix = layout.NAME_PREFIX
+    prefix = ring_format.NAME_PREFIX
     try:
         with os.scandir(directory) as scan:  # /dev/shm may hold hundreds of other files
             entries = list(scan)
         for entry in [e for e in entries if e.name.startswith(prefix)]:
-            parsed = layout.parse_name(entry.name)
+            parsed = ring_format.parse_name(entry.name)
             if parsed is not None and (me == 0 or parsed[0] == me):
                 found.append(RingName(entry.path, parsed[0], parsed[1], entry.inode()))
     except OSError:
@@ -98,8 +98,8 @@ def proc_namespace() -> Namespace | None:
     not so under `unshare --pid` without a /proc of its own); else None."""
     for line in (read_bytes("/proc/self/status") or b"").splitlines():
         if line.startswith(b"NSpid:"):
-            return layout.pid_namespace() if len(line.split()) == 2 else None
-    return layout.pid_namespace()  # a kernel before NSpid (4.1) has no nested /proc to fear
+            return ring_format.pid_namespace() if len(line.split()) == 2 else None
+    return ring_format.pid_namespace()  # a kernel before NSpid (4.1) has no nested /proc to fear
 
 
 def namespace_pids(skip: Namespace | None) -> dict[Namespace, dict[int, int]]:
@@ -218,7 +218,7 @@ class _Running:
         fd = self._fds.get((pid, ticks))
         if fd is not None and fd not in exited:
             return True
-        return layout.start_ticks(pid) == ticks
+        return ring_format.start_ticks(pid) == ticks
 
     def exited(self) -> set[int]:
         """The pidfds of the held processes that exited (any event), from one poll."""
@@ -233,7 +233,7 @@ class _Running:
             fd = _pidfd(pid)
             if fd is None:
                 continue
-            if layout.start_ticks(pid) != ticks:  # the PID is another process's by now
+            if ring_format.start_ticks(pid) != ticks:  # the PID is another process's by now
                 os.close(fd)
                 continue
             self._fds[(pid, ticks)] = fd
@@ -278,7 +278,7 @@ class RingDirectory:
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
-        return self.directory or layout.ring_dir()
+        return self.directory or ring_format.ring_dir()
 
     def scan(self) -> None:
         """List the directory once and check each ring not judged before; files refused for
@@ -306,12 +306,12 @@ class RingDirectory:
         running.hold([(p.pid, p.ticks) for p in listing.trusted.values()])
 
     def start_ticks(self, pid: int) -> int | None:
-        """`pid`'s start ticks now (layout.start_ticks), without reading /proc while the
+        """`pid`'s start ticks now (ring_format.start_ticks), without reading /proc while the
         process the last scan trusted a ring for under that PID is held and runs."""
         for placed in self._last.trusted.values():
             if placed.pid == pid and self._running.check(pid, placed.ticks):
                 return placed.ticks
-        return layout.start_ticks(pid)
+        return ring_format.start_ticks(pid)
 
     def _judge(self, name: RingName, listing: _Listing) -> None:
         """Place the ring `name` in `listing`: trusted for its live process, our leftover,
@@ -341,7 +341,7 @@ class RingDirectory:
             listing.refuse(name, _Refusal(f"{name.path} is of a PID namespace gputop cannot "
                                           "see into", None))
             return
-        ticks = layout.start_ticks(pid)
+        ticks = ring_format.start_ticks(pid)
         if ours and _gone(header.start_ticks, ticks) and _is_ours(name):
             listing.leftovers.append(name)  # proven: our namespace, its process gone
             return
@@ -411,7 +411,7 @@ class RingDirectory:
             return None
         if self._watch is None or self._watch[0] != where:
             self._unwatch()
-            watch = PrefixWatch(where[0], layout.NAME_PREFIX)
+            watch = PrefixWatch(where[0], ring_format.NAME_PREFIX)
             self._watch = (where, watch)
             self._listed = None  # events before the watch began are unknown: list now
         watch = self._watch[1]
@@ -445,7 +445,7 @@ class RingDirectory:
         ring = self.rings.get(pid)
         if ring is None:
             raise RingError(self.refusals.get(pid) or f"PID {pid} has no probe ring yet")
-        ticks = layout.start_ticks(pid)
+        ticks = ring_format.start_ticks(pid)
         if ticks is None:
             raise RingError(f"no process with PID {pid}")
         return open_ring(ring, pid, ticks)

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
     from gputop.core.model import Frame
     from gputop.tui.app import Command, FrameFeed, GputopApp, Signaller
-    from gputop.tui.look import Look
     from gputop.tui.splash import Splash
+    from gputop.tui.terminal_caps import TerminalCaps
 
 __all__ = ["build_app", "run_tui"]
 
@@ -28,7 +28,7 @@ def build_app(
     start: bool = True,
     splash: Splash | None = None,
     command: Command | None = None,
-    look: Look | None = None,
+    look: TerminalCaps | None = None,
     signaller: Signaller | None = None,
 ) -> GputopApp:
     """The app users run. Sampling starts first, so Textual loads while frame one is measured.
@@ -36,7 +36,7 @@ def build_app(
     `attach_pid` is attached from the first tick on (its rings are read as they appear).
     A `splash` shows the frames until the app draws; its driver takes the terminal over.
     `command` is `gputop run`'s: q asks before leaving it, Ctrl-C is forwarded to it.
-    `look` is the terminal's (see gputop.tui.look); by default Unicode in full colour.
+    `look` is the terminal's (see gputop.tui.terminal_caps); by default Unicode in full colour.
     `signaller` lets `k` send signals (gputop.app.signalling's); without one the app is read-only.
     """
     from gputop.tui.slot import FrameSlot
@@ -60,7 +60,7 @@ def build_app(
     _import_asyncio_without_tls()
     from gputop.tui.app import GputopApp
     from gputop.tui.driver import QuietLinuxDriver
-    from gputop.tui.look import PLAIN
+    from gputop.tui.terminal_caps import PLAIN
 
     look = look or PLAIN
     app = GputopApp(sampler, attach_pid=pending, slot=slot, command=command,
@@ -134,10 +134,10 @@ def run_tui(
     `signaller` lets `k` send signals; None (--readonly) turns `k` off.
     `splash`: False for feeds with nothing to show before the app draws (the fleet).
     """
-    from gputop.tui.look import terminal_look
     from gputop.tui.splash import Splash
+    from gputop.tui.terminal_caps import terminal_caps_of
 
-    look = terminal_look(ascii=ascii)
+    look = terminal_caps_of(ascii=ascii)
     opened = Splash.open(look=look) if splash else None
     failed = False
     try:

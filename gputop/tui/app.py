@@ -25,10 +25,10 @@ from gputop.core.model import Advice, Frame, Trend
 from gputop.tui import paint
 from gputop.tui.history import KEEP, History
 from gputop.tui.lines import Line
-from gputop.tui.look import PLAIN
 from gputop.tui.messages import HeaderClicked, HostChosen, RowActivated
 from gputop.tui.slot import FrameSlot
 from gputop.tui.splash import Splash
+from gputop.tui.terminal_caps import PLAIN
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.footer import footer_line
 from gputop.tui.views.gpus import gpu_lines

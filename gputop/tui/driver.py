@@ -23,8 +23,8 @@ from codecs import getincrementaldecoder
 from typing import TYPE_CHECKING, Any
 
 from gputop.tui.cells import ascii_cells
-from gputop.tui.look import PLAIN, Look
 from gputop.tui.splash import terminal_stream
+from gputop.tui.terminal_caps import PLAIN, TerminalCaps
 from gputop.tui.textual_adapter import LinuxDriverHooks, XTermParser, parser_timeout
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class _AsciiScreen(io.TextIOWrapper):
         return super().write(ascii_cells(text))
 
 
-def screen_file(look: Look) -> io.TextIOWrapper:
+def screen_file(look: TerminalCaps) -> io.TextIOWrapper:
     """The terminal as a text file to draw on; stderr (Textual's choice) if there is none."""
     stream = terminal_stream()
     if stream is None:
@@ -82,7 +82,7 @@ class QuietLinuxDriver(LinuxDriverHooks):
         self._app_loop = asyncio.get_running_loop()
         self._debug_keys = debug
         look = getattr(app, "look", None)
-        self._screen = screen_file(look if isinstance(look, Look) else PLAIN)
+        self._screen = screen_file(look if isinstance(look, TerminalCaps) else PLAIN)
         # The app's size until the first resize event arrives: Textual would take it from
         # COLUMNS and LINES where they are set, and lay out the first frame at theirs.
         if size is None:

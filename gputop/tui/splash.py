@@ -3,7 +3,7 @@
 Textual takes about half a second to import; the sampler's first Frame is ready long
 before. `render` turns a Frame into one full-screen paint; `Splash` owns the terminal
 until the app's driver takes it over: alternate screen, hidden cursor, no echo. It draws
-on the terminal (`terminal_stream`), in the terminal's `Look`: ASCII, or no colour.
+on the terminal (`terminal_stream`), in the terminal's `TerminalCaps`: ASCII, or no colour.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from gputop.core import fmt
 from gputop.core.model import Frame, GpuSample, ProcessSample
 from gputop.tui.cells import ascii_cells
-from gputop.tui.look import PLAIN, Look
+from gputop.tui.terminal_caps import PLAIN, TerminalCaps
 
 ENTER = "\x1b[?1049h\x1b[?25l\x1b[?7l"  # alternate screen, no cursor, no autowrap (Textual
 LEAVE = "\x1b[?7h\x1b[?1049l\x1b[?25h"  # sets the same and restores wrapping at its exit)
@@ -43,7 +43,7 @@ def terminal_stream() -> Any:
 
 
 def render(frame: Frame, width: int, height: int, *, rates: bool = True,
-           look: Look = PLAIN) -> str:
+           look: TerminalCaps = PLAIN) -> str:
     """One full-screen paint of `frame`; without `rates` (a first sample) no %CPU is shown."""
     width, height = max(width, 1), max(height, 1)
     lines: list[tuple[str, str]] = [(_header(frame), _REVERSE)]
@@ -107,7 +107,7 @@ class Splash:
     restores them at exit; `close` puts everything back unless the driver did.
     """
 
-    def __init__(self, fd: int, attrs: list[Any], look: Look = PLAIN) -> None:
+    def __init__(self, fd: int, attrs: list[Any], look: TerminalCaps = PLAIN) -> None:
         self._fd = fd
         self._attrs = attrs
         self._look = look
@@ -120,7 +120,7 @@ class Splash:
         self._signals: dict[int, Any] = {}
 
     @classmethod
-    def open(cls, stream: Any = None, look: Look = PLAIN) -> Splash | None:
+    def open(cls, stream: Any = None, look: TerminalCaps = PLAIN) -> Splash | None:
         """A splash on `stream` (the terminal_stream) when it is a terminal, else None."""
         stream = terminal_stream() if stream is None else stream
         try:

@@ -21,7 +21,7 @@ from gputop.tui.views.steps import legend_line, step_lines, summary_lines
 from tests.helpers.builders import attached, frame, process, trainer_with_workers
 
 if TYPE_CHECKING:  # the probe's recorder is imported where a test records
-    from gputop.probe.recorder import Recorder
+    from gputop.probe.steps import Recorder
 
 MS = 1_000_000
 COMPUTE_MS = 10.0  # forward 2 + backward 7 + optimizer 1
@@ -171,13 +171,13 @@ def _recorded(steps: Callable[[Recorder], None]) -> list[StepRecord]:
     import os
     import tempfile
 
-    from gputop.probe import ring as layout
+    from gputop.probe import ring as ring_format
     from gputop.probe.reader import RingReader
-    from gputop.probe.recorder import Recorder
+    from gputop.probe.steps import Recorder
     from gputop.sources.attach import to_step
 
     with tempfile.TemporaryDirectory() as directory:
-        rec = Recorder(lambda: layout.RingWriter(layout.ring_path(os.getpid(),
+        rec = Recorder(lambda: ring_format.RingWriter(ring_format.ring_path(os.getpid(),
                                                                   directory=directory)))
         try:
             steps(rec)
@@ -190,14 +190,14 @@ def _recorded(steps: Callable[[Recorder], None]) -> list[StepRecord]:
                 reader.close()
         finally:
             rec.close()
-    return [replace(to_step(r), implicit=bool(r.flags & layout.F_IMPLICIT)) for r in raws]
+    return [replace(to_step(r), implicit=bool(r.flags & ring_format.F_IMPLICIT)) for r in raws]
 
 
 def test_the_probes_own_steps_without_a_loader_run_from_optimizer_step_to_optimizer_step(
 ) -> None:
     """The zero-code probe opens each loader-less step where the previous optimizer step
     ended (issue 13), so its steps are whole, like gputop.step_end()'s."""
-    from gputop.probe.recorder import BACKWARD, OPTIMIZER
+    from gputop.probe.steps import BACKWARD, OPTIMIZER
 
     def zero_code(rec: Recorder) -> None:
         """The torch patch: the first backward opens the first step."""

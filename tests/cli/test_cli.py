@@ -146,17 +146,17 @@ def test_the_live_view_looks_at_the_processes_before_loading_the_rest_of_gputop(
     """The first look (the start of the first %CPU's interval) comes before the model, the
     sampler and the sources are imported, so the interval covers their import."""
     code = ("import sys, gputop.app.commands as wiring\n"
-            "from gputop.sources import first_look\n"
-            "real = first_look.take\n"
+            "from gputop.sources import first_sample\n"
+            "real = first_sample.take\n"
             "def take(*args, **kwargs):\n"
             "    print(sorted(m for m in sys.modules if m.startswith('gputop')))\n"
             "    return real(*args, **kwargs)\n"
-            "first_look.take = take\n"
-            "wiring.run_live = lambda **kw: print(len(kw['first_look'].stats) > 1) or 0\n"
+            "first_sample.take = take\n"
+            "wiring.run_live = lambda **kw: print(len(kw['first_sample'].stats) > 1) or 0\n"
             "from gputop.app.cli import main\n"
             "main([])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.splitlines() == [
-        "['gputop', 'gputop.app.cli', 'gputop.sources', 'gputop.sources.first_look', "
+        "['gputop', 'gputop.app.cli', 'gputop.sources', 'gputop.sources.first_sample', "
         "'gputop.app.commands']", "True"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.membw.layout import MemoryLayout
+from gputop.sources.membw.dimm_slots import MemoryLayout
 from tests.helpers.scheduling import favoured
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from gputop.core.model import AttachState, Frame
 from gputop.frames.derive import Derivation
 from gputop.frames.sampler import Sampler
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.scheduling import favoured
 
@@ -37,9 +37,9 @@ def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
 
 def payload(**values: int) -> tuple[int, ...]:
     """A record's payload as RingWriter.append takes it, by field name (the rest NONE)."""
-    unknown = values.keys() - set(layout.PAYLOAD_FIELDS)
+    unknown = values.keys() - set(ring_format.PAYLOAD_FIELDS)
     assert not unknown, unknown
-    return tuple(values.get(name, layout.NONE) for name in layout.PAYLOAD_FIELDS)
+    return tuple(values.get(name, ring_format.NONE) for name in ring_format.PAYLOAD_FIELDS)
 
 
 def watch_process(
@@ -88,11 +88,12 @@ def sample_until(
 def header_only_ring(pid: int, ticks: int, namespace: tuple[int, int] | None) -> bytes:
     """A ring file with no steps, as a killed trainer `pid` (started at `ticks`) leaves it;
     `namespace` is its PID namespace as the header records it (None: a probe before the field)."""
-    raw = bytearray(layout.FILE_SIZE)
-    layout.HEADER.pack_into(raw, 0, layout.MAGIC, layout.VERSION, layout.HEADER_SIZE,
-                            layout.RECORD_SIZE, layout.SLOTS, pid, ticks, time.time_ns(),
+    raw = bytearray(ring_format.FILE_SIZE)
+    ring_format.HEADER.pack_into(raw, 0, ring_format.MAGIC, ring_format.VERSION,
+                                 ring_format.HEADER_SIZE,
+                            ring_format.RECORD_SIZE, ring_format.SLOTS, pid, ticks, time.time_ns(),
                             0, 0, 0)
-    layout.NAMESPACE.pack_into(raw, layout.NAMESPACE_OFFSET, *(namespace or (0, 0)))
+    ring_format.NAMESPACE.pack_into(raw, ring_format.NAMESPACE_OFFSET, *(namespace or (0, 0)))
     return bytes(raw)
 
 

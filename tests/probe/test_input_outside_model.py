@@ -7,9 +7,9 @@ from __future__ import annotations
 from itertools import pairwise
 from time import perf_counter_ns
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RawRecord, RingReader
-from gputop.probe.recorder import BACKWARD, Recorder
+from gputop.probe.steps import BACKWARD, Recorder
 
 
 def _records(rec: Recorder) -> list[RawRecord]:
@@ -45,10 +45,12 @@ def test_without_a_loader_the_gap_before_the_forward_is_the_steps_input(rec: Rec
     got = _records(rec)
     assert len(got) == 8
     # the first step opened at its backward (no optimizer step had ended before it)
-    assert got[0].data_ns == layout.NONE and not got[0].flags & layout.F_INPUT_OUTSIDE_MODEL
+    assert got[0].data_ns == ring_format.NONE
+    assert not got[0].flags & ring_format.F_INPUT_OUTSIDE_MODEL
     for previous, step in pairwise(got):
         assert step.start_ns == previous.start_ns + previous.duration_ns  # whole steps
-        assert step.flags & layout.F_INPUT_OUTSIDE_MODEL and step.flags & layout.F_IMPLICIT
+        assert step.flags & ring_format.F_INPUT_OUTSIDE_MODEL
+        assert step.flags & ring_format.F_IMPLICIT
         assert 0 <= step.data_ns <= step.duration_ns
         assert (step.forward_ns, step.backward_ns, step.optimizer_ns) == (300, 500, 100)
 
@@ -88,7 +90,8 @@ def test_a_loader_step_gets_its_forward_and_keeps_its_loaders_wait(rec: Recorder
     rec.fetch_stop()
     got = _records(rec)
     assert len(got) == 5 and all(r.forward_ns == 400 for r in got)
-    assert not any(r.flags & (layout.F_INPUT_OUTSIDE_MODEL | layout.F_IMPLICIT) for r in got)
+    marks = ring_format.F_INPUT_OUTSIDE_MODEL | ring_format.F_IMPLICIT
+    assert not any(r.flags & marks for r in got)
 
 
 def test_a_forward_outside_any_step_opens_none(rec: Recorder) -> None:
@@ -105,7 +108,7 @@ def test_a_program_timing_its_own_phases_keeps_them(rec: Recorder) -> None:
         rec.forward_done(100)
         rec.step_end()
     got = _records(rec)
-    assert all(r.forward_ns == layout.NONE and r.data_ns == layout.NONE for r in got)
+    assert all(r.forward_ns == ring_format.NONE and r.data_ns == ring_format.NONE for r in got)
 
 
 def test_a_backward_without_an_optimizer_makes_a_ring_that_says_why_no_step_closed(
@@ -115,7 +118,7 @@ def test_a_backward_without_an_optimizer_makes_a_ring_that_says_why_no_step_clos
     rec.auto_phase(BACKWARD, 500)
     rec.auto_phase(BACKWARD, 500)
     assert rec.ring is not None and _records(rec) == []
-    status = _meta(rec)[layout.META_STATUS]
+    status = _meta(rec)[ring_format.META_STATUS]
     assert isinstance(status, str) and "no optimizer step" in status
     assert "step_end" in status
 
@@ -124,7 +127,7 @@ def test_the_first_loader_pass_makes_the_ring_and_the_first_step_clears_the_stat
     rec: Recorder,
 ) -> None:
     rec.iteration_begin(1, {"num_workers": 0})
-    assert rec.ring is not None and layout.META_STATUS in _meta(rec)
+    assert rec.ring is not None and ring_format.META_STATUS in _meta(rec)
     for _ in range(2):
         rec.fetch_begin()
         rec.fetch_end(1, 8)
@@ -134,4 +137,4 @@ def test_the_first_loader_pass_makes_the_ring_and_the_first_step_clears_the_stat
     rec.fetch_stop()
     assert len(_records(rec)) == 2
     meta = _meta(rec)
-    assert layout.META_STATUS not in meta and meta["num_workers"] == 0
+    assert ring_format.META_STATUS not in meta and meta["num_workers"] == 0

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import gputop.probe as probe
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.gpu_timing import GpuTimer
 from gputop.probe.reader import RawRecord, RingReader
-from gputop.probe.recorder import FORWARD, OPTIMIZER, Recorder
+from gputop.probe.steps import FORWARD, OPTIMIZER, Recorder
 from tests.helpers.probe import ROOT, trainer_env
 
 
@@ -67,8 +67,8 @@ def test_each_fetch_closes_the_open_step_and_phases_land_in_it(rec: Recorder) ->
     assert [r.step for r in got] == [0, 1, 2, 3, 4]
     assert all(r.forward_ns == 1500 and r.optimizer_ns == 200 and r.h2d_ns == -1 for r in got)
     assert all(r.data_ns >= 0 and r.duration_ns >= r.data_ns for r in got)
-    assert [bool(r.flags & layout.F_WARMUP) for r in got] == [True] * 3 + [False] * 2
-    assert all(r.flags & layout.F_OPTIMIZER and r.batch_size == 8 for r in got)
+    assert [bool(r.flags & ring_format.F_WARMUP) for r in got] == [True] * 3 + [False] * 2
+    assert all(r.flags & ring_format.F_OPTIMIZER and r.batch_size == 8 for r in got)
 
 
 def test_a_paused_trainer_still_shows_its_last_steps(rec: Recorder) -> None:
@@ -95,7 +95,8 @@ def test_a_new_epoch_restarts_warm_up(rec: Recorder) -> None:
         _loop_ends(rec)
     got = _records(rec)
     assert [r.epoch for r in got] == [0] * 4 + [1] * 4
-    assert [bool(r.flags & layout.F_WARMUP) for r in got] == [True] * 3 + [False] + [True] * 3 + [
+    warm = [bool(r.flags & ring_format.F_WARMUP) for r in got]
+    assert warm == [True] * 3 + [False] + [True] * 3 + [
         False
     ]
 
@@ -109,8 +110,8 @@ def test_evaluation_batches_are_kept_apart_from_training_steps(rec: Recorder) ->
             _fetch(rec, 2)
         _loop_ends(rec)
     got = _records(rec)
-    train = [r for r in got if not r.flags & layout.F_OTHER]
-    other = [r for r in got if r.flags & layout.F_OTHER]
+    train = [r for r in got if not r.flags & ring_format.F_OTHER]
+    other = [r for r in got if r.flags & ring_format.F_OTHER]
     assert {r.loader for r in train} == {1} and len(train) == 6
     assert {r.loader for r in other} == {2} and len(other) == 8
 
@@ -123,7 +124,7 @@ def test_the_loader_that_trains_wins_even_when_evaluation_came_first(rec: Record
     _train(rec, 3)
     _loop_ends(rec)
     got = _records(rec)
-    assert [r.loader for r in got if r.flags & layout.F_OPTIMIZER] == [1, 1, 1]
+    assert [r.loader for r in got if r.flags & ring_format.F_OPTIMIZER] == [1, 1, 1]
 
 
 def test_without_a_loader_optimizer_steps_are_the_boundaries(rec: Recorder) -> None:
@@ -132,7 +133,7 @@ def test_without_a_loader_optimizer_steps_are_the_boundaries(rec: Recorder) -> N
         rec.optimizer_done(50)
     got = _records(rec)
     assert len(got) == 4
-    assert all(r.data_ns == -1 and r.flags & layout.F_IMPLICIT for r in got)
+    assert all(r.data_ns == -1 and r.flags & ring_format.F_IMPLICIT for r in got)
 
 
 def test_step_end_alone_marks_steps(rec: Recorder) -> None:
@@ -278,7 +279,7 @@ def test_importing_the_probe_loads_only_a_few_stdlib_modules(tmp_path: Path) -> 
                "print(' '.join(sorted(set(sys.modules) - a)))", tmp_path)
     loaded = set(out.stdout.split())
     assert loaded <= {"__future__", "_struct", "struct", "mmap", "zlib", "itertools", "gputop",
-                      "gputop.probe", "gputop.probe.ring", "gputop.probe.recorder"}, loaded
+                      "gputop.probe", "gputop.probe.ring", "gputop.probe.steps"}, loaded
 
 
 @pytest.mark.slow

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from gputop.probe import reader as reader_module
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RingReader
 
 
 class CountingStruct:
-    """layout.RECORD, counting the calls that decode records."""
+    """ring_format.RECORD, counting the calls that decode records."""
 
     def __init__(self, real: struct.Struct) -> None:
         self.real = real
@@ -39,11 +39,11 @@ class CountingStruct:
 def test_a_tick_of_records_is_decoded_in_one_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     try:
         reader = RingReader(writer.path)
-        counting = CountingStruct(layout.RECORD)
-        monkeypatch.setattr(reader_module.layout, "RECORD", counting)
+        counting = CountingStruct(ring_format.RECORD)
+        monkeypatch.setattr(reader_module.ring_format, "RECORD", counting)
         records: list[tuple[int, ...]] = [
             (s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, 0, 1) for s in range(18)]
         writer.append(records)

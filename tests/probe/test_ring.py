@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RingError, RingReader
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.probe import ROOT, header_only_ring, trainer_env
@@ -27,8 +27,8 @@ RECORD = st.tuples(
 )
 
 
-def _writer(directory: Path) -> layout.RingWriter:
-    return layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+def _writer(directory: Path) -> ring_format.RingWriter:
+    return ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(directory)))
 
 
 @settings(max_examples=60, deadline=None)
@@ -52,27 +52,27 @@ def test_records_round_trip(tmp_path_factory: pytest.TempPathFactory, records: l
 def test_a_lapped_reader_counts_what_it_lost(ring_dir: Path) -> None:
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
-    total = layout.SLOTS * 2 + 10
+    total = ring_format.SLOTS * 2 + 10
     writer.append([(n, 1, 2, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0) for n in range(total)])
     got = reader.read_new()
-    assert len(got) == layout.SLOTS
-    assert reader.dropped == total - layout.SLOTS
-    assert [g.step for g in got] == list(range(total - layout.SLOTS, total))
+    assert len(got) == ring_format.SLOTS
+    assert reader.dropped == total - ring_format.SLOTS
+    assert [g.step for g in got] == list(range(total - ring_format.SLOTS, total))
     writer.close()
 
 
 def _slot_words(path: str, index: int) -> tuple[int, list[int]]:
     """The file offset of record `index`'s slot and its 16 words."""
-    offset = layout.HEADER_SIZE + (index % layout.SLOTS) * layout.RECORD_SIZE
+    offset = ring_format.HEADER_SIZE + (index % ring_format.SLOTS) * ring_format.RECORD_SIZE
     with open(path, "rb") as f:
         f.seek(offset)
-        return offset, list(layout.RECORD.unpack(f.read(layout.RECORD_SIZE)))
+        return offset, list(ring_format.RECORD.unpack(f.read(ring_format.RECORD_SIZE)))
 
 
 def _put_words(path: str, offset: int, words: list[int]) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
-        f.write(layout.RECORD.pack(*words))
+        f.write(ring_format.RECORD.pack(*words))
 
 
 def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
@@ -84,14 +84,14 @@ def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
     writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
-                   for n in range(layout.SLOTS + 3)])
-    assert len(reader.read_new()) == layout.SLOTS
+                   for n in range(ring_format.SLOTS + 3)])
+    assert len(reader.read_new()) == ring_format.SLOTS
     writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
-                   for n in range(layout.SLOTS + 3, layout.SLOTS + 6)])
-    stale = layout.SLOTS + 3  # its slot held record 3: keep that payload and check
+                   for n in range(ring_format.SLOTS + 3, ring_format.SLOTS + 6)])
+    stale = ring_format.SLOTS + 3  # its slot held record 3: keep that payload and check
     offset, words = _slot_words(writer.path, stale)
     old_payload = [3, 30, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1]
-    old_check = layout.record_check(3, layout.PAYLOAD.pack(*old_payload))
+    old_check = ring_format.record_check(3, ring_format.PAYLOAD.pack(*old_payload))
     _put_words(writer.path, offset, [words[0], *old_payload, old_check])
     torn = stale + 1
     offset, words = _slot_words(writer.path, torn)
@@ -105,13 +105,13 @@ def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
 
 
 def test_metadata_round_trips_and_stays_bounded(ring_dir: Path) -> None:
-    from gputop.probe.recorder import bounded_json
+    from gputop.probe.steps import bounded_json
 
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
     facts: dict[str, object] = {f"k{i}": "x" * 10_000 for i in range(40)}
-    blob = bounded_json({**facts, "num_workers": 4}, layout.META_CAP)
-    assert len(blob) <= layout.META_CAP
+    blob = bounded_json({**facts, "num_workers": 4}, ring_format.META_CAP)
+    assert len(blob) <= ring_format.META_CAP
     writer.set_meta(blob)
     meta = reader.read_meta()
     assert meta["num_workers"] == 4 and 0 < len(meta) < 41
@@ -121,16 +121,16 @@ def test_metadata_round_trips_and_stays_bounded(ring_dir: Path) -> None:
 
 
 class _SeenAtNamespace:
-    """Stands in for layout.NAMESPACE: notes the file's first bytes when the namespace (the
+    """Stands in for ring_format.NAMESPACE: notes the file's first bytes when the namespace (the
     header's last field) is written."""
 
     def __init__(self) -> None:
         self.magic_then: bytes | None = None
-        self.real = layout.NAMESPACE
+        self.real = ring_format.NAMESPACE
         self.size = self.real.size
 
     def pack_into(self, buffer: mmap.mmap, offset: int, *values: int) -> None:
-        self.magic_then = bytes(buffer[:len(layout.MAGIC)])
+        self.magic_then = bytes(buffer[:len(ring_format.MAGIC)])
         self.real.pack_into(buffer, offset, *values)
 
 
@@ -139,11 +139,11 @@ def test_the_magic_is_written_last_so_a_reader_never_sees_half_a_header(
     """A scan that reads the header while the writer fills it would refuse the ring for good
     (a zero version or PID); with the magic last, an unfinished header reads as unwritten."""
     seen = _SeenAtNamespace()
-    monkeypatch.setattr(layout, "NAMESPACE", seen)
+    monkeypatch.setattr(ring_format, "NAMESPACE", seen)
     writer = _writer(ring_dir)
     monkeypatch.undo()
     try:
-        assert seen.magic_then == bytes(len(layout.MAGIC))
+        assert seen.magic_then == bytes(len(ring_format.MAGIC))
         assert RingReader(writer.path).header.pid == os.getpid()
     finally:
         writer.close()
@@ -164,7 +164,7 @@ def test_ring_is_private_and_unlinked_on_close(ring_dir: Path) -> None:
 def test_a_symlink_at_the_ring_path_is_never_followed(ring_dir: Path) -> None:
     target = ring_dir / "victim"
     target.write_text("keep me")
-    os.symlink(target, layout.ring_path(os.getpid(), directory=str(ring_dir)))
+    os.symlink(target, ring_format.ring_path(os.getpid(), directory=str(ring_dir)))
     writer = _writer(ring_dir)
     assert not os.path.islink(writer.path)
     assert target.read_text() == "keep me"
@@ -175,7 +175,7 @@ def test_a_symlink_at_the_ring_path_is_never_followed(ring_dir: Path) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(blob=st.binary(max_size=layout.HEADER_SIZE + 3 * layout.RECORD_SIZE))
+@given(blob=st.binary(max_size=ring_format.HEADER_SIZE + 3 * ring_format.RECORD_SIZE))
 def test_random_files_never_raise_anything_but_ring_error(
     tmp_path_factory: pytest.TempPathFactory, blob: bytes
 ) -> None:
@@ -192,13 +192,14 @@ def test_truncated_and_corrupted_rings_never_raise(ring_dir: Path) -> None:
     writer.close()
     rng = random.Random(7)
     path = ring_dir / "copy.ring"
-    for cut in (0, 7, 100, layout.HEADER_SIZE, layout.HEADER_SIZE + 5, len(good) - 1):
+    for cut in (0, 7, 100, ring_format.HEADER_SIZE, ring_format.HEADER_SIZE + 5, len(good) - 1):
         path.write_bytes(good[:cut])
         _read_everything(path)
     for _ in range(300):
         raw = bytearray(good)
         for _ in range(rng.randint(1, 8)):
-            raw[rng.randrange(0, layout.HEADER_SIZE + 60 * layout.RECORD_SIZE)] = rng.randrange(256)
+            end = ring_format.HEADER_SIZE + 60 * ring_format.RECORD_SIZE
+            raw[rng.randrange(0, end)] = rng.randrange(256)
         path.write_bytes(bytes(raw))
         _read_everything(path)
 
@@ -270,7 +271,7 @@ def test_full_speed_writer_never_yields_torn_or_invented_records(tmp_path: Path)
     proc.wait(timeout=30)
     assert bad == 0
     assert seen + reader.dropped == total
-    assert reader.dropped > 0 and seen >= layout.SLOTS
+    assert reader.dropped > 0 and seen >= ring_format.SLOTS
 
 
 def _ready(proc: subprocess.Popen[str]) -> bool:
@@ -289,7 +290,7 @@ def test_a_killed_trainers_ring_is_ignored_and_removed(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env=trainer_env(tmp_path), cwd=ROOT)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
-    path = Path(layout.ring_path(proc.pid, directory=str(tmp_path)))
+    path = Path(ring_format.ring_path(proc.pid, directory=str(tmp_path)))
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == {proc.pid}
     proc.send_signal(signal.SIGKILL)
@@ -301,7 +302,7 @@ def test_a_killed_trainers_ring_is_ignored_and_removed(tmp_path: Path) -> None:
 
 
 def _own_ticks() -> int:
-    ticks = layout.own_start_ticks()
+    ticks = ring_format.own_start_ticks()
     assert ticks is not None
     return ticks
 
@@ -314,8 +315,9 @@ def test_the_header_records_the_writers_pid_namespace(ring_dir: Path) -> None:
 
 
 def test_a_ring_left_by_an_earlier_process_with_the_same_pid_is_replaced(ring_dir: Path) -> None:
-    path = layout.ring_path(os.getpid(), directory=str(ring_dir))
-    Path(path).write_bytes(header_only_ring(os.getpid(), _own_ticks() + 1, layout.pid_namespace()))
+    path = ring_format.ring_path(os.getpid(), directory=str(ring_dir))
+    Path(path).write_bytes(header_only_ring(os.getpid(), _own_ticks() + 1,
+                                            ring_format.pid_namespace()))
     writer = _writer(ring_dir)
     assert writer.path == path and writer.squatter is None
     assert RingReader(path).header.start_ticks == _own_ticks()
@@ -323,7 +325,7 @@ def test_a_ring_left_by_an_earlier_process_with_the_same_pid_is_replaced(ring_di
 
 
 def test_an_old_file_at_our_name_that_is_no_ring_is_replaced(ring_dir: Path) -> None:
-    path = layout.ring_path(os.getpid(), directory=str(ring_dir))
+    path = ring_format.ring_path(os.getpid(), directory=str(ring_dir))
     Path(path).write_bytes(b"\0" * 64)  # what a predecessor that crashed in creating it leaves
     past = time.time() - 60
     os.utime(path, (past, past))
@@ -346,7 +348,7 @@ def test_a_file_of_ours_that_may_be_a_live_ring_keeps_our_ring_from_its_name(
     ring_dir: Path, case: str
 ) -> None:
     """The ring takes a second name, silently: no other user is squatting."""
-    path = Path(layout.ring_path(os.getpid(), directory=str(ring_dir)))
+    path = Path(ring_format.ring_path(os.getpid(), directory=str(ring_dir)))
     held = MAYBE_LIVE[case]()
     path.write_bytes(held)
     writer = _writer(ring_dir)

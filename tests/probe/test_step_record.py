@@ -10,10 +10,10 @@ from pathlib import Path
 
 from gputop.core.model import StepRecord
 from gputop.export.snapshot import step_json
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.gpu_timing import GpuTimer
 from gputop.probe.reader import RawRecord, RingReader
-from gputop.probe.recorder import PHASES, Recorder
+from gputop.probe.steps import PHASES, Recorder
 from gputop.sources.attach import to_step
 
 # DESIGN.md "JSON snapshot": attach.steps[] carries these keys
@@ -22,33 +22,33 @@ CONTRACT_STEP_KEYS = ("step", "duration_ns", "data_ns", "h2d_ns", "forward_ns", 
 
 
 def test_the_struct_and_the_readers_record_are_derived_from_the_field_names() -> None:
-    assert layout.RECORD.size == 8 * len(layout.FIELDS) == layout.RECORD_SIZE
-    assert (layout.FIELDS[0], layout.FIELDS[-1]) == ("seq", "check")
-    assert layout.FIELDS[1:-1] == layout.PAYLOAD_FIELDS
-    assert layout.PAYLOAD.size == 8 * len(layout.PAYLOAD_FIELDS)
-    assert layout.FIELDS.index("check") == layout.CHECK_WORD
+    assert ring_format.RECORD.size == 8 * len(ring_format.FIELDS) == ring_format.RECORD_SIZE
+    assert (ring_format.FIELDS[0], ring_format.FIELDS[-1]) == ("seq", "check")
+    assert ring_format.FIELDS[1:-1] == ring_format.PAYLOAD_FIELDS
+    assert ring_format.PAYLOAD.size == 8 * len(ring_format.PAYLOAD_FIELDS)
+    assert ring_format.FIELDS.index("check") == ring_format.CHECK_WORD
     # the reader's record: the index where the slot has its sequence, then the payload by name
-    assert RawRecord._fields == ("index", *layout.PAYLOAD_FIELDS)
+    assert RawRecord._fields == ("index", *ring_format.PAYLOAD_FIELDS)
     for name in ("step", "start_ns", "duration_ns", "data_ns", "batch_size", "epoch", "flags",
                  "loader"):
-        assert layout.FIELDS[getattr(layout, name.upper())] == name
-    measured = layout.FIELDS[layout.DATA_NS : layout.BATCH_SIZE + 1]
-    assert measured == layout.MEASURED_FIELDS
+        assert ring_format.FIELDS[getattr(ring_format, name.upper())] == name
+    measured = ring_format.FIELDS[ring_format.DATA_NS : ring_format.BATCH_SIZE + 1]
+    assert measured == ring_format.MEASURED_FIELDS
 
 
 def test_the_probes_phases_are_the_records_phase_fields_in_order() -> None:
     names = [f"{phase}_ns" for phase, _ in sorted(PHASES.items(), key=lambda kv: kv[1])]
-    first = layout.FIELDS.index(names[0])
-    assert list(layout.FIELDS[first : first + len(names)]) == names
+    first = ring_format.FIELDS.index(names[0])
+    assert list(ring_format.FIELDS[first : first + len(names)]) == names
 
 
 def test_step_record_and_json_steps_carry_the_ring_fields_by_their_names() -> None:
     step_fields = {f.name for f in dataclasses.fields(StepRecord)}
-    carried = {"step", "duration_ns", "epoch", *layout.MEASURED_FIELDS}
-    assert carried <= set(layout.PAYLOAD_FIELDS) and carried <= step_fields
+    carried = {"step", "duration_ns", "epoch", *ring_format.MEASURED_FIELDS}
+    assert carried <= set(ring_format.PAYLOAD_FIELDS) and carried <= step_fields
     assert set(CONTRACT_STEP_KEYS) - {"verdict"} <= carried
-    values = {name: 1000 + 7 * k for k, name in enumerate(layout.PAYLOAD_FIELDS)}
-    values["flags"] = layout.F_WARMUP
+    values = {name: 1000 + 7 * k for k, name in enumerate(ring_format.PAYLOAD_FIELDS)}
+    values["flags"] = ring_format.F_WARMUP
     step = to_step(RawRecord(5, **values))
     out = step_json(step)
     assert set(CONTRACT_STEP_KEYS) <= out.keys()
@@ -61,8 +61,8 @@ def test_each_phase_lands_in_the_field_of_its_name_on_both_write_paths(tmp_path:
     """Distinct ns per phase, written by the CPU path and by the GPU timer's path."""
     timings = {phase: 100 * (k + 1) for k, phase in enumerate(PHASES)}
     for gpu in (False, True):
-        path = layout.ring_path(os.getpid(), directory=str(tmp_path))
-        rec = Recorder(functools.partial(layout.RingWriter, path))
+        path = ring_format.ring_path(os.getpid(), directory=str(tmp_path))
+        rec = Recorder(functools.partial(ring_format.RingWriter, path))
         if gpu:
             rec.gpu = GpuTimer(_UnresolvedEvent, queue_size=2)
         try:
@@ -84,7 +84,7 @@ def test_each_phase_lands_in_the_field_of_its_name_on_both_write_paths(tmp_path:
         for phase, ns in timings.items():
             assert getattr(got, f"{phase}_ns") == ns, (gpu, phase)
         assert (got.step, got.batch_size, got.loader, got.gpu_ns, got.gpu_gap_ns) == (
-            0, 24, 1, layout.NONE, layout.NONE)
+            0, 24, 1, ring_format.NONE, ring_format.NONE)
 
 
 class _UnresolvedEvent:

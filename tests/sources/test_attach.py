@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputop.frames.derive import Derivation
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources import dirwatch
 from gputop.sources import rings as rings_module
 from gputop.sources.attach import (
@@ -118,10 +118,10 @@ def test_attach_refuses_a_process_without_a_ring_and_says_how(tmp_path: Path) ->
 
 def test_attach_refuses_a_ring_of_another_user(tmp_path: Path) -> None:
     other = os.getuid() + 4242
-    path = layout.ring_path(os.getpid(), uid=other, directory=str(tmp_path))
-    ticks = layout.start_ticks(os.getpid())
+    path = ring_format.ring_path(os.getpid(), uid=other, directory=str(tmp_path))
+    ticks = ring_format.start_ticks(os.getpid())
     assert ticks is not None
-    Path(path).write_bytes(header_only_ring(os.getpid(), ticks, layout.pid_namespace()))
+    Path(path).write_bytes(header_only_ring(os.getpid(), ticks, ring_format.pid_namespace()))
     if os.getuid() == 0:
         os.chown(path, other, -1)
     reason = check_attachable(os.getpid(), str(tmp_path))
@@ -135,10 +135,10 @@ def test_attach_refuses_a_ring_of_another_user(tmp_path: Path) -> None:
 
 
 def test_attach_reports_a_corrupt_ring_in_one_line(tmp_path: Path) -> None:
-    path = layout.ring_path(os.getpid(), directory=str(tmp_path))
+    path = ring_format.ring_path(os.getpid(), directory=str(tmp_path))
     Path(path).write_bytes(b"garbage")
     reason = check_attachable(os.getpid(), str(tmp_path))
-    assert reason == f"ring of PID {os.getpid()} has 7 bytes, not a ring's {layout.FILE_SIZE}"
+    assert reason == f"ring of PID {os.getpid()} has 7 bytes, not a ring's {ring_format.FILE_SIZE}"
     source = RingAttachSource(directory=str(tmp_path))
     source.attach(os.getpid())
     (state,) = source.sample()
@@ -150,13 +150,14 @@ def test_a_ring_caught_before_its_header_is_written_is_listed_once_it_is(
 ) -> None:
     """A trainer creates its ring, then writes the header: a tick between the two must not
     strike the trainer off for good."""
-    path = layout.ring_path(os.getpid(), directory=str(tmp_path))
-    Path(path).write_bytes(b"\0" * layout.FILE_SIZE)  # created, header not written yet
+    path = ring_format.ring_path(os.getpid(), directory=str(tmp_path))
+    Path(path).write_bytes(b"\0" * ring_format.FILE_SIZE)  # created, header not written yet
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == frozenset()
-    header = layout.HEADER.pack(
-        layout.MAGIC, layout.VERSION, layout.HEADER_SIZE, layout.RECORD_SIZE, layout.SLOTS,
-        os.getpid(), layout.start_ticks(os.getpid()), time.time_ns(), 0, 0, 0)
+    header = ring_format.HEADER.pack(
+        ring_format.MAGIC, ring_format.VERSION, ring_format.HEADER_SIZE, ring_format.RECORD_SIZE,
+        ring_format.SLOTS,
+        os.getpid(), ring_format.start_ticks(os.getpid()), time.time_ns(), 0, 0, 0)
     with open(path, "r+b") as f:  # the same file (inode), now complete
         f.write(header)
     assert source.probe_pids() == {os.getpid()}

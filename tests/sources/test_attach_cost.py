@@ -12,7 +12,7 @@ import pytest
 
 from gputop.analysis.steps import classify, verdict_of
 from gputop.frames.derive import Derivation
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources import attach
 from gputop.sources.attach import RingAttachSource
 
@@ -21,14 +21,14 @@ LOADER = 1
 
 def _records(first: int, n: int) -> list[tuple[int, ...]]:
     """`n` training steps of one loader from step `first` (values in PAYLOAD_FIELDS order)."""
-    return [(s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, layout.F_OPTIMIZER,
+    return [(s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, ring_format.F_OPTIMIZER,
              LOADER) for s in range(first, first + n)]
 
 
 @pytest.fixture
-def ring(tmp_path: Path) -> Iterator[tuple[layout.RingWriter, RingAttachSource]]:
+def ring(tmp_path: Path) -> Iterator[tuple[ring_format.RingWriter, RingAttachSource]]:
     """Our own ring, a full window written, and a source attached to it."""
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     writer.set_meta(b'{"num_workers": 2, "batch_size": 64}')
     writer.append(_records(0, 300))
     source = RingAttachSource(directory=str(tmp_path))
@@ -51,7 +51,7 @@ class CountingSet(set[int]):
 
 
 def test_a_tick_looks_at_the_new_records_not_the_window(
-        ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
+        ring: tuple[ring_format.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The window of steps that train is kept as records arrive: a tick with 22 new records
     makes no lookup per step of the window, and no Python call per field of a record."""
@@ -78,7 +78,7 @@ def test_a_tick_looks_at_the_new_records_not_the_window(
 
 
 def test_the_config_is_built_again_only_when_the_metadata_changed(
-        ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
+        ring: tuple[ring_format.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer, source = ring
     built = 0
@@ -100,7 +100,7 @@ def test_the_config_is_built_again_only_when_the_metadata_changed(
 
 
 def test_a_tick_reads_no_more_records_than_the_window_holds(
-        ring: tuple[layout.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
+        ring: tuple[ring_format.RingWriter, RingAttachSource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fast trainer closes more steps a tick than the 256-step window holds: the older
     ones would leave the window as they came, so they are not decoded at all (decoding them
@@ -133,9 +133,9 @@ def test_a_step_is_one_record_from_the_ring_to_the_frame(tmp_path: Path) -> None
     """Wired with the verdict, the source classifies each step as it makes it: the window the
     Derivation keeps holds the source's own records, not a classified copy of each (a second
     record per step doubles what a fast trainer's steps cost a tick)."""
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     writer.append(_records(0, 40))
-    writer.append([(s, 1000 * s, 1000, 900, 10, 40, 30, 20, -1, -1, 64, 0, layout.F_OPTIMIZER,
+    writer.append([(s, 1000 * s, 1000, 900, 10, 40, 30, 20, -1, -1, 64, 0, ring_format.F_OPTIMIZER,
                     LOADER) for s in range(40, 50)])  # input 910 of 1000 ns: data-bound
     source = RingAttachSource(directory=str(tmp_path), verdict_of=verdict_of)
     source.attach(os.getpid())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.probe import payload
 
@@ -19,11 +19,11 @@ WINDOW = 16
 def _step(n: int, loader: int, trains: bool) -> tuple[int, ...]:
     return payload(step=n, start_ns=n * 10 * MS, duration_ns=10 * MS, data_ns=2 * MS,
                    batch_size=8, epoch=loader, loader=loader,
-                   flags=layout.F_OPTIMIZER if trains else 0)
+                   flags=ring_format.F_OPTIMIZER if trains else 0)
 
 
 def test_loaders_of_past_epochs_are_forgotten(tmp_path: Path) -> None:
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     source = RingAttachSource(directory=str(tmp_path), window=WINDOW)
     try:
         source.attach(os.getpid())
@@ -41,7 +41,7 @@ def test_loaders_of_past_epochs_are_forgotten(tmp_path: Path) -> None:
 
 
 def test_an_evaluation_pass_longer_than_the_window_stays_hidden(tmp_path: Path) -> None:
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     source = RingAttachSource(directory=str(tmp_path), window=WINDOW)
     try:
         source.attach(os.getpid())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import check_attachable, config_from_meta, probe_status
 from tests.helpers.probe import ROOT, trainer_env
 
@@ -18,14 +18,14 @@ WAITS = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep
 
 
 def test_the_probes_status_is_shown_as_said_and_kept_out_of_the_settings() -> None:
-    meta = {layout.META_STATUS: "probed; no optimizer step seen yet\x1b[2J", "batch_size": 8}
+    meta = {ring_format.META_STATUS: "probed; no optimizer step seen yet\x1b[2J", "batch_size": 8}
     status = probe_status(meta)
     assert status is not None and status.startswith("probed; no optimizer step seen yet")
     assert "\x1b" not in status  # the trainer's words are input: escaped
     config = config_from_meta(meta)
     assert config.batch_size == 8 and not config.extra
     assert probe_status({"batch_size": 8}) is None
-    assert probe_status({layout.META_STATUS: 3}) is None
+    assert probe_status({ring_format.META_STATUS: 3}) is None
 
 
 @pytest.mark.slow

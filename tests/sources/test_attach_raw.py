@@ -13,7 +13,7 @@ import pytest
 from gputop.analysis import steps as step_analysis
 from gputop.core.model import EMPTY_STEP_SUMMARY, AttachState, StepRecord, TrainerConfig
 from gputop.frames.derive import Derivation
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import WINDOW, RingAttachSource
 from tests.helpers.probe import header_only_ring, payload
 from tests.helpers.spy import spy
@@ -24,11 +24,12 @@ MS = 1_000_000
 def _record(n: int, data_ns: int) -> tuple[int, ...]:
     """A training step's payload: `data_ns` waiting for input, 10 ms in all."""
     return payload(step=n, start_ns=n * 10 * MS, duration_ns=10 * MS, data_ns=data_ns,
-                   forward_ns=2 * MS, batch_size=8, epoch=0, flags=layout.F_OPTIMIZER, loader=1)
+                   forward_ns=2 * MS, batch_size=8, epoch=0, flags=ring_format.F_OPTIMIZER,
+                   loader=1)
 
 
 def test_the_source_returns_steps_without_verdicts_and_no_summary(tmp_path: Path) -> None:
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     try:
         writer.append([_record(n, 7 * MS) for n in range(20)])
         source = RingAttachSource(directory=str(tmp_path))
@@ -72,12 +73,12 @@ def _dead_pid() -> int:
 def test_listing_probe_pids_removes_nothing(tmp_path: Path) -> None:
     """Our dead trainer's ring, and a ring of ours left by an earlier process with our PID:
     neither is listed, both stay until remove_dead_rings() is called."""
-    ours = layout.pid_namespace()
+    ours = ring_format.pid_namespace()
     pid = _dead_pid()
-    dead = Path(layout.ring_path(pid, directory=str(tmp_path)))
+    dead = Path(ring_format.ring_path(pid, directory=str(tmp_path)))
     dead.write_bytes(header_only_ring(pid, 1, ours))
-    stale = Path(layout.ring_path(os.getpid(), directory=str(tmp_path)))
-    stale.write_bytes(header_only_ring(os.getpid(), (layout.own_start_ticks() or 0) + 1, ours))
+    stale = Path(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
+    stale.write_bytes(header_only_ring(os.getpid(), (ring_format.own_start_ticks() or 0) + 1, ours))
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == frozenset()
     assert dead.exists() and stale.exists()
@@ -87,13 +88,13 @@ def test_listing_probe_pids_removes_nothing(tmp_path: Path) -> None:
 
 def test_a_ring_created_again_after_the_listing_is_not_removed(tmp_path: Path) -> None:
     pid = _dead_pid()
-    path = Path(layout.ring_path(pid, directory=str(tmp_path)))
-    path.write_bytes(header_only_ring(pid, 1, layout.pid_namespace()))
+    path = Path(ring_format.ring_path(pid, directory=str(tmp_path)))
+    path.write_bytes(header_only_ring(pid, 1, ring_format.pid_namespace()))
     source = RingAttachSource(directory=str(tmp_path))
     assert source.probe_pids() == frozenset()
     assert source.rings.leftovers  # it would be removed, were it not replaced
     keep = path.with_suffix(".keep")
-    keep.write_bytes(b"\1" * layout.FILE_SIZE)  # a new file (inode) under the same name
+    keep.write_bytes(b"\1" * ring_format.FILE_SIZE)  # a new file (inode) under the same name
     os.replace(keep, path)
     source.remove_dead_rings()
     assert path.exists()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputop.core.model import GpuReport
-from gputop.sources import first_look
+from gputop.sources import first_sample as first_sample
 from gputop.sources.host import ProcHostSource
 from gputop.sources.processes import ProcProcessSource
 from tests.helpers.fakeproc import IN_OPEN, FakeProc, ReadWatch
@@ -23,7 +23,7 @@ def test_a_first_look_is_the_process_sources_previous_tick(tmp_path: Path) -> No
     proc = FakeProc(tmp_path)
     proc.add(BUSY, "train", "python train.py")
     proc.add(QUIET, "sleep", "sleep 9")
-    look = first_look.take(str(tmp_path))
+    look = first_sample.take(str(tmp_path))
     proc.add(BUSY, "train", "python train.py", ut=50)
     source = ProcProcessSource(str(tmp_path))
     source.seed(look)
@@ -46,7 +46,7 @@ def test_a_first_look_is_the_process_sources_previous_tick(tmp_path: Path) -> No
 def test_a_first_look_is_the_host_sources_previous_sample(tmp_path: Path) -> None:
     write_tree(tmp_path, u=100, s=100, i=800, w=0, g=50, u0=100, i0=400, u1=100, i1=400)
     (tmp_path / "sys/kernel").mkdir(parents=True)
-    look = first_look.take(str(tmp_path))
+    look = first_sample.take(str(tmp_path))
     write_tree(tmp_path, u=160, s=120, i=900, w=20, g=90, u0=200, i0=400, u1=100, i1=500)
     host = ProcHostSource(str(tmp_path))
     host.seed(look.host_stat)
@@ -56,7 +56,7 @@ def test_a_first_look_is_the_host_sources_previous_sample(tmp_path: Path) -> Non
 def test_a_source_that_sampled_already_closes_the_looks_fds(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     proc.add(BUSY, "train")
-    look = first_look.take(str(tmp_path))
+    look = first_sample.take(str(tmp_path))
     source = ProcProcessSource(str(tmp_path))
     try:
         source.sample(GpuReport("none"))

@@ -155,7 +155,7 @@ def test_samples_say_calibrating_until_calibration_is_done() -> None:
         return Calibration(4e9, 8e9, 2, 0.0)
 
     estimator = CanaryEstimator(Canary(32 * MiB, 4 * MiB), period_s=0.0, calibrator=held)
-    from gputop.sources.membw.layout import read_udev
+    from gputop.sources.membw.dimm_slots import read_udev
     monitor = MemoryBandwidthMonitor(None, estimator, FIX / "proc-zen2",
                                      read_udev(FIX / "udev-one"), why=("resctrl: off",))
     first = monitor.sample()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.membw.layout import (
+from gputop.sources.membw.dimm_check import read_layout
+from gputop.sources.membw.dimm_slots import (
     MemoryLayout,
     MemoryModule,
     channel_of,
@@ -14,7 +15,6 @@ from gputop.sources.membw.layout import (
     read_edac,
     read_udev,
 )
-from gputop.sources.membw.layoutcheck import read_layout
 from tests.helpers.membw import source_of
 
 FIX = Path(__file__).parent / "fixtures" / "membw"

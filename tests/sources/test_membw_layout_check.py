@@ -17,8 +17,8 @@ from gputop.advice.context import Context
 from gputop.export.snapshot import dumps
 from gputop.export.text import render
 from gputop.sources.membw import MemoryBandwidthMonitor
-from gputop.sources.membw.layout import read_edac, read_udev
-from gputop.sources.membw.layoutcheck import check_layout, read_layout
+from gputop.sources.membw.dimm_check import check_layout, read_layout
+from gputop.sources.membw.dimm_slots import read_edac, read_udev
 from gputop.sources.membw.smbios import (
     device_size,
     parse_dmidecode,

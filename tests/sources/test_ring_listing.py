@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources import dirwatch
 from gputop.sources import rings as rings_module
 from gputop.sources.attach import RingAttachSource
@@ -18,7 +18,7 @@ from tests.helpers.fakeproc import ReadWatch
 from tests.helpers.processes import open_fd_targets
 
 OTHERS = 50  # files that are not rings, as /dev/shm holds semaphores and NCCL segments
-RECORD = (0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, layout.F_OPTIMIZER, 1)
+RECORD = (0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)
 MINUTE_NS = 60 * 10**9
 
 
@@ -50,7 +50,8 @@ def test_other_files_coming_and_going_do_not_list_the_ring_directory(tmp_path: P
             (directory / f"sem.mp-{i:04d}").unlink()
             assert source.probe_pids() == frozenset()
             assert ("dir", "") not in watch.take()
-        writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+        writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(),
+                                                              directory=str(directory)))
         writer.append([RECORD])
         assert source.probe_pids() == {os.getpid()}
         assert ("dir", "") in watch.take()
@@ -91,7 +92,8 @@ def test_a_directory_busier_than_a_listing_is_listed_instead_of_watched(
         assert source.probe_pids() == frozenset()
         assert _inotify_instances() == before  # reading the events costs more than a listing
         watch.take()
-        writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+        writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(),
+                                                              directory=str(directory)))
         writer.append([RECORD])
         assert source.probe_pids() == {os.getpid()}  # the mtime moved: listed, found
         assert ("dir", "") in watch.take()
@@ -123,7 +125,8 @@ def test_without_inotify_the_directory_is_listed_again_only_when_it_changed(
         for _ in range(3):
             assert source.probe_pids() == frozenset()
             assert ("dir", "") not in watch.take()  # unchanged: not listed again
-        writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
+        writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(),
+                                                              directory=str(directory)))
         writer.append([RECORD])
         _stamp(directory, time.time_ns() + MINUTE_NS)  # changed, and not settled however slow
         for _ in range(2):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import RingAttachSource
 from gputop.sources.rings import RingDirectory
 from tests.helpers.probe import header_only_ring
@@ -21,10 +21,10 @@ needs_pidfd = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no os.pi
 
 
 class CountingTicks:
-    """layout.start_ticks, counting its reads of /proc/PID/stat."""
+    """ring_format.start_ticks, counting its reads of /proc/PID/stat."""
 
     def __init__(self) -> None:
-        self.real = layout.start_ticks
+        self.real = ring_format.start_ticks
         self.reads = 0
 
     def __call__(self, pid: int) -> int | None:
@@ -36,10 +36,10 @@ class CountingTicks:
 def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A child process with a ring in tmp_path (a header: its PID, start ticks, namespace)."""
     child = subprocess.Popen(["sleep", "60"])
-    ticks = layout.start_ticks(child.pid)
+    ticks = ring_format.start_ticks(child.pid)
     assert ticks is not None
-    path = layout.ring_path(child.pid, directory=str(tmp_path))
-    Path(path).write_bytes(header_only_ring(child.pid, ticks, layout.pid_namespace()))
+    path = ring_format.ring_path(child.pid, directory=str(tmp_path))
+    Path(path).write_bytes(header_only_ring(child.pid, ticks, ring_format.pid_namespace()))
     yield child
     if child.poll() is None:
         child.kill()
@@ -49,7 +49,7 @@ def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
 @needs_pidfd
 def test_an_attached_live_ring_reads_no_process_stat_per_tick(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(tmp_path)))
+    writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     source = RingAttachSource(directory=str(tmp_path))
     try:
         source.attach(os.getpid())
@@ -57,7 +57,7 @@ def test_an_attached_live_ring_reads_no_process_stat_per_tick(
             assert source.probe_pids() == {os.getpid()}
             (state,) = source.sample()
         counting = CountingTicks()
-        monkeypatch.setattr(layout, "start_ticks", counting)
+        monkeypatch.setattr(ring_format, "start_ticks", counting)
         for _ in range(5):
             assert source.probe_pids() == {os.getpid()}
             (state,) = source.sample()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.probe.reader import RingReader
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.probe import (
@@ -131,7 +131,7 @@ def test_a_ring_of_another_namespace_is_not_matched_to_our_process_of_that_numbe
 ) -> None:
     """Same PID number, same start ticks, same owner: still another namespace's process."""
     me = os.getpid()
-    ticks = layout.start_ticks(me)
+    ticks = ring_format.start_ticks(me)
     assert ticks is not None
     dev, _ = our_namespace()
     path = tmp_path / f"gputop-{os.getuid()}-{me}.ring"

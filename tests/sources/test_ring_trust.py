@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 from gputop.sources.attach import RingAttachSource, check_attachable
 from tests.helpers.probe import ROOT, trainer_env
 from tests.helpers.probe import payload as record_payload
@@ -60,20 +60,22 @@ def plant(path: Path, data: bytes) -> None:
 
 def forged_ring(pid: int, steps: int, meta: bytes = b'{"rank":1,"world_size":2}') -> bytes:
     """A well-formed ring claiming to be `pid`'s: its start ticks copied from /proc."""
-    ticks = layout.start_ticks(pid)
+    ticks = ring_format.start_ticks(pid)
     assert ticks is not None
-    raw = bytearray(layout.FILE_SIZE)
-    layout.HEADER.pack_into(raw, 0, layout.MAGIC, layout.VERSION, layout.HEADER_SIZE,
-                            layout.RECORD_SIZE, layout.SLOTS, pid, ticks, time.time_ns(),
+    raw = bytearray(ring_format.FILE_SIZE)
+    ring_format.HEADER.pack_into(raw, 0, ring_format.MAGIC, ring_format.VERSION,
+                                 ring_format.HEADER_SIZE,
+                            ring_format.RECORD_SIZE, ring_format.SLOTS, pid, ticks, time.time_ns(),
                             steps, 2, len(meta))
-    raw[layout.META_OFFSET : layout.META_OFFSET + len(meta)] = meta
+    raw[ring_format.META_OFFSET : ring_format.META_OFFSET + len(meta)] = meta
     for n in range(steps):
-        payload = layout.PAYLOAD.pack(*record_payload(
+        payload = ring_format.PAYLOAD.pack(*record_payload(
             step=n, start_ns=n * 9_000_000, duration_ns=9_000_000, data_ns=8_000_000,
-            batch_size=32, epoch=0, flags=layout.F_OPTIMIZER, loader=1))
-        offset = layout.HEADER_SIZE + n * layout.RECORD_SIZE
-        raw[offset : offset + layout.RECORD_SIZE] = (
-            layout.SEQ.pack(2 * n + 2) + payload + layout.SEQ.pack(layout.record_check(n, payload))
+            batch_size=32, epoch=0, flags=ring_format.F_OPTIMIZER, loader=1))
+        offset = ring_format.HEADER_SIZE + n * ring_format.RECORD_SIZE
+        raw[offset : offset + ring_format.RECORD_SIZE] = (
+            ring_format.SEQ.pack(2 * n + 2) + payload
+            + ring_format.SEQ.pack(ring_format.record_check(n, payload))
         )
     return bytes(raw)
 
@@ -89,8 +91,9 @@ def other_users_trainer(directory: Path, steps: int) -> Iterator[int]:
             os.close(ready_r)
             os.close(stop_w)
             become()
-            writer = layout.RingWriter(layout.ring_path(os.getpid(), directory=str(directory)))
-            writer.append([(n, n, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, layout.F_OPTIMIZER, 1)
+            writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(),
+                                                                  directory=str(directory)))
+            writer.append([(n, n, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)
                            for n in range(steps)])
             os.write(ready_w, b"1")
             os.read(stop_r, 1)
@@ -268,8 +271,8 @@ def test_planted_files_are_looked_at_once_not_every_tick(
     """Finding 7: ~2000 planted names; after the first listing none of them is opened,
     stat'ed or sent to /proc again."""
     me = os.getpid()
-    writer = layout.RingWriter(layout.ring_path(me, directory=str(shared_dir)))
-    writer.append([(0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, layout.F_OPTIMIZER, 1)])
+    writer = ring_format.RingWriter(ring_format.ring_path(me, directory=str(shared_dir)))
+    writer.append([(0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)])
     never_live = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
     live = [pid for pid in _live_pids_of_root() if pid != me][:500]
 
@@ -288,8 +291,8 @@ def test_planted_files_are_looked_at_once_not_every_tick(
     for name in ("open", "lstat", "stat"):
         monkeypatch.setattr(os, name, _counting(getattr(os, name), str(shared_dir), touched))
     looked_up: list[int] = []
-    monkeypatch.setattr(layout, "start_ticks",
-                        spy(layout.start_ticks, lambda pid: looked_up.append(pid)))
+    monkeypatch.setattr(ring_format, "start_ticks",
+                        spy(ring_format.start_ticks, lambda pid: looked_up.append(pid)))
     source = RingAttachSource(directory=str(shared_dir))
     assert source.probe_pids() == {me}
     assert len(touched) > 1500  # each planted file looked at once
@@ -366,10 +369,10 @@ def test_a_squatted_ring_name_does_not_silence_the_probe(shared_dir: Path) -> No
 @pytest.mark.parametrize("name", ["gputop-\u00b2-1.ring", "gputop-0-\u0661.ring",
                                   "gputop-0-1-\u00b2.ring", "gputop-0-1-XYZ.ring"])
 def test_odd_digits_in_a_planted_name_are_not_a_ring_name(name: str) -> None:
-    assert layout.parse_name(name) is None
+    assert ring_format.parse_name(name) is None
 
 
 def test_a_second_name_parses_as_its_uid_and_pid() -> None:
-    second = layout.second_name(layout.ring_path(12, uid=0, directory="/d"))
+    second = ring_format.second_name(ring_format.ring_path(12, uid=0, directory="/d"))
     assert second.startswith("/d/gputop-0-12-") and second.endswith(".ring")
-    assert layout.parse_name(os.path.basename(second)) == (0, 12)
+    assert ring_format.parse_name(os.path.basename(second)) == (0, 12)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gputop.tui.cells import ascii_cells
-from gputop.tui.look import Look, colour_system, terminal_look
 from gputop.tui.splash import render
+from gputop.tui.terminal_caps import TerminalCaps, colour_system, terminal_caps_of
 from tests.helpers.tui import frames
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gputop"
@@ -51,15 +51,15 @@ def test_ascii_cells_keeps_the_width_of_lines_and_boxes() -> None:
     ({"TERM": "xterm", "TEXTUAL_COLOR_SYSTEM": "truecolor"}, False),
 ])
 def test_few_colours_as_textual_will_see_them(env: dict[str, str], few: bool) -> None:
-    assert terminal_look(environ={"LANG": "C.UTF-8", **env}).few_colours is few
+    assert terminal_caps_of(environ={"LANG": "C.UTF-8", **env}).few_colours is few
     assert (colour_system(env) == "standard") is few
 
 
 def test_no_color_means_mono_when_set_and_not_empty() -> None:
-    assert terminal_look(environ={"NO_COLOR": "1", "TERM": "xterm-256color"}).mono
-    assert not terminal_look(environ={"NO_COLOR": "", "TERM": "xterm-256color"}).mono
-    assert not terminal_look(environ={"TERM": "xterm-256color"}).mono
-    assert terminal_look(ascii=True, environ={}).ascii
+    assert terminal_caps_of(environ={"NO_COLOR": "1", "TERM": "xterm-256color"}).mono
+    assert not terminal_caps_of(environ={"NO_COLOR": "", "TERM": "xterm-256color"}).mono
+    assert not terminal_caps_of(environ={"TERM": "xterm-256color"}).mono
+    assert terminal_caps_of(ascii=True, environ={}).ascii
 
 
 @pytest.mark.parametrize("env,utf8", [
@@ -72,7 +72,7 @@ def test_no_color_means_mono_when_set_and_not_empty() -> None:
 ])
 def test_the_locale_decides_utf8_in_a_fresh_interpreter(env: dict[str, str], utf8: bool) -> None:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH")}
-    code = "from gputop.tui.look import locale_is_utf8; print(locale_is_utf8())"
+    code = "from gputop.tui.terminal_caps import locale_is_utf8; print(locale_is_utf8())"
     out = subprocess.run([sys.executable, "-c", code], env={**keep, **env}, capture_output=True,
                          text=True, timeout=60, check=True).stdout.strip()
     assert out == str(utf8), (env, out)
@@ -80,8 +80,8 @@ def test_the_locale_decides_utf8_in_a_fresh_interpreter(env: dict[str, str], utf
 
 def test_splash_in_ascii_and_mono_looks() -> None:
     frame = frames("data-starved", count=1)[0]
-    assert render(frame, 100, 30, look=Look(ascii=True)).isascii()
+    assert render(frame, 100, 30, look=TerminalCaps(ascii=True)).isascii()
     assert "\x1b[33m" in render(frame, 100, 30)  # the banner is yellow in colour
-    mono = render(frame, 100, 30, look=Look(mono=True))
+    mono = render(frame, 100, 30, look=TerminalCaps(mono=True))
     assert not _COLOUR_SGR.search(mono), mono
     assert "\x1b[1m\x1b[7m SIMULATED" in mono

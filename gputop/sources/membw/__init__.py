@@ -17,6 +17,8 @@ from gputop.sources.membw.canary import (
     llc_bytes,
     plan_canary,
 )
+from gputop.sources.membw.dimm_check import check_layout, read_layout
+from gputop.sources.membw.dimm_slots import MemoryLayout, compare_peak
 from gputop.sources.membw.estimate import (
     DEFAULT_PERIOD_S,
     CanaryEstimator,
@@ -33,8 +35,6 @@ from gputop.sources.membw.hardware import (
     is_uncore_pmu,
     pmu_names,
 )
-from gputop.sources.membw.layout import MemoryLayout, compare_peak
-from gputop.sources.membw.layoutcheck import check_layout, read_layout
 
 if TYPE_CHECKING:
     from gputop.sources.membw.perf_event import PerfLayer

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from gputop.core.printable import printable
-from gputop.sources.membw.layout import MemoryLayout, MemoryModule, finish_layout
+from gputop.sources.membw.dimm_slots import MemoryLayout, MemoryModule, finish_layout
 
 MEMORY_ARRAY = 16
 MEMORY_DEVICE = 17

@@ -28,7 +28,7 @@ import time
 from _thread import allocate_lock  # threading's lock without importing threading (start-up)
 from time import perf_counter_ns
 
-from gputop.probe import ring as layout
+from gputop.probe import ring as ring_format
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,13 +41,13 @@ STAGE_MAX = 64  # steps staged before publishing regardless of time (bounds memo
 STALL_CHECK_S = 0.1  # how often the publisher thread looks for steps a pause left staged
 H2D, FORWARD, BACKWARD, OPTIMIZER = range(4)
 PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
-NONE = layout.NONE
+NONE = ring_format.NONE
 MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
 MAX_INT_BITS = 640  # about 190 digits; a longer int is recorded as its size
 _annotate_warned = False
 F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT, F_INPUT_OUTSIDE_MODEL = (
-    layout.F_WARMUP, layout.F_OPTIMIZER, layout.F_OTHER, layout.F_IMPLICIT,
-    layout.F_INPUT_OUTSIDE_MODEL,
+    ring_format.F_WARMUP, ring_format.F_OPTIMIZER, ring_format.F_OTHER, ring_format.F_IMPLICIT,
+    ring_format.F_INPUT_OUTSIDE_MODEL,
 )
 NO_STEP_YET = ("probed; no optimizer step seen yet: steps close at optimizer.step() or "
                "gputop.probe.step_end()")
@@ -66,9 +66,9 @@ class Recorder:
         "times_own_training",
     )
 
-    def __init__(self, open_ring: Callable[[], layout.RingWriter | None]) -> None:
+    def __init__(self, open_ring: Callable[[], ring_format.RingWriter | None]) -> None:
         self._open_ring = open_ring
-        self.ring: layout.RingWriter | None = None
+        self.ring: ring_format.RingWriter | None = None
         self.enabled = True
         self.owner = os.getpid()
         self.gpu: GpuHook | None = None
@@ -238,7 +238,7 @@ class Recorder:
         else:
             flags = self._flags(loader, acc)
         t_open = self._t_open
-        record = (  # layout.PAYLOAD_FIELDS in order; the phases in PHASES order
+        record = (  # ring_format.PAYLOAD_FIELDS in order; the phases in PHASES order
             self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
             acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags, loader,
         )
@@ -345,23 +345,23 @@ class Recorder:
         if self.ring is None or self.facts == self._facts_written:
             return
         self._facts_written = dict(self.facts)
-        self.ring.set_meta(bounded_json(self.facts, layout.META_CAP))
+        self.ring.set_meta(bounded_json(self.facts, ring_format.META_CAP))
 
     def _start_before_steps(self, status: str) -> None:
         """Create the ring before any step closed, saying so (`status`) in the metadata: a
         program that iterates a loader or runs backward is probed before (or without) steps."""
         if self.enabled and not self._step and not self._staged:
-            self.facts[layout.META_STATUS] = status
+            self.facts[ring_format.META_STATUS] = status
             self._status_shown = True
             self._start_ring()
 
     def _clear_status(self) -> None:
         """A step closed: the metadata no longer needs to say why none had."""
         self._status_shown = False
-        self.facts.pop(layout.META_STATUS, None)
+        self.facts.pop(ring_format.META_STATUS, None)
         self.annotate({}, start=False)
 
-    def _start_ring(self) -> layout.RingWriter | None:
+    def _start_ring(self) -> ring_format.RingWriter | None:
         """Create the ring on first use; when that fails, go quiet after one warning."""
         if os.getpid() != self.owner:
             self.enabled = False

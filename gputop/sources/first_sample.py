@@ -14,7 +14,7 @@ import time
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
-class FirstLook:
+class FirstSample:
     """/proc/stat, the last PID allocated and each process's stat (its fd kept open), read
     at one moment on both clocks the sources use."""
 
@@ -40,7 +40,7 @@ class FirstLook:
             os.close(fd)
 
 
-def take(proc_root: str = "/proc") -> FirstLook:
+def take(proc_root: str = "/proc") -> FirstSample:
     """Read the host's CPU times and every process's stat now (about 2 µs a process)."""
     boottime, monotonic = time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic()
     last_pid = _read_int(f"{proc_root}/sys/kernel/ns_last_pid")
@@ -61,7 +61,7 @@ def take(proc_root: str = "/proc") -> FirstLook:
             stats[int(name)] = (fd, os.pread(fd, 1024, 0))
         except OSError:
             os.close(fd)
-    return FirstLook(proc_root, boottime, monotonic, host_stat, last_pid, stats)
+    return FirstSample(proc_root, boottime, monotonic, host_stat, last_pid, stats)
 
 
 def _read(path: str) -> bytes:

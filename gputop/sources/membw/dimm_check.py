@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.core.model import MemoryLayoutCheck
-from gputop.sources.membw.layout import GiB, MemoryLayout, MemoryModule, read_edac, read_udev
+from gputop.sources.membw.dimm_slots import GiB, MemoryLayout, MemoryModule, read_edac, read_udev
 from gputop.sources.membw.smbios import (
     parse_dmidecode,
     read_dmi_entries,

@@ -18,7 +18,7 @@ _TERM_COLOURS = {"256color": "256", "kitty": "256", "16color": "standard"}  # as
 
 
 @dataclass(frozen=True, slots=True)
-class Look:
+class TerminalCaps:
     """The terminal's drawing choices; the default draws Unicode in full colour."""
 
     ascii: bool = False        # only ASCII characters reach the terminal
@@ -31,13 +31,14 @@ class Look:
         return self.mono or self.few_colours
 
 
-PLAIN = Look()  # what tests and screenshots draw: Unicode in full colour
+PLAIN = TerminalCaps()  # what tests and screenshots draw: Unicode in full colour
 
 
-def terminal_look(*, ascii: bool = False, environ: Mapping[str, str] | None = None) -> Look:
+def terminal_caps_of(*, ascii: bool = False, environ: Mapping[str, str] | None = None
+                     ) -> TerminalCaps:
     """The look for the terminal we run on: `ascii` forces ASCII glyphs."""
     env = os.environ if environ is None else environ
-    return Look(
+    return TerminalCaps(
         ascii=ascii or not locale_is_utf8(env),
         mono=bool(env.get("NO_COLOR")),
         few_colours=colour_system(env) in _FEW_COLOUR_SYSTEMS,
