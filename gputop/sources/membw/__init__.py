@@ -1,22 +1,16 @@
 """Host memory bandwidth: the ladder (resctrl MBM, perf uncore, core PMU, the canary's
-estimate) and the monitor; where no rung can measure, samples say n/a and why, never a number.
-"""
+estimate) and the monitor; where no rung can measure, samples say n/a and why, never a number."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputop.core.model import MemoryBandwidthSample
 from gputop.sources import procfs
-from gputop.sources.membw.canary import (
-    Canary,
-    getconf_llc_bytes,
-    llc_bytes,
-    plan_canary,
-)
+from gputop.sources.membw.canary import Canary, getconf_llc_bytes, llc_bytes, plan_canary
 from gputop.sources.membw.dimm_check import check_layout, read_layout
 from gputop.sources.membw.dimm_slots import MemoryLayout, compare_peak
 from gputop.sources.membw.estimate import (
@@ -39,9 +33,6 @@ from gputop.sources.membw.hardware import (
 if TYPE_CHECKING:
     from gputop.sources.membw.perf_event import PerfLayer
 
-# A rung's module (resctrl, uncore, corepmu, the perf_event layer) is imported only when
-# the ladder tries that rung.
-
 MODES = ("off", "auto", "estimate")
 
 __all__ = ["MODES", "MemoryBandwidthMonitor", "open_membw_source"]
@@ -51,28 +42,18 @@ class MemoryBandwidthMonitor:
     """One rung (a hardware meter or the canary) or none (`why`: each rung's refusal), plus
     PSI, vmstat and the layout check (read once: modules do not move while running)."""
 
-    def __init__(
-        self,
-        meter: TrafficMeter | None,
-        estimator: CanaryEstimator | None,
-        proc_root: Path | str = "/proc",
-        layout: MemoryLayout | None = None,
-        why: tuple[str, ...] = (),
-        clock: Callable[[], float] = time.monotonic,
-        limits: str | None = None,
-    ) -> None:
+    def __init__(self, meter: TrafficMeter | None, estimator: CanaryEstimator | None,
+                 proc_root: Path | str = "/proc", layout: MemoryLayout | None = None,
+                 why: tuple[str, ...] = (), clock: Callable[[], float] = time.monotonic,
+                 limits: str | None = None) -> None:
         if meter is not None and estimator is not None:
             raise ValueError("at most one of meter and estimator")
-        self.meter = meter
-        self.estimator = estimator
-        self.proc_root = Path(proc_root)
-        self.layout = layout
-        self.layout_check = check_layout(layout)
-        self.why = why
-        self.limits = limits
+        self.meter, self.estimator, self.proc_root = meter, estimator, Path(proc_root)
+        self.layout, self.layout_check = layout, check_layout(layout)
+        self.why, self.limits = why, limits
         self._vmstat = VmstatReader(proc_root, clock)
         self._psi = procfs.KeptFile(str(self.proc_root / "pressure/memory"))
-        self._traffic: Traffic | None = None
+        self._traffic = Traffic(None, None, None)
 
     @property
     def source(self) -> str:
@@ -87,101 +68,62 @@ class MemoryBandwidthMonitor:
         psi = parse_psi(psi_text) if psi_text is not None else PsiMemory(None, None)
         vm = self._vmstat.read()
         layout = self.layout
-        common = {
-            "psi_some_avg10": psi.some_avg10,
-            "psi_full_avg10": psi.full_avg10,
-            "swap_in_per_s": vm.swap_in_per_s,
-            "major_faults_per_s": vm.major_faults_per_s,
-            "expected_peak_bytes_per_s": layout.expected_peak_bytes_per_s if layout else None,
-            "layout": layout.summary() if layout and layout.modules else None,
-            "layout_check": self.layout_check,
-        }
+        expected = layout.expected_peak_bytes_per_s if layout else None
         if self.meter is not None:
-            return self._hardware(self.meter, common)
-        if self.estimator is not None:
-            return self._estimate(self.estimator, common)
-        return self._unavailable(common)
-
-    def _unavailable(self, common: dict) -> MemoryBandwidthSample:
-        """No rung: the reasons, one line, and no number."""
-        notes = [*self.why, compare_peak(None, self.layout)]
+            fields = self._hardware(self.meter, expected)
+        elif self.estimator is not None:
+            fields = self._estimate(self.estimator)
+        else:
+            fields = {"source": "none", "confidence": "unavailable", "note": _joined(
+                *self.why, compare_peak(None, layout)) or "no memory-bandwidth source"}
         return MemoryBandwidthSample(
-            source="none",
-            confidence="unavailable",
-            note="; ".join(n for n in notes if n) or "no memory-bandwidth source",
-            **common,
-        )
+            psi_some_avg10=psi.some_avg10, psi_full_avg10=psi.full_avg10,
+            swap_in_per_s=vm.swap_in_per_s, major_faults_per_s=vm.major_faults_per_s,
+            expected_peak_bytes_per_s=expected, layout_check=self.layout_check,
+            layout=layout.summary() if layout and layout.modules else None, **fields)
 
-    def _hardware(self, meter: TrafficMeter, common: dict) -> MemoryBandwidthSample:
-        traffic = meter.read()
-        if traffic is not None:
-            self._traffic = traffic
-        t = self._traffic or Traffic(None, None, None)
-        expected = common["expected_peak_bytes_per_s"]
-        pressure = (
-            min(1.0, t.total_bytes_per_s / expected)
-            if expected and t.total_bytes_per_s is not None else None
-        )
-        notes = [meter.detail, t.note, compare_peak(None, self.layout)]
-        return MemoryBandwidthSample(
-            source=meter.source,
-            confidence=meter.confidence,
-            read_bytes_per_s=t.read_bytes_per_s,
-            write_bytes_per_s=t.write_bytes_per_s,
-            total_bytes_per_s=t.total_bytes_per_s,
-            peak_bytes_per_s=expected,
-            pressure=pressure,
-            note="; ".join(n for n in notes if n) or None,
-            relative_to=f"the modules' theoretical peak {expected / 1e9:.1f} GB/s "
+    def _hardware(self, meter: TrafficMeter, expected: float | None) -> dict[str, Any]:
+        self._traffic = meter.read() or self._traffic
+        t = self._traffic
+        pressure = (min(1.0, t.total_bytes_per_s / expected)
+                    if expected and t.total_bytes_per_s is not None else None)
+        return {
+            "source": meter.source, "confidence": meter.confidence,
+            "read_bytes_per_s": t.read_bytes_per_s, "write_bytes_per_s": t.write_bytes_per_s,
+            "total_bytes_per_s": t.total_bytes_per_s, "peak_bytes_per_s": expected,
+            "pressure": pressure, "top_consumers": t.top,
+            "note": _joined(meter.detail, t.note, compare_peak(None, self.layout)),
+            "relative_to": f"the modules' theoretical peak {expected / 1e9:.1f} GB/s "
             f"({self.layout.source})"
             if pressure is not None and expected and self.layout is not None else None,
-            top_consumers=t.top,
-            **common,
-        )
+        }
 
-    def _estimate(self, estimator: CanaryEstimator, common: dict) -> MemoryBandwidthSample:
+    def _estimate(self, estimator: CanaryEstimator) -> dict[str, Any]:
         estimator.tick()
         why = "no hardware counters: " + ", ".join(self.why) if self.why else None
         layout_note = compare_peak(None, self.layout)
         if estimator.calibration is None:
             state = estimator.failure or "calibrating the canary's idle peak (about a second)"
-            return MemoryBandwidthSample(
-                source="estimate",
-                confidence="calibrating" if estimator.calibrating else "unavailable",
-                note="; ".join(n for n in (state, layout_note, why) if n),
-                **common,
-            )
+            return {"source": "estimate", "note": _joined(state, layout_note, why),
+                    "confidence": "calibrating" if estimator.calibrating else "unavailable"}
         if estimator.unsettled is not None:
             state = ("no idle peak to compare with: the canary calibrated while the machine "
                      f"was busy ({estimator.unsettled}) and none is kept for this machine; "
                      "it recalibrates at a quiet moment")
-            return MemoryBandwidthSample(
-                source="estimate",
-                confidence="uncalibrated",
-                canary_bytes_per_s=estimator.bandwidth,
-                note="; ".join(n for n in (state, layout_note, why) if n),
-                **common,
-            )
+            return {"source": "estimate", "confidence": "uncalibrated",
+                    "canary_bytes_per_s": estimator.bandwidth,
+                    "note": _joined(state, layout_note, why)}
         measured = 2.0 * estimator.calibration.aggregate_bytes_per_s  # read + written
-        notes = [
-            "pressure estimated from a timed copy against its idle peak",
-            self.limits,
-            compare_peak(measured, self.layout),
-            estimator.memory_problem,
-            why,
-        ]
-        return MemoryBandwidthSample(
-            source="estimate",
-            confidence="estimated",
-            peak_bytes_per_s=estimator.peak or None,
-            measured_peak_bytes_per_s=measured,
-            canary_bytes_per_s=estimator.bandwidth,
-            pressure=estimator.pressure,
-            note="; ".join(n for n in notes if n),
-            relative_to=f"canary's idle peak {estimator.peak / (1 << 30):.1f} GiB/s, "
+        return {
+            "source": "estimate", "confidence": "estimated",
+            "peak_bytes_per_s": estimator.peak or None, "measured_peak_bytes_per_s": measured,
+            "canary_bytes_per_s": estimator.bandwidth, "pressure": estimator.pressure,
+            "note": _joined("pressure estimated from a timed copy against its idle peak",
+                            self.limits, compare_peak(measured, self.layout),
+                            estimator.memory_problem, why),
+            "relative_to": f"canary's idle peak {estimator.peak / (1 << 30):.1f} GiB/s, "
             f"{estimator.origin}",
-            **common,
-        )
+        }
 
     def close(self) -> None:
         """Close counters; stop and join the calibration thread and unmap the canary."""
@@ -191,15 +133,14 @@ class MemoryBandwidthMonitor:
             self.estimator.close()
 
 
+def _joined(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
 def open_membw_source(
-    mode: str = "auto",
-    *,
-    sys_root: Path | str = "/sys",
-    proc_root: Path | str = "/proc",
-    resctrl_root: Path | str = "/sys/fs/resctrl",
-    udev_root: Path | str = "/run/udev/data",
-    period_s: float = DEFAULT_PERIOD_S,
-    state_dir: Path | str | None = None,
+    mode: str = "auto", *, sys_root: Path | str = "/sys", proc_root: Path | str = "/proc",
+    resctrl_root: Path | str = "/sys/fs/resctrl", udev_root: Path | str = "/run/udev/data",
+    period_s: float = DEFAULT_PERIOD_S, state_dir: Path | str | None = None,
     perf: PerfLayer | None = None,
 ) -> MemoryBandwidthMonitor | None:
     """The best memory-bandwidth source allowed here; mode 'off' gives None, bad modes ValueError.
@@ -213,10 +154,11 @@ def open_membw_source(
         return None
     layout = read_layout(udev_root, sys_root)
     why: list[str] = []
-    if mode == "auto":
-        meter = open_hardware_meter(sys_root, proc_root, resctrl_root, perf, why)
+    for meter, reason in (hardware_rungs(sys_root, proc_root, resctrl_root, perf)
+                          if mode == "auto" else ()):
         if meter is not None:
             return MemoryBandwidthMonitor(meter, None, proc_root, layout)
+        why.append(reason)
     llc = llc_bytes(sys_root)
     if llc is None and Path(sys_root) == Path("/sys"):  # getconf speaks for this machine only
         llc = getconf_llc_bytes()
@@ -230,45 +172,28 @@ def open_membw_source(
                       f"{plan.footprint}/{plan.chunk}")
     estimator = CanaryEstimator(
         Canary(plan.footprint, plan.chunk), period_s, quiet=QuietMeter(proc_root),
-        memory=PeakStore(directory, key) if directory is not None else None,
-    )
+        memory=PeakStore(directory, key) if directory is not None else None)
     return MemoryBandwidthMonitor(None, estimator, proc_root, layout, tuple(why),
                                   limits=plan.reason)
 
 
-def open_hardware_meter(
-    sys_root: Path | str,
-    proc_root: Path | str,
-    resctrl_root: Path | str,
-    perf: PerfLayer | None,
-    why: list[str],
-) -> TrafficMeter | None:
-    """The first hardware rung that opens, else None with each refusal appended to `why`."""
+def hardware_rungs(sys_root: Path | str, proc_root: Path | str, resctrl_root: Path | str,
+                   perf: PerfLayer | None) -> Iterator[tuple[TrafficMeter | None, str]]:
+    """Each hardware rung, best first, opened only when the one before refused: (meter, '') or
+    (None, why not); a perf rung's module is imported only where its PMU is listed."""
     from gputop.sources.membw.resctrl import open_resctrl
 
-    resctrl, reason = open_resctrl(resctrl_root)
-    if resctrl is not None:
-        return resctrl
-    why.append(reason)
+    yield open_resctrl(resctrl_root)
     names = pmu_names(sys_root)
     if not any(is_uncore_pmu(n) for n in names):
-        why.append(NO_UNCORE_PMU)
+        yield None, NO_UNCORE_PMU
     else:
         from gputop.sources.membw.uncore import open_uncore
 
-        uncore, reason = (open_uncore(sys_root, proc_root) if perf is None
-                          else open_uncore(sys_root, proc_root, perf.open))
-        if uncore is not None:
-            return uncore
-        why.append(reason)
+        yield open_uncore(sys_root, proc_root, *(() if perf is None else (perf.open,)))
     if not any(is_core_pmu(n) for n in names):
-        why.append(NO_CORE_PMU)
-        return None
+        yield None, NO_CORE_PMU
+        return
     from gputop.sources.membw.corepmu import open_core_pmu
 
-    core, reason = (open_core_pmu(sys_root, proc_root) if perf is None
-                    else open_core_pmu(sys_root, proc_root, perf.open, perf.ring))
-    if core is not None:
-        return core
-    why.append(reason)
-    return None
+    yield open_core_pmu(sys_root, proc_root, *(() if perf is None else (perf.open, perf.ring)))

@@ -183,12 +183,8 @@ class Canary:
             self._src = self._dst = 0
 
 
-def calibrate(
-    canary: Canary,
-    budget_s: float = 1.0,
-    threads: int | None = None,
-    stop: threading.Event | None = None,
-) -> Calibration:
+def calibrate(canary: Canary, budget_s: float = 1.0, stop: threading.Event | None = None,
+              threads: int | None = None) -> Calibration:
     """Idle bandwidth within `budget_s` (sooner if `stop` is set): best single copy, best round."""
     started = time.perf_counter()
     deadline = started + budget_s

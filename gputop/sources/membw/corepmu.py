@@ -1,9 +1,5 @@
-"""The core-PMU rung: cache misses x 64 bytes a line, on all CPUs or on one's own processes.
-
-Many cloud VMs expose the cores' counters while hiding uncore ones. Where CPU-wide events
-are allowed, a sampling counter per CPU gives the total and who made it; where the kernel
-lets a user count only their own processes, counters on those processes' threads do.
-"""
+"""The core-PMU rung: cache misses x 64 bytes a line, on all CPUs (a sampling counter per CPU
+says who) or, where the kernel allows no more, on the threads of one's own processes."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from gputop.core.model import MemoryConsumer
 from gputop.core.printable import printable
@@ -34,12 +31,14 @@ from gputop.sources.membw.perf_event import (
     PERF_TYPE_HW_CACHE,
     Counter,
     CounterValue,
+    CpuCounters,
+    Opened,
     Opener,
     PerfCounter,
-    Ring,
     RingFactory,
     SampleRing,
     cpu_wide_refusal,
+    open_all,
     paranoid_level,
     scaled_delta,
 )
@@ -52,6 +51,7 @@ OWN_THREAD_BUDGET = 256  # counters (fds) at most
 RESCAN_EVERY = 5  # reads between looks for new threads and processes
 UNSUPPORTED_ERRNOS = frozenset({errno.ENOENT, errno.EOPNOTSUPP, errno.EINVAL, errno.ENODEV})
 GONE_ERRNOS = frozenset({errno.ESRCH, *DENIED_ERRNOS})
+M = TypeVar("M", "SystemCoreMeter", "ProcessCoreMeter")
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,14 @@ LLC_LOAD_MISSES = CoreEvent(
 AMD_CACHE_MISSES = CoreEvent(
     "cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES,
     "L2 misses x 64 B (AMD's cache-misses event counts L3 hits too: above DRAM traffic)")
+# The events worth trying per vendor, best first (ARM's cache-misses is L1: never used).
+VENDOR_EVENTS = {"GenuineIntel": (INTEL_CACHE_MISSES, LLC_LOAD_MISSES),
+                 "AuthenticAMD": (LLC_LOAD_MISSES, AMD_CACHE_MISSES)}
 
 
 def core_events(cpu: tuple[str, int, int] | None) -> tuple[CoreEvent, ...]:
-    """The events worth trying on this CPU, best first (ARM's cache-misses is L1: never used)."""
-    vendor = cpu[0] if cpu else None
-    if vendor == "GenuineIntel":
-        return (INTEL_CACHE_MISSES, LLC_LOAD_MISSES)
-    if vendor == "AuthenticAMD":
-        return (LLC_LOAD_MISSES, AMD_CACHE_MISSES)
-    return (LLC_LOAD_MISSES,)
+    """The events worth trying on this CPU, best first."""
+    return VENDOR_EVENTS.get(cpu[0] if cpu else "", (LLC_LOAD_MISSES,))
 
 
 def core_pmus(sys_root: Path | str = "/sys") -> list[str]:
@@ -92,85 +90,67 @@ def core_pmus(sys_root: Path | str = "/sys") -> list[str]:
     return [n for n in pmu_names(sys_root) if is_core_pmu(n)]
 
 
-def online_cpus(sys_root: Path | str = "/sys") -> tuple[int, ...]:
-    """/sys/devices/system/cpu/online as CPU numbers; () when unreadable."""
-    try:
-        return parse_cpulist((Path(sys_root) / "devices/system/cpu/online").read_text())
-    except OSError:
-        return ()
-
-
-def top_consumers(
-    events_by_pid: dict[int, float], total_bytes_per_s: float, proc_root: Path, keep: int = TOP
-) -> tuple[MemoryConsumer, ...]:
-    """The `keep` pids with most events, each with its share of the total (pid 0, idle, not)."""
+def top_consumers(events_by_pid: dict[int, float], total_bytes_per_s: float, proc_root: Path,
+                  keep: int = TOP) -> tuple[MemoryConsumer, ...]:
+    """The `keep` pids with most events, each with its share of the total (pid 0, idle, not),
+    named by their comm (made printable: another user's text; None when gone)."""
     counted = sum(events_by_pid.values())
     if counted <= 0:
         return ()
-    ranked = sorted(((n, pid) for pid, n in events_by_pid.items() if pid > 0 and n > 0),
-                    reverse=True)[:keep]
-    return tuple(MemoryConsumer(pid, process_name(proc_root, pid),
-                                total_bytes_per_s * n / counted) for n, pid in ranked)
+    top = []
+    for n, pid in sorted(((n, pid) for pid, n in events_by_pid.items() if pid > 0 and n > 0),
+                         reverse=True)[:keep]:
+        try:
+            name: str | None = printable((proc_root / str(pid) / "comm").read_text().strip())
+        except (OSError, UnicodeDecodeError):
+            name = None
+        top.append(MemoryConsumer(pid, name, total_bytes_per_s * n / counted))
+    return tuple(top)
 
 
-def process_name(proc_root: Path, pid: int) -> str | None:
-    """The process's comm (made printable: it is another user's text), or None if it is gone."""
-    try:
-        return printable((proc_root / str(pid) / "comm").read_text().strip())
-    except (OSError, UnicodeDecodeError):
-        return None
+def first_event(events: tuple[CoreEvent, ...], attempt: Callable[[CoreEvent], M]
+                ) -> tuple[M | None, str]:
+    """The meter of the first event `attempt` opens, else None and each event's refusal (the
+    kernel's 'not permitted' at once; 'not supported by this PMU' or the errno's text)."""
+    reasons = []
+    for event in events:
+        try:
+            meter = attempt(event)
+        except (OSError, ValueError) as exc:
+            code = getattr(exc, "errno", None)
+            if code in DENIED_ERRNOS:
+                return None, f"not permitted ({event.name}: {os.strerror(code or 0)})"
+            reasons.append(f"{event.name}: " + ("not supported by this PMU"
+                                                if code in UNSUPPORTED_ERRNOS
+                                                else os.strerror(code) if code else str(exc)))
+            continue
+        meter.read()
+        return meter, meter.detail
+    return None, "no usable event (" + "; ".join(reasons) + ")"
 
 
-def why_not(exc: BaseException) -> str:
-    """An open's failure in words: 'not supported by this PMU' or the errno's text."""
-    code = getattr(exc, "errno", None)
-    if code in UNSUPPORTED_ERRNOS:
-        return "not supported by this PMU"
-    return os.strerror(code) if code else str(exc)
-
-
-def denied(event: CoreEvent, exc: BaseException) -> str | None:
-    """'not permitted (<event>: <why>)' when the kernel refused the event, else None."""
-    code = getattr(exc, "errno", None)
-    return f"not permitted ({event.name}: {os.strerror(code or 0)})" \
-        if code in DENIED_ERRNOS else None
-
-
-class SystemCoreMeter:
+class SystemCoreMeter(CpuCounters):
     """A counter per CPU: the total from the counts, who made it from the samples (if any)."""
 
-    source = "perf-core"
     confidence = "approximate"
 
-    def __init__(
-        self,
-        event: CoreEvent,
-        counters: list[tuple[Counter, Ring | None]],
-        proc_root: Path | str = "/proc",
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, event: CoreEvent, counters: list[Opened], proc_root: Path | str = "/proc",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.event = event
-        self.sampling = all(ring is not None for _, ring in counters)
-        self.detail = f"{event.meaning}, {event.name} on all {len(counters)} CPUs" + (
-            "" if self.sampling else " (this PMU cannot sample: no process named)")
-        self._counters = counters
+        self.sampling = all(o.ring is not None for o in counters)
+        super().__init__("perf-core", f"{event.meaning}, {event.name} on all {len(counters)} "
+                         "CPUs" + ("" if self.sampling else
+                                   " (this PMU cannot sample: no process named)"),
+                         counters, clock)
         self._proc_root = Path(proc_root)
-        self._clock = clock
-        self._last: list[CounterValue] | None = None
-        self._last_time = 0.0
 
     def read(self) -> Traffic | None:
         """Bytes/s and the top processes since the last read; None on the first read."""
-        now = self._clock()
-        values = [counter.read() for counter, _ in self._counters]
-        drained = [ring.drain() for _, ring in self._counters if ring is not None]
-        last, last_time = self._last, self._last_time
-        self._last, self._last_time = values, now
-        if last is None or now <= last_time:
+        delta = self.delta()
+        if delta is None:
             return None
-        deltas = [scaled_delta(b, a) for b, a in zip(last, values, strict=True)]
-        unseen = sum(d is None for d in deltas)
-        total = sum(d for d in deltas if d is not None) * CACHE_LINE / (now - last_time)
+        sums, unseen, drained, seconds = delta
+        total = sums["total"] / seconds
         periods: dict[int, float] = {}
         for samples in drained:
             for pid, n in samples.periods.items():
@@ -181,64 +161,30 @@ class SystemCoreMeter:
         return Traffic(None, None, total, "; ".join(n for n in notes if n) or None,
                        top_consumers(periods, total, self._proc_root))
 
-    def close(self) -> None:
-        """Unmap every ring and close every counter."""
-        for counter, ring in self._counters:
-            if ring is not None:
-                ring.close()
-            counter.close()
-        self._counters = []
 
-
-def open_system_meter(
-    events: tuple[CoreEvent, ...],
-    cpus: tuple[int, ...],
-    proc_root: Path | str,
-    opener: Opener,
-    ring: RingFactory,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[SystemCoreMeter | None, str]:
+def open_system_meter(events: tuple[CoreEvent, ...], cpus: tuple[int, ...],
+                      proc_root: Path | str, opener: Opener, ring: RingFactory,
+                      clock: Callable[[], float] = time.monotonic
+                      ) -> tuple[SystemCoreMeter | None, str]:
     """A counter per CPU with the first event the PMU supports, sampling where it can."""
-    reasons = []
-    for event in events:
-        for sampling in (True, False):  # some hypervisors count but cannot interrupt
-            try:
-                opened = _open_on_cpus(event, cpus, opener, ring if sampling else None)
-            except (OSError, ValueError) as exc:
-                refused = denied(event, exc)
-                if refused:
-                    return None, refused
-                if sampling and getattr(exc, "errno", None) == errno.EOPNOTSUPP:
-                    continue
-                reasons.append(f"{event.name}: {why_not(exc)}")
-                break
-            meter = SystemCoreMeter(event, opened, proc_root, clock)
-            meter.read()
-            return meter, meter.detail
-    return None, "no usable event (" + "; ".join(reasons) + ")"
+    sampled = {"sample_freq": SAMPLE_HZ, "sample_type": PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD}
 
+    def attempt(event: CoreEvent) -> SystemCoreMeter:
+        def on_cpus(sampling: bool) -> list[Opened]:
+            return open_all([(event.type_, event.config, {"cpu": cpu, **(sampled if sampling
+                                                                         else {})},
+                              "total", CACHE_LINE) for cpu in cpus],
+                            opener, ring if sampling else None)
 
-def _open_on_cpus(
-    event: CoreEvent, cpus: tuple[int, ...], opener: Opener, ring: RingFactory | None
-) -> list[tuple[Counter, Ring | None]]:
-    """Open, map (when `ring`) and enable the event on every CPU; all or nothing."""
-    sampling = {} if ring is None else {"sample_freq": SAMPLE_HZ,
-                                         "sample_type": PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD}
-    opened: list[tuple[Counter, Ring | None]] = []
-    try:
-        for cpu in cpus:
-            counter = opener(event.type_, event.config, cpu=cpu, **sampling)
-            opened.append((counter, None))
-            if ring is not None:
-                opened[-1] = (counter, ring(counter.fd))
-            counter.enable()
-    except (OSError, ValueError):
-        for counter, samples in opened:
-            if samples is not None:
-                samples.close()
-            counter.close()
-        raise
-    return opened
+        try:
+            opened = on_cpus(True)
+        except OSError as exc:  # some hypervisors count but cannot interrupt
+            if exc.errno != errno.EOPNOTSUPP:
+                raise
+            opened = on_cpus(False)
+        return SystemCoreMeter(event, opened, proc_root, clock)
+
+    return first_event(events, attempt)
 
 
 @dataclass
@@ -256,23 +202,15 @@ class ProcessCoreMeter:
     source = "perf-core-own"
     confidence = "approximate"
 
-    def __init__(
-        self,
-        event: CoreEvent,
-        opener: Opener,
-        proc_root: Path | str = "/proc",
-        uid: int | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        budget: int = OWN_THREAD_BUDGET,
-    ) -> None:
+    def __init__(self, event: CoreEvent, opener: Opener, proc_root: Path | str = "/proc",
+                 uid: int | None = None, clock: Callable[[], float] = time.monotonic,
+                 budget: int = OWN_THREAD_BUDGET) -> None:
         self.event = event
         self.uid = os.getuid() if uid is None else uid
         self.detail = (f"{event.meaning}, {event.name} in user space of uid {self.uid}'s "
                        f"processes only (perf_event_paranoid={paranoid_level(proc_root)}): "
                        "other users' and the kernel's traffic is not seen")
-        self._opener = opener
-        self._proc_root = Path(proc_root)
-        self._clock = clock
+        self._opener, self._proc_root, self._clock = opener, Path(proc_root), clock
         self._budget = budget
         self._watched: dict[int, _Watched] = {}
         self._cpu_ticks: dict[int, int] = {}
@@ -312,7 +250,8 @@ class ProcessCoreMeter:
         return Traffic(None, None, total, note, top_consumers(rates, total, self._proc_root))
 
     def rescan(self) -> None:
-        """Count the threads of the processes that used most CPU since the last look."""
+        """Count the threads of the processes that used most CPU since the last look; a thread
+        that has gone or may not be counted is skipped."""
         kept: dict[int, _Watched] = {}
         self.refused = 0
         ticks = own_processes(self._proc_root, self.uid)
@@ -324,27 +263,20 @@ class ProcessCoreMeter:
                 break
             watched = self._watched.pop(tid, None)
             if watched is None:
-                counter = self._open(tid)
-                if counter is None:
+                try:
+                    counter = self._opener(self.event.type_, self.event.config, pid=tid,
+                                           cpu=-1, exclude_kernel=True)
+                except OSError as exc:
+                    if exc.errno not in GONE_ERRNOS:
+                        raise
+                    self.refused += exc.errno in DENIED_ERRNOS
                     continue
+                counter.enable()
                 watched = _Watched(tgid, counter)
             kept[tid] = watched
         for gone in self._watched.values():
             gone.counter.close()
         self._watched = kept
-
-    def _open(self, tid: int) -> Counter | None:
-        """An enabled counter on one thread; None if it has gone or may not be counted."""
-        try:
-            counter = self._opener(self.event.type_, self.event.config, pid=tid, cpu=-1,
-                                   exclude_kernel=True)
-        except OSError as exc:
-            if exc.errno in GONE_ERRNOS:
-                self.refused += exc.errno in DENIED_ERRNOS
-                return None
-            raise
-        counter.enable()
-        return counter
 
     def close(self) -> None:
         """Close every counter."""
@@ -380,43 +312,31 @@ def thread_ids(proc_root: Path, pid: int) -> list[int]:
         return []
 
 
-def open_process_meter(
-    events: tuple[CoreEvent, ...],
-    proc_root: Path | str,
-    opener: Opener,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[ProcessCoreMeter | None, str]:
+def open_process_meter(events: tuple[CoreEvent, ...], proc_root: Path | str, opener: Opener,
+                       clock: Callable[[], float] = time.monotonic
+                       ) -> tuple[ProcessCoreMeter | None, str]:
     """Per-thread counters on this user's processes with the first event that opens on our own."""
-    reasons = []
-    for event in events:
-        try:
-            opener(event.type_, event.config, pid=0, cpu=-1, exclude_kernel=True).close()
-            meter = ProcessCoreMeter(event, opener, proc_root, clock=clock)
-        except OSError as exc:
-            refused = denied(event, exc)
-            if refused:
-                return None, refused
-            reasons.append(f"{event.name}: {why_not(exc)}")
-            continue
-        meter.read()
-        return meter, meter.detail
-    return None, "no usable event (" + "; ".join(reasons) + ")"
+    def attempt(event: CoreEvent) -> ProcessCoreMeter:
+        opener(event.type_, event.config, pid=0, cpu=-1, exclude_kernel=True).close()
+        return ProcessCoreMeter(event, opener, proc_root, clock=clock)
+
+    return first_event(events, attempt)
 
 
-def open_core_pmu(
-    sys_root: Path | str = "/sys",
-    proc_root: Path | str = "/proc",
-    opener: Opener = PerfCounter.open,
-    ring: RingFactory = SampleRing,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[SystemCoreMeter | ProcessCoreMeter | None, str]:
+def open_core_pmu(sys_root: Path | str = "/sys", proc_root: Path | str = "/proc",
+                  opener: Opener = PerfCounter.open, ring: RingFactory = SampleRing,
+                  clock: Callable[[], float] = time.monotonic
+                  ) -> tuple[SystemCoreMeter | ProcessCoreMeter | None, str]:
     """The core-PMU meter allowed here (all CPUs, else own processes), or None and why not."""
     if not core_pmus(sys_root):
         return None, NO_CORE_PMU
     events = core_events(read_cpu_id(proc_root))
     refusal = cpu_wide_refusal(proc_root)
     if refusal is None:
-        cpus = online_cpus(sys_root)
+        try:
+            cpus = parse_cpulist((Path(sys_root) / "devices/system/cpu/online").read_text())
+        except OSError:
+            cpus = ()
         if not cpus:
             return None, "perf core: the online CPU list is unreadable"
         meter, why = open_system_meter(events, cpus, proc_root, opener, ring, clock)

@@ -1,11 +1,6 @@
 """The seed's DIMM case as a check: are the board's channels populated, evenly, at one speed?
-
-Bandwidth grows with populated channels: a module in the wrong slot, a channel left empty
-or one slow module (all run at the slowest) costs a training box its input pipeline while
-every other number looks normal. The slots come from udev's DMI data (anyone), the SMBIOS
-records (root: /sys/firmware/dmi, dmidecode) or EDAC; where none is readable, or the slot
-names do not say the channel, the check is n/a and says why: nothing is guessed.
-"""
+(An empty channel or one slow module costs bandwidth while every other number looks normal.)
+Where no slot list is readable, or the slot names do not say the channel, it is n/a and why."""
 
 from __future__ import annotations
 
@@ -31,11 +26,8 @@ def read_layout(
     sys_root: Path | str = "/sys",
     dmidecode: Callable[[], str | None] | None = None,
 ) -> MemoryLayout | None:
-    """The first source that lists modules: udev, DMI entries, the DMI table, dmidecode, EDAC.
-
-    `dmidecode` gives its text (default: run it, as root only, when /sys/firmware/dmi
-    gave nothing and sys_root is this machine's).
-    """
+    """The first source that lists modules: udev, DMI entries, the DMI table, dmidecode (run
+    as root only, when /sys/firmware/dmi gave nothing and sys_root is this machine's), EDAC."""
     if dmidecode is None:
         dmidecode = run_dmidecode if Path(sys_root) == Path("/sys") else (lambda: None)
     udev = read_udev(udev_root)
@@ -44,7 +36,7 @@ def read_layout(
     readers: tuple[Callable[[], MemoryLayout | None], ...] = (
         lambda: read_dmi_entries(sys_root),
         lambda: read_dmi_table(sys_root),
-        lambda: _parsed(dmidecode()),
+        lambda: parse_dmidecode(text) if (text := dmidecode()) else None,
         lambda: read_edac(sys_root),
     )
     for reader in readers:
@@ -52,10 +44,6 @@ def read_layout(
         if layout is not None and layout.modules:
             return layout
     return udev
-
-
-def _parsed(text: str | None) -> MemoryLayout | None:
-    return parse_dmidecode(text) if text else None
 
 
 def unreadable_reason() -> str:
@@ -85,10 +73,6 @@ def _group(layout: MemoryLayout, channel: str) -> str:
     return "" if layout.source == "edac" else channel.rpartition("/")[0]
 
 
-def _listed(names: list[str]) -> str:
-    return ", ".join(names)
-
-
 def channel_findings(
     layout: MemoryLayout, names: dict[MemoryModule, str]
 ) -> tuple[list[str], list[str], int, int]:
@@ -110,8 +94,8 @@ def channel_findings(
         if empty:
             named = [names[m] for m in slots if m.channel in empty]
             findings.append(f"{len(used)} of {len(channels)} channels populated{where}: "
-                            f"channel{'s' if len(empty) > 1 else ''} {_listed(empty)} empty "
-                            f"(slot{'s' if len(named) > 1 else ''} {_listed(named)})")
+                            f"channel{'s' if len(empty) > 1 else ''} {', '.join(empty)} empty "
+                            f"(slot{'s' if len(named) > 1 else ''} {', '.join(named)})")
             fill += [next(names[m] for m in slots if m.channel == c) for c in empty]
         sizes = {c: sum(m.size_bytes or 0 for m in ms) for c, ms in used.items()}
         if len(set(sizes.values())) > 1:
@@ -121,7 +105,7 @@ def channel_findings(
                 f"channels hold different amounts{where}: "
                 + "; ".join(f"{c} {sizes[c] / GiB:g} GiB" for c in odd)
                 + f" where the others hold {usual / GiB:g} GiB (slots "
-                + _listed([names[m] for c in odd for m in used[c]]) + ")")
+                + ", ".join([names[m] for c in odd for m in used[c]]) + ")")
     return findings, fill, populated_total, channels_total
 
 
@@ -140,24 +124,21 @@ def speed_findings(layout: MemoryLayout, names: dict[MemoryModule, str]) -> tupl
         findings.append(
             "mixed module speeds: " + ", ".join(f"{n} rated {mts} MT/s"
                                                 for mts, n in sorted(by_speed.items()))
-            + f"; slower ones in {_listed([names[m] for m in slower])}; "
+            + f"; slower ones in {', '.join([names[m] for m in slower])}; "
             + f"all run at {runs} MT/s")
         slow += [names[m] for m in slower]
     elif len(set(running.values())) > 1:
         fastest = max(running.values())
         slower = [m for m, mts in running.items() if mts < fastest]
-        findings.append(f"modules run at different speeds: {_listed([names[m] for m in slower])} "
+        findings.append(f"modules run at different speeds: {', '.join([names[m] for m in slower])} "
                         f"at {min(running.values())} MT/s, the others at {fastest} MT/s")
         slow += [names[m] for m in slower]
     return findings, slow
 
 
 def channels_unknown(layout: MemoryLayout, names: dict[MemoryModule, str]) -> str | None:
-    """Why the slot names cannot be read as channels, or None when they can.
-
-    A name without a channel is one reason; a "channel" of more slots than DDR allows one
-    (3) is another: Dell's A1..A12 name a socket's slots by its letter, not a channel's.
-    """
+    """Why the slot names cannot be read as channels (a name without one; a "channel" of more
+    slots than DDR allows, as Dell's A1..A12 name a socket's), or None when they can."""
     per_channel = Counter(m.channel for m in (*layout.modules, *layout.empty) if m.channel)
     if per_channel:
         channel, count = per_channel.most_common(1)[0]

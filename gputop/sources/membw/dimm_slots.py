@@ -1,8 +1,4 @@
-"""Which memory modules sit in which channels (udev DMI data, EDAC), and what peak they promise.
-
-SMBIOS records read as root are in smbios.py; choosing among the sources and judging the
-layout is layoutcheck.py.
-"""
+"""Which memory modules sit in which channels (udev DMI data, EDAC), and what peak they promise."""
 
 from __future__ import annotations
 
@@ -64,12 +60,8 @@ class MemoryLayout:
         for i, module in enumerate(self.modules):
             key = module.channel if self.channels is not None else str(i)
             by_channel.setdefault(key or str(i), []).append(module)
-        total = 0.0
-        for modules in by_channel.values():
-            mts = min(m.mts or 0 for m in modules)
-            width = min((m.data_width_bits or 64) for m in modules)
-            total += mts * 1e6 * width / 8
-        return total
+        return sum(min(m.mts or 0 for m in ms) * 1e6 * min(m.data_width_bits or 64 for m in ms) / 8
+                   for ms in by_channel.values())
 
     def summary(self) -> str:
         """'1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (A)'."""
@@ -192,11 +184,8 @@ def read_udev(udev_root: Path | str = "/run/udev/data") -> MemoryLayout | None:
 
 
 def read_edac(sys_root: Path | str = "/sys") -> MemoryLayout | None:
-    """Layout from EDAC (/sys/devices/system/edac/mc/mc*/dimm*): sizes and channels, no speeds.
-
-    A controller's max_location ('channel 1 slot 1') says how many channels it has, so a
-    channel without any DIMM shows as an empty slot named after it.
-    """
+    """Layout from EDAC (/sys/devices/system/edac/mc/mc*/dimm*): sizes and channels, no speeds;
+    a channel of max_location's without a DIMM is an empty slot named after it."""
     modules: list[MemoryModule] = []
     empty: list[MemoryModule] = []
     slots: int | None = 0
@@ -239,8 +228,8 @@ def _edac_dimm(dimm: Path) -> MemoryModule | None:
 
 
 def _edac_shape(mc: Path) -> tuple[int, int]:
-    """(channels, slots per channel) of one controller from max_location ('channel 1 slot 1'
-    -> (2, 2)); 0 where a layer is not named (AMD's 'csrow 7 channel 1' has no slots)."""
+    """(channels, slots per channel) from max_location: 'channel 1 slot 1' -> (2, 2); 0 where a
+    layer is not named (AMD's 'csrow 7 channel 1' has no slots)."""
     try:
         layers = dict(re.findall(r"(\w+) (\d+)", (mc / "max_location").read_text()))
     except OSError:

@@ -44,8 +44,7 @@ def parse_psi(text: str) -> PsiMemory:
     found: dict[str, float] = {}
     for line in text.splitlines():
         kind, *fields = line.split()
-        for item in fields:
-            key, _, value = item.partition("=")
+        for key, _, value in (item.partition("=") for item in fields):
             if key == "avg10":
                 with contextlib.suppress(ValueError):
                     found[kind] = float(value)
@@ -62,20 +61,15 @@ def read_psi(proc_root: Path | str = "/proc") -> PsiMemory:
 
 def parse_vmstat(text: str, keys: tuple[str, ...] = ("pswpin", "pgmajfault")) -> dict[str, int]:
     """The named counters of /proc/vmstat (found by name: the file has ~170 lines)."""
-    out: dict[str, int] = {}
-    for name in keys:
-        value = procfs.line_number(text, name + " ")
-        if value is not None:
-            out[name] = value
-    return out
+    return {name: value for name in keys
+            if (value := procfs.line_number(text, name + " ")) is not None}
 
 
 class VmstatReader:
     """Turns /proc/vmstat's pswpin and pgmajfault counters into per-second rates."""
 
-    def __init__(
-        self, proc_root: Path | str = "/proc", clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, proc_root: Path | str = "/proc",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(proc_root) / "vmstat"
         self._file = procfs.KeptFile(str(self.path))
         self._clock = clock
@@ -91,14 +85,9 @@ class VmstatReader:
         last, self._last = self._last, (now, values)
         if last is None or now <= last[0]:
             return VmstatRates(None, None)
-
-        def rate(key: str) -> float | None:
-            old, new = last[1].get(key), values.get(key)
-            if old is None or new is None or new < old:
-                return None
-            return (new - old) / (now - last[0])
-
-        return VmstatRates(rate("pswpin"), rate("pgmajfault"))
+        rates = [None if (old := last[1].get(k)) is None or (new := values.get(k)) is None
+                 or new < old else (new - old) / (now - last[0]) for k in ("pswpin", "pgmajfault")]
+        return VmstatRates(*rates)
 
 
 def next_delay(period_s: float, cost_s: float, budget: float = CPU_BUDGET) -> float:
@@ -108,20 +97,13 @@ def next_delay(period_s: float, cost_s: float, budget: float = CPU_BUDGET) -> fl
 
 def pressure_of(bandwidth: float, peak: float) -> float:
     """1 - bandwidth/peak, clamped to 0..1."""
-    if peak <= 0:
-        return 0.0
-    return min(1.0, max(0.0, 1.0 - bandwidth / peak))
-
-
-def _calibrate(canary: Canary, budget_s: float, stop: threading.Event) -> Calibration:
-    return calibrate(canary, budget_s, stop=stop)
+    return 0.0 if peak <= 0 else min(1.0, max(0.0, 1.0 - bandwidth / peak))
 
 
 class Quiet(Protocol):
     """QuietMeter's face (idlepeak.py): start a window, then why it was not quiet (None: it was)."""
 
     def start(self) -> None: ...
-
     def verdict(self) -> str | None: ...
 
 
@@ -129,50 +111,32 @@ class PeakMemory(Protocol):
     """PeakStore's face: the stored idle peak, and keeping a higher one."""
 
     def load(self) -> Calibration | None: ...
-
     def save(self, calibration: Calibration) -> Calibration: ...
 
 
 class CanaryEstimator:
-    """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak.
+    """Runs the canary when due and keeps a smoothed pressure against a ratcheting idle peak:
+    `memory`'s (an earlier quiet run) or a calibration on a thread the first tick starts. One
+    `quiet` calls busy is no idle peak: `unsettled` says why until a quiet retry."""
 
-    The peak is `memory`'s (an earlier quiet run) or a calibration on a daemon thread that
-    the first tick starts, so no tick waits. A calibration `quiet` calls busy is not an
-    idle peak: `unsettled` says why until a quiet retry; quiet peaks go to `memory`.
-    """
-
-    def __init__(
-        self,
-        canary: Canary,
-        period_s: float = DEFAULT_PERIOD_S,
-        clock: Callable[[], float] = time.monotonic,
-        calibration_budget_s: float = CALIBRATION_BUDGET_S,
-        calibrator: Calibrator = _calibrate,
-        quiet: Quiet | None = None,
-        memory: PeakMemory | None = None,
-    ) -> None:
-        self.canary = canary
-        self.period_s = period_s
-        self._clock = clock
-        self._budget_s = calibration_budget_s
-        self._calibrator = calibrator
-        self._quiet = quiet
-        self._memory = memory
+    def __init__(self, canary: Canary, period_s: float = DEFAULT_PERIOD_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 calibration_budget_s: float = CALIBRATION_BUDGET_S,
+                 calibrator: Calibrator = calibrate, quiet: Quiet | None = None,
+                 memory: PeakMemory | None = None) -> None:
+        self.canary, self.period_s, self._clock = canary, period_s, clock
+        self._budget_s, self._calibrator = calibration_budget_s, calibrator
+        self._quiet, self._memory = quiet, memory
         self.calibration: Calibration | None = None
         self.failure: str | None = None
         self.unsettled: str | None = None
-        self.origin = "measured at start"
         self.memory_problem: str | None = None
-        self.peak = 0.0
+        self.origin = "measured at start"
         self.bandwidth: float | None = None
         self.pressure: float | None = None
-        self.cpu_seconds = 0.0
+        self.peak = self._kept_peak = self._due = self._retry_at = self._last_cost = 0.0
         self.runs = 0
         self._recent: deque[float] = deque(maxlen=5)
-        self._due = 0.0
-        self._retry_at = 0.0
-        self._kept_peak = 0.0
-        self._last_cost = 0.0
         self._busy = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -199,9 +163,8 @@ class CanaryEstimator:
         settled = self.calibration is not None and self.unsettled is None
         if running or settled or self.failure is not None or self._stop.is_set():
             return
-        self._thread = threading.Thread(
-            target=self._calibrate_quietly, name="gputop-membw-calibrate", daemon=True
-        )
+        self._thread = threading.Thread(target=self._calibrate_quietly, daemon=True,
+                                        name="gputop-membw-calibrate")
         self._thread.start()
 
     def _calibrate_quietly(self) -> None:
@@ -221,20 +184,18 @@ class CanaryEstimator:
             result = self._calibrator(self.canary, self._budget_s, self._stop)
             if self._stop.is_set():
                 return self.calibration
-            busy = self._quiet.verdict() if self._quiet is not None else None
+            self.unsettled = self._quiet.verdict() if self._quiet is not None else None
             before = self.calibration
-            first = before is None
             self.calibration = result if before is None else merge_peaks(before, result)
             self.peak = max(self.peak, result.single_bytes_per_s)
-            self.unsettled = busy
-            if busy is None and not first:
-                self.origin = "measured at a quiet moment"
-            if first:
+            if before is None:
                 self._due = self._clock()  # the first canary is due at once
-            if busy is None:
-                self._keep(self.calibration)
-            else:
+            if self.unsettled is not None:
                 self._retry_at = self._clock() + RECALIBRATE_AFTER_S
+            else:
+                if before is not None:
+                    self.origin = "measured at a quiet moment"
+                self._keep(self.calibration)
             return self.calibration
 
     def _keep(self, calibration: Calibration) -> None:
@@ -283,10 +244,8 @@ class CanaryEstimator:
         results = [self.canary.copy() for _ in range(copies)]
         bandwidth = statistics.median(b for b, _ in results)
         cost = sum(c for _, c in results)
-        self._last_cost = cost
-        self.cpu_seconds += cost
+        self._last_cost, self.bandwidth = cost, bandwidth
         self.runs += 1
-        self.bandwidth = bandwidth
         self._recent.append(bandwidth)
         if len(self._recent) == self._recent.maxlen:
             # A canary faster than the calibrated peak means calibration ran under load.
@@ -294,8 +253,7 @@ class CanaryEstimator:
             self._keep_if_quiet()
         raw = pressure_of(bandwidth, self.peak)
         self.pressure = raw if self.pressure is None else (
-            SMOOTHING * raw + (1 - SMOOTHING) * self.pressure
-        )
+            SMOOTHING * raw + (1 - SMOOTHING) * self.pressure)
         return raw
 
     def _keep_if_quiet(self) -> None:

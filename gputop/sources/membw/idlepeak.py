@@ -1,15 +1,7 @@
-"""The canary's idle peak: whether a calibration ran on a quiet machine, and keeping quiet ones.
-
-Quiet means a low load average per core, low memory PSI and, over the window itself, little
-CPU used by other processes: that last catches a hog started seconds ago, which the load
-average has not yet seen (and PSI rises with reclaim stalls, not with bandwidth).
-
-Quiet peaks are kept in `$XDG_STATE_HOME/gputop/membw-idle-peak.json` (default
-`~/.local/state/gputop/`), keyed by what makes a peak comparable (CPU, RAM, module layout,
-boot id, canary size), only ever upward, so `--once` and a start under load have a
-reference. The directory must be ours and private; the file is read without following
-links and replaced through a temporary file.
-"""
+"""The canary's idle peak: whether a calibration ran on a quiet machine (low load per core and
+memory PSI, and little CPU used by others over the window: a hog started seconds ago), and
+keeping quiet peaks, upward only and keyed by what makes them comparable, in a private
+$XDG_STATE_HOME/gputop (read without following links, replaced through a temporary file)."""
 
 from __future__ import annotations
 
@@ -21,7 +13,6 @@ import pwd
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from gputop.core.safe_files import WriteRefused, open_own, replacing_in
 from gputop.sources.membw.canary import Calibration, merge_peaks
@@ -37,24 +28,18 @@ MAX_BYTES = 64 * 1024
 Key = dict[str, str | int]
 
 
-class CpuMark(NamedTuple):
-    """A point in time: wall clock, all CPUs' busy seconds, and our own CPU seconds."""
-
-    wall_s: float
-    busy_s: float
-    own_s: float
-
-
-def read_busy_s(proc_root: Path | str = "/proc") -> float | None:
-    """Seconds all CPUs spent busy since boot (the 'cpu' line of /proc/stat)."""
+def cpu_mark(proc_root: Path, own: Callable[[], float], clock: Callable[[], float]
+             ) -> tuple[float, float, float] | None:
+    """(wall clock, all CPUs' busy seconds since boot from /proc/stat, our own CPU seconds)."""
     try:
-        with open(Path(proc_root) / "stat") as stat:
+        with open(proc_root / "stat") as stat:
             fields = stat.readline().split()
         if fields[0] != "cpu":
             return None
-        return sum(int(fields[1 + i]) for i in BUSY_FIELDS) / os.sysconf("SC_CLK_TCK")
+        busy = sum(int(fields[1 + i]) for i in BUSY_FIELDS) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+    return clock(), busy, own()
 
 
 def own_cpu_s() -> float:
@@ -66,26 +51,17 @@ def own_cpu_s() -> float:
 class QuietMeter:
     """Says why the machine was not quiet since `start()`, or None when it was."""
 
-    def __init__(
-        self,
-        proc_root: Path | str = "/proc",
-        cpus: int | None = None,
-        own: Callable[[], float] = own_cpu_s,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, proc_root: Path | str = "/proc", cpus: int | None = None,
+                 own: Callable[[], float] = own_cpu_s,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.proc_root = Path(proc_root)
         self.cpus = cpus or os.cpu_count() or 1
-        self._own = own
-        self._clock = clock
-        self._mark: CpuMark | None = None
-
-    def _now(self) -> CpuMark | None:
-        busy = read_busy_s(self.proc_root)
-        return None if busy is None else CpuMark(self._clock(), busy, self._own())
+        self._own, self._clock = own, clock
+        self._mark: tuple[float, float, float] | None = None
 
     def start(self) -> None:
         """Begin a window."""
-        self._mark = self._now()
+        self._mark = cpu_mark(self.proc_root, self._own, self._clock)
 
     def verdict(self) -> str | None:
         """None if the window since start() was quiet, else the reasons, '; '-joined."""
@@ -101,19 +77,15 @@ class QuietMeter:
         psi = read_psi(self.proc_root).some_avg10
         if psi is not None and psi > QUIET_PSI_SOME:
             reasons.append(f"memory PSI {psi:.1f} %")
-        others = self._others_share()
+        now, mark = cpu_mark(self.proc_root, self._own, self._clock), self._mark
+        others = None  # the share of all CPUs other processes used over the window
+        if now is not None and mark is not None and now[0] > mark[0]:
+            used = (now[1] - mark[1]) - (now[2] - mark[2])
+            others = max(0.0, used) / ((now[0] - mark[0]) * self.cpus)
         if others is None or others > QUIET_OTHERS_CPU_SHARE:
             reasons.append("CPU use unknown" if others is None
                            else f"other processes used {others:.0%} of the CPUs")
         return "; ".join(reasons) or None
-
-    def _others_share(self) -> float | None:
-        """Share of all CPUs that other processes used over the window."""
-        now, mark = self._now(), self._mark
-        if now is None or mark is None or now.wall_s <= mark.wall_s:
-            return None
-        others = (now.busy_s - mark.busy_s) - (now.own_s - mark.own_s)
-        return max(0.0, others) / ((now.wall_s - mark.wall_s) * self.cpus)
 
 
 class StoreRefused(OSError):
@@ -168,13 +140,8 @@ class PeakStore:
     """Reads and raises the stored idle peak for one machine key."""
 
     def __init__(self, directory: Path | str, key: Key) -> None:
-        self.directory = Path(directory)
-        self.key = key
-
-    @property
-    def path(self) -> Path:
-        """Where the peak is kept."""
-        return self.directory / FILE_NAME
+        self.directory, self.key = Path(directory), key
+        self.path = self.directory / FILE_NAME
 
     def load(self) -> Calibration | None:
         """The stored peak for this key; None when absent, foreign, unsafe or malformed."""
@@ -189,21 +156,30 @@ class PeakStore:
 
     def save(self, calibration: Calibration) -> Calibration:
         """Keep the larger of `calibration` and what is stored; returns what was kept.
-
-        Raises OSError (StoreRefused when the directory or file is not safely ours).
-        """
+        Raises OSError (StoreRefused when the directory or file is not safely ours)."""
         dir_fd = self._open_dir(create=True)
         try:
             stored = self._read(dir_fd)
             kept = calibration if stored is None else merge_peaks(stored, calibration)
-            self._write(dir_fd, kept)
+            body = json.dumps({"version": VERSION, "key": self.key, **{
+                f: getattr(kept, f) for f in ("single_bytes_per_s", "aggregate_bytes_per_s",
+                                              "threads")}}, indent=1).encode()
+            with replacing_in(dir_fd, FILE_NAME) as out:
+                out.write(body)
+        except WriteRefused as exc:
+            raise StoreRefused(f"{self.path}: {exc}") from None
         finally:
             os.close(dir_fd)
         return kept
 
     def _open_dir(self, create: bool) -> int:
+        """The directory (made 0700 with its missing parents, as XDG asks, when `create`),
+        opened without following a link; StoreRefused unless it is ours and private."""
         if create:
-            make_private_dirs(self.directory)
+            for path in reversed([p for p in (self.directory, *self.directory.parents)
+                                  if not p.exists()]):
+                with contextlib.suppress(FileExistsError):
+                    path.mkdir(mode=0o700)
         fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         info = os.fstat(fd)
         problem = None
@@ -222,34 +198,10 @@ class PeakStore:
         except WriteRefused:
             return None
         try:
-            if os.fstat(fd).st_size > MAX_BYTES:
-                return None
-            data = os.read(fd, MAX_BYTES + 1)
+            data = os.read(fd, MAX_BYTES + 1) if os.fstat(fd).st_size <= MAX_BYTES else b""
         finally:
             os.close(fd)
         return parse_record(data, self.key)
-
-    def _write(self, dir_fd: int, calibration: Calibration) -> None:
-        body = json.dumps({
-            "version": VERSION,
-            "key": self.key,
-            "single_bytes_per_s": calibration.single_bytes_per_s,
-            "aggregate_bytes_per_s": calibration.aggregate_bytes_per_s,
-            "threads": calibration.threads,
-        }, indent=1).encode()
-        try:
-            with replacing_in(dir_fd, FILE_NAME) as out:
-                out.write(body)
-        except WriteRefused as exc:
-            raise StoreRefused(f"{self.path}: {exc}") from None
-
-
-def make_private_dirs(directory: Path) -> None:
-    """Create `directory` and any missing parents with mode 0700 (as XDG asks)."""
-    missing = [p for p in (directory, *directory.parents) if not p.exists()]
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
 
 
 def parse_record(data: bytes, key: Key) -> Calibration | None:
@@ -261,16 +213,10 @@ def parse_record(data: bytes, key: Key) -> Calibration | None:
     if not isinstance(record, dict) or record.get("version") != VERSION \
             or record.get("key") != key:
         return None
-    single = _positive(record.get("single_bytes_per_s"))
-    aggregate = _positive(record.get("aggregate_bytes_per_s"))
+    single, aggregate = (record.get(f) for f in ("single_bytes_per_s", "aggregate_bytes_per_s"))
     threads = record.get("threads")
-    if single is None or aggregate is None or type(threads) is not int or threads < 1:
+    if not all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+               and v > 0 for v in (single, aggregate)) \
+            or type(threads) is not int or threads < 1:
         return None
-    return Calibration(single, aggregate, threads, 0.0)
-
-
-def _positive(value: object) -> float | None:
-    """A finite positive number as a float, else None (JSON bools and NaN are not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value > 0 else None
+    return Calibration(float(single), float(aggregate), threads, 0.0)  # type: ignore[arg-type]

@@ -1,10 +1,5 @@
-"""Memory slots from SMBIOS: type 17 (memory device) records, raw from sysfs or dmidecode's text.
-
-Offsets follow DMTF DSP0134 (SMBIOS 3.x), section 7.18; type 16 (physical memory array)
-says which arrays are system memory, so a board's flash or NVRAM "devices" stay out.
-Every slot is kept, empty ones too: they are how a board says which channels it has.
-All of it is root-only (the sysfs files are 0400, dmidecode reads the same table).
-"""
+"""Memory slots from SMBIOS type-17 records (DSP0134 7.18; root only), raw from sysfs or as
+dmidecode's text; type-16 arrays keep flash and NVRAM out, and empty slots are kept too."""
 
 from __future__ import annotations
 

@@ -23,34 +23,34 @@ from gputop.sources.membw.hardware import (
 )
 from gputop.sources.membw.perf_event import (
     DENIED_ERRNOS,
-    Counter,
-    CounterValue,
+    CpuCounters,
     Opener,
     PerfCounter,
     cpu_wide_refusal,
-    scaled_delta,
+    open_all,
 )
 
 Direction = Literal["read", "write", "total"]
 FieldRange = tuple[str, int, int]
-
-UNIT_BYTES = {
-    "b": 1.0, "byte": 1.0, "bytes": 1.0,
-    "kb": 1e3, "mb": 1e6, "gb": 1e9,
-    "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30,
-}
-
-# Intel families, best first; never mixed, or traffic would be counted twice.
-INTEL_FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = (
-    (r"uncore_imc_\d+", ("cas_count_read",), ("cas_count_write",), "CAS counts"),
-    (r"uncore_imc_free_running(_\d+)?", ("data_read",), ("data_write",), "free-running"),
-    (r"uncore_imc", ("data_reads",), ("data_writes",), "client IMC"),
-)
-
-# perf's amdzen4 memory-controller events; the kernel exposes only the format for amd_umc.
-AMD_UMC_EVENTS: tuple[tuple[str, str, Direction], ...] = (
-    ("umc_cas_cmd.rd", "event=0x0a,rdwrmask=0x1", "read"),
-    ("umc_cas_cmd.wr", "event=0x0a,rdwrmask=0x2", "write"),
+UNIT_BYTES = {"b": 1.0, "byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9,
+              "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
+# (source, PMU name, (direction, event names, the event's spec where sysfs lists none) per
+# side, detail): Intel's families best first, never mixed (traffic would count twice), then
+# perf's amdzen4 memory-controller events (the kernel exposes only amd_umc's format).
+FAMILIES: tuple[tuple[str, str, tuple[tuple[Direction, tuple[str, ...], str | None], ...],
+                      str], ...] = (
+    ("perf-uncore-imc", r"uncore_imc_\d+", (("read", ("cas_count_read",), None),
+                                             ("write", ("cas_count_write",), None)),
+     "{} IMC PMU(s), CAS counts"),
+    ("perf-uncore-imc", r"uncore_imc_free_running(_\d+)?", (
+        ("read", ("data_read",), None), ("write", ("data_write",), None)),
+     "{} IMC PMU(s), free-running"),
+    ("perf-uncore-imc", r"uncore_imc", (("read", ("data_reads",), None),
+                                         ("write", ("data_writes",), None)),
+     "{} IMC PMU(s), client IMC"),
+    ("perf-amd-umc", r"amd_umc_\d+", (("read", ("umc_cas_cmd.rd",), "event=0x0a,rdwrmask=0x1"),
+                                       ("write", ("umc_cas_cmd.wr",), "event=0x0a,rdwrmask=0x2")),
+     "{} UMC PMU(s), CAS commands"),
 )
 # perf's amdzen1..3 data-fabric events: 64-byte requests with data per DRAM channel.
 AMD_DF_CHANNEL_CODES = (0x07, 0x47, 0x87, 0xC7, 0x107, 0x147, 0x187, 0x1C7)
@@ -103,19 +103,14 @@ def parse_format(text: str) -> tuple[FieldRange, ...]:
     name, _, ranges = text.strip().partition(":")
     if name not in ("config", "config1", "config2") or not ranges:
         raise ValueError(f"bad format {text!r}")
-    out: list[FieldRange] = []
-    for part in ranges.split(","):
-        lo, _, hi = part.partition("-")
-        out.append((name, int(lo), int(hi or lo)))
-    return tuple(out)
+    return tuple((name, int(lo), int(hi or lo))
+                 for lo, _, hi in (part.partition("-") for part in ranges.split(",")))
 
 
 def encode_event(spec: str, formats: dict[str, tuple[FieldRange, ...]]) -> tuple[int, int, int]:
     """Encode 'event=0x04,umask=0x03' into (config, config1, config2) with the PMU's formats."""
     regs = {"config": 0, "config1": 0, "config2": 0}
-    for term in spec.strip().split(","):
-        if not term:
-            continue
+    for term in filter(None, spec.strip().split(",")):
         key, _, raw = term.partition("=")
         key = key.strip()
         value = int(raw, 0) if raw else 1
@@ -149,26 +144,23 @@ def read_pmu(path: Path) -> Pmu | None:
         type_ = int((read_text(path / "type") or "").strip())
     except ValueError:
         return None
-    cpus = parse_cpulist(read_text(path / "cpumask") or "")
     formats: dict[str, tuple[FieldRange, ...]] = {}
     for fmt in sorted((path / "format").glob("*")):
         with contextlib.suppress(ValueError):  # unreadable ("") or not a format
             formats[fmt.name] = parse_format(read_text(fmt) or "")
     events: dict[str, PmuEvent] = {}
     for ev in sorted((path / "events").glob("*")):
-        if "." in ev.name and ev.name.rsplit(".", 1)[1] in ("scale", "unit", "snapshot", "per-pkg"):
+        if ev.suffix in (".scale", ".unit", ".snapshot", ".per-pkg") or (
+                spec := read_text(ev)) is None:
             continue
-        spec = read_text(ev)
-        if spec is None:
-            continue
-        scale_text = read_text(ev.with_name(ev.name + ".scale"))
+        scale_text, unit = (read_text(ev.with_name(ev.name + s)) for s in (".scale", ".unit"))
         try:
             scale = float(scale_text) if scale_text is not None else None
         except ValueError:
             scale = None
-        unit_text = read_text(ev.with_name(ev.name + ".unit"))
-        events[ev.name] = PmuEvent(spec.strip(), scale, unit_text.strip() if unit_text else None)
-    return Pmu(path.name, type_, cpus, formats, events)
+        events[ev.name] = PmuEvent(spec.strip(), scale, unit.strip() if unit else None)
+    return Pmu(path.name, type_, parse_cpulist(read_text(path / "cpumask") or ""), formats,
+               events)
 
 
 def discover_pmus(sys_root: Path | str = "/sys") -> list[Pmu]:
@@ -181,37 +173,10 @@ def _planned(pmu: Pmu, name: str, event: PmuEvent, direction: Direction) -> Plan
     if not pmu.cpus:
         return None
     try:
-        config = encode_event(event.spec, pmu.formats)
-        per_count = bytes_per_count(event)
+        config, per_count = encode_event(event.spec, pmu.formats), bytes_per_count(event)
     except ValueError:
         return None
     return PlannedEvent(pmu.name, pmu.type, pmu.cpus, name, config, per_count, direction)
-
-
-def _pick(pmu: Pmu, names: tuple[str, ...], direction: Direction) -> PlannedEvent | None:
-    name = next((n for n in names if n in pmu.events), None)
-    return None if name is None else _planned(pmu, name, pmu.events[name], direction)
-
-
-def plan_intel(pmus: list[Pmu]) -> UncorePlan | None:
-    """cas_count_read/write on every IMC channel, else the free-running or client counters."""
-    for pattern, reads, writes, kind in INTEL_FAMILIES:
-        family = [p for p in pmus if re.fullmatch(pattern, p.name)]
-        events = tuple(p for pmu in family for p in (_pick(pmu, reads, "read"),
-                                                     _pick(pmu, writes, "write")) if p)
-        if events:
-            return UncorePlan("perf-uncore-imc", events, f"{len(family)} IMC PMU(s), {kind}")
-    return None
-
-
-def plan_amd_umc(pmus: list[Pmu]) -> UncorePlan | None:
-    """umc_cas_cmd.rd/.wr (64 bytes each) on every amd_umc_N PMU (Zen 4 and later)."""
-    umcs = [p for p in pmus if re.fullmatch(r"amd_umc_\d+", p.name)]
-    events = tuple(p for pmu in umcs for name, spec, direction in AMD_UMC_EVENTS
-                   if (p := _planned(pmu, name, pmu.events.get(name, PmuEvent(spec)), direction)))
-    if not events:
-        return None
-    return UncorePlan("perf-amd-umc", events, f"{len(umcs)} UMC PMU(s), CAS commands")
 
 
 def is_zen1_to_zen3(cpu: tuple[str, int, int] | None) -> bool:
@@ -222,93 +187,49 @@ def is_zen1_to_zen3(cpu: tuple[str, int, int] | None) -> bool:
     return family == 0x17 or (family == 0x19 and (model <= 0x0F or 0x20 <= model <= 0x5F))
 
 
-def plan_amd_df(pmus: list[Pmu], cpu: tuple[str, int, int] | None) -> UncorePlan | None:
-    """dram_channel_data_controller_0..7 on amd_df (read + write together, 64 bytes each)."""
+def plan_uncore(pmus: list[Pmu], cpu: tuple[str, int, int] | None = None) -> UncorePlan | None:
+    """The best memory-controller plan this machine's PMUs allow (the first family in
+    FAMILIES with events, else amd_df's DRAM channels), or None."""
+    for source, pattern, sides, detail in FAMILIES:
+        family = [p for p in pmus if re.fullmatch(pattern, p.name)]
+        events = tuple(planned for pmu in family for direction, names, spec in sides
+                       if (name := next((n for n in names if n in pmu.events), names[0]))
+                       and (event := pmu.events.get(name) or (spec and PmuEvent(spec)))
+                       and (planned := _planned(pmu, name, event, direction)))
+        if events:
+            return UncorePlan(source, events, detail.format(len(family)))
     df = next((p for p in pmus if p.name == "amd_df"), None)
     if df is None:
         return None
     named = {n: e for n, e in df.events.items() if n.startswith("dram_channel_data_controller_")}
     if not named and is_zen1_to_zen3(cpu):
-        named = {
-            f"dram_channel_data_controller_{i}": PmuEvent(f"event={code:#x},umask=0x38")
-            for i, code in enumerate(AMD_DF_CHANNEL_CODES)
-        }
-    events = [p for n, e in sorted(named.items()) if (p := _planned(df, n, e, "total"))]
-    if not events:
-        return None
-    return UncorePlan("perf-amd-df", tuple(events), f"{len(events)} DRAM channel event(s)")
+        named = {f"dram_channel_data_controller_{i}": PmuEvent(f"event={code:#x},umask=0x38")
+                 for i, code in enumerate(AMD_DF_CHANNEL_CODES)}
+    df_events = tuple(p for n, e in sorted(named.items()) if (p := _planned(df, n, e, "total")))
+    return UncorePlan("perf-amd-df", df_events, f"{len(df_events)} DRAM channel event(s)") \
+        if df_events else None
 
 
-def plan_uncore(pmus: list[Pmu], cpu: tuple[str, int, int] | None = None) -> UncorePlan | None:
-    """The best memory-controller plan this machine's PMUs allow, or None."""
-    return plan_intel(pmus) or plan_amd_umc(pmus) or plan_amd_df(pmus, cpu)
-
-
-class UncoreMeter:
+class UncoreMeter(CpuCounters):
     """Open counters for a plan and turn their deltas into DRAM bytes/s."""
 
-    def __init__(
-        self,
-        plan: UncorePlan,
-        counters: list[tuple[PlannedEvent, Counter]],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.source = plan.source
-        self.confidence = "measured"
-        self.detail = plan.detail
-        self._counters = counters
-        self._clock = clock
-        self._last: list[CounterValue] | None = None
-        self._last_time = 0.0
+    confidence = "measured"
 
     @classmethod
-    def open(
-        cls,
-        plan: UncorePlan,
-        opener: Opener = PerfCounter.open,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> UncoreMeter:
+    def open(cls, plan: UncorePlan, opener: Opener = PerfCounter.open,
+             clock: Callable[[], float] = time.monotonic) -> UncoreMeter:
         """Open and enable every event on each CPU of its PMU's cpumask; all or nothing."""
-        counters: list[tuple[PlannedEvent, Counter]] = []
-        try:
-            for event in plan.events:
-                config, config1, config2 = event.config
-                for cpu in event.cpus:
-                    counter = opener(event.pmu_type, config, config1=config1,
-                                     config2=config2, cpu=cpu)
-                    counters.append((event, counter))
-                    counter.enable()
-        except OSError:
-            for _, counter in counters:
-                counter.close()
-            raise
-        meter = cls(plan, counters, clock)
+        meter = cls(plan.source, plan.detail, open_all([
+            (e.pmu_type, e.config[0], {"config1": e.config[1], "config2": e.config[2],
+                                       "cpu": cpu}, e.direction, e.bytes_per_count)
+            for e in plan.events for cpu in e.cpus], opener), clock)
         meter.read()
         return meter
 
     def read(self) -> Traffic | None:
         """Bytes/s by direction since the last read; None on the first read."""
-        now = self._clock()
-        values = [counter.read() for _, counter in self._counters]
-        last, last_time = self._last, self._last_time
-        self._last, self._last_time = values, now
-        if last is None or now <= last_time:
-            return None
-        sums: dict[str, float] = {"read": 0.0, "write": 0.0, "total": 0.0}
-        unseen = 0
-        for (event, _), before, after in zip(self._counters, last, values, strict=True):
-            delta = scaled_delta(before, after)
-            if delta is None:
-                unseen += 1
-                continue
-            sums[event.direction] += delta * event.bytes_per_count
-        return traffic_from_sums(sums, now - last_time, unseen)
-
-    def close(self) -> None:
-        """Close every counter."""
-        for _, counter in self._counters:
-            counter.close()
-        self._counters = []
+        delta = self.delta()
+        return None if delta is None else traffic_from_sums(delta[0], delta[3], delta[1])
 
 
 def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -> Traffic:
@@ -320,11 +241,8 @@ def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -
     return Traffic(read, write, read + write, note)
 
 
-def open_uncore(
-    sys_root: Path | str = "/sys",
-    proc_root: Path | str = "/proc",
-    opener: Opener = PerfCounter.open,
-) -> tuple[UncoreMeter | None, str]:
+def open_uncore(sys_root: Path | str = "/sys", proc_root: Path | str = "/proc",
+                opener: Opener = PerfCounter.open) -> tuple[UncoreMeter | None, str]:
     """The uncore meter for this machine, or None and the reason it refused."""
     plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))
     if plan is None:
@@ -335,6 +253,5 @@ def open_uncore(
     try:
         return UncoreMeter.open(plan, opener), plan.detail
     except OSError as exc:
-        if exc.errno in DENIED_ERRNOS:
-            return None, f"{plan.source}: not permitted ({exc.strerror or exc})"
-        return None, f"{plan.source}: cannot open ({exc.strerror or exc})"
+        verdict = "not permitted" if exc.errno in DENIED_ERRNOS else "cannot open"
+        return None, f"{plan.source}: {verdict} ({exc.strerror or exc})"
