@@ -28,9 +28,8 @@ from gputop.sources.membw.canary import getconf_llc_bytes, llc_bytes, plan_canar
 from gputop.sources.membw.corepmu import core_events, core_pmus, open_core_pmu
 from gputop.sources.membw.dimm_check import check_layout, read_layout
 from gputop.sources.membw.dimm_slots import MemoryLayout, read_edac, read_udev
-from gputop.sources.membw.hardware import read_cpu_id
+from gputop.sources.membw.hardware import open_resctrl, read_cpu_id
 from gputop.sources.membw.perf_event import cpu_wide_refusal, paranoid_level
-from gputop.sources.membw.resctrl import open_resctrl
 from gputop.sources.membw.smbios import (
     parse_dmidecode,
     read_dmi_entries,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.sources.membw.hardware import COUNTER_MODULUS, counter_delta
-from gputop.sources.membw.resctrl import (
+from gputop.sources.membw.hardware import (
+    COUNTER_MODULUS,
     ResctrlMeter,
+    counter_delta,
     counter_files,
     group_dirs,
     open_resctrl,

@@ -6,42 +6,16 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from gputop.core.model import MemoryConsumer
 from gputop.core.printable import printable
-from gputop.sources.membw.hardware import (
-    CACHE_LINE,
-    NO_CORE_PMU,
-    Traffic,
-    is_core_pmu,
-    parse_cpulist,
-    pmu_names,
-    read_cpu_id,
-)
-from gputop.sources.membw.perf_event import (
-    DENIED_ERRNOS,
-    PERF_COUNT_HW_CACHE_MISSES,
-    PERF_SAMPLE_PERIOD,
-    PERF_SAMPLE_TID,
-    PERF_TYPE_HARDWARE,
-    PERF_TYPE_HW_CACHE,
-    Counter,
-    CounterValue,
-    CpuCounters,
-    Opened,
-    Opener,
-    PerfCounter,
-    RingFactory,
-    SampleRing,
-    cpu_wide_refusal,
-    open_all,
-    paranoid_level,
-    scaled_delta,
-)
+from gputop.sources.membw import hardware as hw
+from gputop.sources.membw import perf_event as pe
 
 # PERF_COUNT_HW_CACHE_LL | PERF_COUNT_HW_CACHE_OP_READ << 8 | PERF_COUNT_HW_CACHE_RESULT_MISS << 16
 LLC_READ_MISS = 2 | (0 << 8) | (1 << 16)
@@ -50,7 +24,7 @@ TOP = 3
 OWN_THREAD_BUDGET = 256  # counters (fds) at most
 RESCAN_EVERY = 5  # reads between looks for new threads and processes
 UNSUPPORTED_ERRNOS = frozenset({errno.ENOENT, errno.EOPNOTSUPP, errno.EINVAL, errno.ENODEV})
-GONE_ERRNOS = frozenset({errno.ESRCH, *DENIED_ERRNOS})
+GONE_ERRNOS = frozenset({errno.ESRCH, *pe.DENIED_ERRNOS})
 M = TypeVar("M", "SystemCoreMeter", "ProcessCoreMeter")
 
 
@@ -65,15 +39,15 @@ class CoreEvent:
 
 
 INTEL_CACHE_MISSES = CoreEvent(
-    "cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES,
+    "cache-misses", pe.PERF_TYPE_HARDWARE, pe.PERF_COUNT_HW_CACHE_MISSES,
     "last-level-cache misses x 64 B (lines the cores fetched from beyond L3; "
     "writebacks not counted)")
 LLC_LOAD_MISSES = CoreEvent(
-    "LLC-load-misses", PERF_TYPE_HW_CACHE, LLC_READ_MISS,
+    "LLC-load-misses", pe.PERF_TYPE_HW_CACHE, LLC_READ_MISS,
     "last-level-cache load misses x 64 B (demand reads only; prefetches and writebacks "
     "not counted)")
 AMD_CACHE_MISSES = CoreEvent(
-    "cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES,
+    "cache-misses", pe.PERF_TYPE_HARDWARE, pe.PERF_COUNT_HW_CACHE_MISSES,
     "L2 misses x 64 B (AMD's cache-misses event counts L3 hits too: above DRAM traffic)")
 # The events worth trying per vendor, best first (ARM's cache-misses is L1: never used).
 VENDOR_EVENTS = {"GenuineIntel": (INTEL_CACHE_MISSES, LLC_LOAD_MISSES),
@@ -87,10 +61,10 @@ def core_events(cpu: tuple[str, int, int] | None) -> tuple[CoreEvent, ...]:
 
 def core_pmus(sys_root: Path | str = "/sys") -> list[str]:
     """Core PMUs the kernel lists: 'cpu' (x86), 'cpu_core'/'cpu_atom' (hybrid), 'armv8_*'."""
-    return [n for n in pmu_names(sys_root) if is_core_pmu(n)]
+    return [n for n in hw.pmu_names(sys_root) if hw.is_core_pmu(n)]
 
 
-def top_consumers(events_by_pid: dict[int, float], total_bytes_per_s: float, proc_root: Path,
+def top_consumers(events_by_pid: Mapping[int, float], total_bytes_per_s: float, proc_root: Path,
                   keep: int = TOP) -> tuple[MemoryConsumer, ...]:
     """The `keep` pids with most events, each with its share of the total (pid 0, idle, not),
     named by their comm (made printable: another user's text; None when gone)."""
@@ -118,7 +92,7 @@ def first_event(events: tuple[CoreEvent, ...], attempt: Callable[[CoreEvent], M]
             meter = attempt(event)
         except (OSError, ValueError) as exc:
             code = getattr(exc, "errno", None)
-            if code in DENIED_ERRNOS:
+            if code in pe.DENIED_ERRNOS:
                 return None, f"not permitted ({event.name}: {os.strerror(code or 0)})"
             reasons.append(f"{event.name}: " + ("not supported by this PMU"
                                                 if code in UNSUPPORTED_ERRNOS
@@ -129,12 +103,12 @@ def first_event(events: tuple[CoreEvent, ...], attempt: Callable[[CoreEvent], M]
     return None, "no usable event (" + "; ".join(reasons) + ")"
 
 
-class SystemCoreMeter(CpuCounters):
+class SystemCoreMeter(pe.CpuCounters):
     """A counter per CPU: the total from the counts, who made it from the samples (if any)."""
 
     confidence = "approximate"
 
-    def __init__(self, event: CoreEvent, counters: list[Opened], proc_root: Path | str = "/proc",
+    def __init__(self, event: CoreEvent, counters: list[pe.Opened], proc_root: Path | str = "/proc",
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.event = event
         self.sampling = all(o.ring is not None for o in counters)
@@ -144,36 +118,35 @@ class SystemCoreMeter(CpuCounters):
                          counters, clock)
         self._proc_root = Path(proc_root)
 
-    def read(self) -> Traffic | None:
+    def read(self) -> hw.Traffic | None:
         """Bytes/s and the top processes since the last read; None on the first read."""
         delta = self.delta()
         if delta is None:
             return None
         sums, unseen, drained, seconds = delta
         total = sums["total"] / seconds
-        periods: dict[int, float] = {}
+        periods: Counter[int] = Counter()
         for samples in drained:
-            for pid, n in samples.periods.items():
-                periods[pid] = periods.get(pid, 0) + n
+            periods.update(samples.periods)
         lost = sum(s.lost for s in drained)
         notes = (f"{unseen} CPU counter(s) not scheduled" if unseen else None,
                  f"{lost} sample(s) lost" if lost else None)
-        return Traffic(None, None, total, "; ".join(n for n in notes if n) or None,
+        return hw.Traffic(None, None, total, "; ".join(n for n in notes if n) or None,
                        top_consumers(periods, total, self._proc_root))
 
 
 def open_system_meter(events: tuple[CoreEvent, ...], cpus: tuple[int, ...],
-                      proc_root: Path | str, opener: Opener, ring: RingFactory,
+                      proc_root: Path | str, opener: pe.Opener, ring: pe.RingFactory,
                       clock: Callable[[], float] = time.monotonic
                       ) -> tuple[SystemCoreMeter | None, str]:
     """A counter per CPU with the first event the PMU supports, sampling where it can."""
-    sampled = {"sample_freq": SAMPLE_HZ, "sample_type": PERF_SAMPLE_TID | PERF_SAMPLE_PERIOD}
+    sampled = {"sample_freq": SAMPLE_HZ, "sample_type": pe.PERF_SAMPLE_TID | pe.PERF_SAMPLE_PERIOD}
 
     def attempt(event: CoreEvent) -> SystemCoreMeter:
-        def on_cpus(sampling: bool) -> list[Opened]:
-            return open_all([(event.type_, event.config, {"cpu": cpu, **(sampled if sampling
+        def on_cpus(sampling: bool) -> list[pe.Opened]:
+            return pe.open_all([(event.type_, event.config, {"cpu": cpu, **(sampled if sampling
                                                                          else {})},
-                              "total", CACHE_LINE) for cpu in cpus],
+                              "total", hw.CACHE_LINE) for cpu in cpus],
                             opener, ring if sampling else None)
 
         try:
@@ -192,8 +165,8 @@ class _Watched:
     """One thread's counter and its last reading."""
 
     tgid: int
-    counter: Counter
-    last: CounterValue | None = None
+    counter: pe.Counter
+    last: pe.CounterValue | None = None
 
 
 class ProcessCoreMeter:
@@ -202,13 +175,13 @@ class ProcessCoreMeter:
     source = "perf-core-own"
     confidence = "approximate"
 
-    def __init__(self, event: CoreEvent, opener: Opener, proc_root: Path | str = "/proc",
+    def __init__(self, event: CoreEvent, opener: pe.Opener, proc_root: Path | str = "/proc",
                  uid: int | None = None, clock: Callable[[], float] = time.monotonic,
                  budget: int = OWN_THREAD_BUDGET) -> None:
         self.event = event
         self.uid = os.getuid() if uid is None else uid
         self.detail = (f"{event.meaning}, {event.name} in user space of uid {self.uid}'s "
-                       f"processes only (perf_event_paranoid={paranoid_level(proc_root)}): "
+                       f"processes only (perf_event_paranoid={pe.paranoid_level(proc_root)}): "
                        "other users' and the kernel's traffic is not seen")
         self._opener, self._proc_root, self._clock = opener, Path(proc_root), clock
         self._budget = budget
@@ -224,7 +197,7 @@ class ProcessCoreMeter:
         """Threads counted now."""
         return len(self._watched)
 
-    def read(self) -> Traffic | None:
+    def read(self) -> hw.Traffic | None:
         """Bytes/s per process since the last read; None on the first read."""
         now = self._clock()
         by_pid: dict[int, float] = {}
@@ -233,7 +206,7 @@ class ProcessCoreMeter:
                 value = watched.counter.read()
             except OSError:
                 continue
-            delta = scaled_delta(watched.last, value) if watched.last is not None else None
+            delta = pe.scaled_delta(watched.last, value) if watched.last is not None else None
             if delta is not None:
                 by_pid[watched.tgid] = by_pid.get(watched.tgid, 0.0) + delta
             watched.last = value
@@ -243,11 +216,11 @@ class ProcessCoreMeter:
             self.rescan()
         if last_time is None or now <= last_time:
             return None
-        rates = {pid: n * CACHE_LINE / (now - last_time) for pid, n in by_pid.items()}
+        rates = {pid: n * hw.CACHE_LINE / (now - last_time) for pid, n in by_pid.items()}
         total = sum(rates.values())
         note = f"{self.threads} thread(s) counted" + (
             f", {self.refused} refused" if self.refused else "")
-        return Traffic(None, None, total, note, top_consumers(rates, total, self._proc_root))
+        return hw.Traffic(None, None, total, note, top_consumers(rates, total, self._proc_root))
 
     def rescan(self) -> None:
         """Count the threads of the processes that used most CPU since the last look; a thread
@@ -269,7 +242,7 @@ class ProcessCoreMeter:
                 except OSError as exc:
                     if exc.errno not in GONE_ERRNOS:
                         raise
-                    self.refused += exc.errno in DENIED_ERRNOS
+                    self.refused += exc.errno in pe.DENIED_ERRNOS
                     continue
                 counter.enable()
                 watched = _Watched(tgid, counter)
@@ -312,7 +285,7 @@ def thread_ids(proc_root: Path, pid: int) -> list[int]:
         return []
 
 
-def open_process_meter(events: tuple[CoreEvent, ...], proc_root: Path | str, opener: Opener,
+def open_process_meter(events: tuple[CoreEvent, ...], proc_root: Path | str, opener: pe.Opener,
                        clock: Callable[[], float] = time.monotonic
                        ) -> tuple[ProcessCoreMeter | None, str]:
     """Per-thread counters on this user's processes with the first event that opens on our own."""
@@ -324,26 +297,23 @@ def open_process_meter(events: tuple[CoreEvent, ...], proc_root: Path | str, ope
 
 
 def open_core_pmu(sys_root: Path | str = "/sys", proc_root: Path | str = "/proc",
-                  opener: Opener = PerfCounter.open, ring: RingFactory = SampleRing,
+                  opener: pe.Opener = pe.PerfCounter.open, ring: pe.RingFactory = pe.SampleRing,
                   clock: Callable[[], float] = time.monotonic
                   ) -> tuple[SystemCoreMeter | ProcessCoreMeter | None, str]:
     """The core-PMU meter allowed here (all CPUs, else own processes), or None and why not."""
     if not core_pmus(sys_root):
-        return None, NO_CORE_PMU
-    events = core_events(read_cpu_id(proc_root))
-    refusal = cpu_wide_refusal(proc_root)
+        return None, hw.NO_CORE_PMU
+    events = core_events(hw.read_cpu_id(proc_root))
+    refusal = pe.cpu_wide_refusal(proc_root)
     if refusal is None:
-        try:
-            cpus = parse_cpulist((Path(sys_root) / "devices/system/cpu/online").read_text())
-        except OSError:
-            cpus = ()
+        cpus = hw.parse_cpulist(hw.read_text(Path(sys_root) / "devices/system/cpu/online") or "")
         if not cpus:
             return None, "perf core: the online CPU list is unreadable"
         meter, why = open_system_meter(events, cpus, proc_root, opener, ring, clock)
         if meter is not None or not why.startswith("not permitted"):
             return meter, why if meter is not None else f"perf core: {why}"
         refusal = why
-    level = paranoid_level(proc_root)
+    level = pe.paranoid_level(proc_root)
     if level is not None and level > 2:
         return None, (f"perf core: not permitted (perf_event_paranoid={level}; counting "
                       "even one's own processes needs <= 2)")

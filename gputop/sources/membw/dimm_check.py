@@ -10,13 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop.core.model import MemoryLayoutCheck
-from gputop.sources.membw.dimm_slots import GiB, MemoryLayout, MemoryModule, read_edac, read_udev
-from gputop.sources.membw.smbios import (
-    parse_dmidecode,
-    read_dmi_entries,
-    read_dmi_table,
-    run_dmidecode,
-)
+from gputop.sources.membw import dimm_slots, smbios
+from gputop.sources.membw.dimm_slots import GiB, MemoryLayout, MemoryModule
 
 MAX_SLOTS_PER_CHANNEL = 3  # DDR3-DDR5 boards carry at most three DIMMs per channel
 
@@ -29,15 +24,15 @@ def read_layout(
     """The first source that lists modules: udev, DMI entries, the DMI table, dmidecode (run
     as root only, when /sys/firmware/dmi gave nothing and sys_root is this machine's), EDAC."""
     if dmidecode is None:
-        dmidecode = run_dmidecode if Path(sys_root) == Path("/sys") else (lambda: None)
-    udev = read_udev(udev_root)
+        dmidecode = smbios.run_dmidecode if Path(sys_root) == Path("/sys") else (lambda: None)
+    udev = dimm_slots.read_udev(udev_root)
     if udev is not None and udev.modules:
         return udev
     readers: tuple[Callable[[], MemoryLayout | None], ...] = (
-        lambda: read_dmi_entries(sys_root),
-        lambda: read_dmi_table(sys_root),
-        lambda: parse_dmidecode(text) if (text := dmidecode()) else None,
-        lambda: read_edac(sys_root),
+        lambda: smbios.read_dmi_entries(sys_root),
+        lambda: smbios.read_dmi_table(sys_root),
+        lambda: smbios.parse_dmidecode(text) if (text := dmidecode()) else None,
+        lambda: dimm_slots.read_edac(sys_root),
     )
     for reader in readers:
         layout = reader()
@@ -59,13 +54,6 @@ def slot_names(layout: MemoryLayout) -> dict[MemoryModule, str]:
     repeats = Counter(m.locator for m in slots)
     return {m: (m.locator if repeats[m.locator] == 1 or not m.bank_locator
                 else f"{m.bank_locator}/{m.locator}") for m in slots}
-
-
-def module_kind(module: MemoryModule) -> str:
-    """'32 GiB DDR4 3200 MT/s' (what is known of it)."""
-    parts = [f"{module.size_bytes / GiB:g} GiB" if module.size_bytes else "",
-             module.mem_type or "", f"{module.speed_mts} MT/s" if module.speed_mts else ""]
-    return " ".join(p for p in parts if p) or "unknown module"
 
 
 def _group(layout: MemoryLayout, channel: str) -> str:
@@ -114,26 +102,18 @@ def speed_findings(layout: MemoryLayout, names: dict[MemoryModule, str]) -> tupl
     """Modules rated or running at different speeds -> (findings, slots of the slow ones)."""
     rated = {m: m.speed_mts for m in layout.modules if m.speed_mts}
     running = {m: m.configured_speed_mts for m in layout.modules if m.configured_speed_mts}
-    findings: list[str] = []
-    slow: list[str] = []
-    if len(set(rated.values())) > 1:
-        fastest = max(rated.values())
-        slower = [m for m, mts in rated.items() if mts < fastest]
+    speeds = next((s for s in (rated, running) if len(set(s.values())) > 1), None)
+    if speeds is None:
+        return [], []
+    fastest = max(speeds.values())
+    slower = [names[m] for m, mts in speeds.items() if mts < fastest]
+    if speeds is rated:
         runs = min(running.values()) if running else min(rated.values())
-        by_speed = Counter(rated.values())
-        findings.append(
-            "mixed module speeds: " + ", ".join(f"{n} rated {mts} MT/s"
-                                                for mts, n in sorted(by_speed.items()))
-            + f"; slower ones in {', '.join([names[m] for m in slower])}; "
-            + f"all run at {runs} MT/s")
-        slow += [names[m] for m in slower]
-    elif len(set(running.values())) > 1:
-        fastest = max(running.values())
-        slower = [m for m, mts in running.items() if mts < fastest]
-        findings.append(f"modules run at different speeds: {', '.join([names[m] for m in slower])} "
-                        f"at {min(running.values())} MT/s, the others at {fastest} MT/s")
-        slow += [names[m] for m in slower]
-    return findings, slow
+        return ["mixed module speeds: " + ", ".join(
+            f"{n} rated {mts} MT/s" for mts, n in sorted(Counter(rated.values()).items()))
+            + f"; slower ones in {', '.join(slower)}; all run at {runs} MT/s"], slower
+    return [f"modules run at different speeds: {', '.join(slower)} at {min(running.values())} "
+            f"MT/s, the others at {fastest} MT/s"], slower
 
 
 def channels_unknown(layout: MemoryLayout, names: dict[MemoryModule, str]) -> str | None:
@@ -157,7 +137,8 @@ def check_layout(layout: MemoryLayout | None) -> MemoryLayoutCheck:
         return MemoryLayoutCheck("n/a", reason=unreadable_reason())
     names = slot_names(layout)
     speed, slow = speed_findings(layout, names)
-    usual = Counter(module_kind(m) for m in layout.modules).most_common(1)[0][0]
+    usual = Counter(dimm_slots.module_kind(m, m.speed_mts) or "unknown module"
+                    for m in layout.modules).most_common(1)[0][0]
     why = channels_unknown(layout, names)
     if why is not None:
         if not speed:

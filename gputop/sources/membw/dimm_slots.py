@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -67,27 +68,27 @@ class MemoryLayout:
         """'1 of 4 slots: 16 GiB DDR4 3200 MT/s; 1 channel (A)'."""
         count = len(self.modules)
         head = f"{count} of {self.slots} slots" if self.slots else f"{count} module(s)"
-        kinds: dict[str, int] = {}
-        for m in self.modules:
-            parts = [f"{m.size_bytes / GiB:g} GiB" if m.size_bytes else "? GiB"]
-            if m.mem_type:
-                parts.append(m.mem_type)
-            if m.mts:
-                parts.append(f"{m.mts} MT/s")
-            label = " ".join(parts)
-            kinds[label] = kinds.get(label, 0) + 1
+        kinds = Counter(module_kind(m, m.mts, "? GiB") for m in self.modules)
         body = ", ".join(k if n == 1 else f"{n} x {k}" for k, n in kinds.items())
         channels = self.channels
-        if channels is None:
-            chan = "channels unknown"
-        else:
-            plural = "s" if len(channels) != 1 else ""
-            chan = f"{len(channels)} channel{plural} ({', '.join(channels)})"
+        chan = ("channels unknown" if channels is None
+                else f"{counted(len(channels), 'channel')} ({', '.join(channels)})")
         slow = [m for m in self.modules if m.configured_speed_mts and m.speed_mts
                 and m.configured_speed_mts < m.speed_mts]
         tail = (f"; runs at {slow[0].configured_speed_mts} of {slow[0].speed_mts} MT/s"
                 if slow else "")
         return f"{head}: {body}; {chan}{tail}"
+
+
+def module_kind(module: MemoryModule, mts: int | None, no_size: str = "") -> str:
+    """'32 GiB DDR4 3200 MT/s': what is known of a module, at the speed given."""
+    size = f"{module.size_bytes / GiB:g} GiB" if module.size_bytes else no_size
+    return " ".join(filter(None, (size, module.mem_type, f"{mts} MT/s" if mts else "")))
+
+
+def counted(n: int, thing: str) -> str:
+    """'1 channel' / '2 channels'."""
+    return f"{n} {thing}{'s' if n != 1 else ''}"
 
 
 CHANNEL_PATTERNS = (
@@ -122,14 +123,17 @@ def strip_common_prefix(modules: list[MemoryModule]) -> list[MemoryModule]:
     return [replace(m, channel=(m.channel or "").rpartition("/")[2]) for m in modules]
 
 
-def finish_layout(
-    source: str, modules: list[MemoryModule], empty: list[MemoryModule], slots: int | None = None
-) -> MemoryLayout:
-    """A layout with each slot's channel read from its locators, shared prefixes dropped."""
+def finish_layout(source: str, slots: list[tuple[MemoryModule, bool]],
+                  count: int | None = None) -> MemoryLayout | None:
+    """The (slot, populated) pairs as a layout, each slot's channel read from its locators and
+    shared prefixes dropped; None when there are no slots."""
+    if not slots:
+        return None
+    modules = [m for m, full in slots if full]
     named = strip_common_prefix([replace(m, channel=channel_of(m.locator, m.bank_locator))
-                                 for m in [*modules, *empty]])
-    return MemoryLayout(source, tuple(named[:len(modules)]),
-                        slots or len(modules) + len(empty), tuple(named[len(modules):]))
+                                 for m in [*modules, *(m for m, full in slots if not full)]])
+    return MemoryLayout(source, tuple(named[:len(modules)]), count or len(slots),
+                        tuple(named[len(modules):]))
 
 
 def _int(value: str | None) -> int | None:
@@ -151,8 +155,7 @@ def parse_udev(text: str) -> MemoryLayout | None:
     })
     if not indices:
         return None
-    modules: list[MemoryModule] = []
-    empty: list[MemoryModule] = []
+    slots: list[tuple[MemoryModule, bool]] = []
     for i in indices:
         def get(name: str, i: int = i) -> str | None:
             return props.get(f"MEMORY_DEVICE_{i}_{name}")
@@ -167,12 +170,9 @@ def parse_udev(text: str) -> MemoryLayout | None:
             configured_speed_mts=_int(get("CONFIGURED_SPEED_MTS")),
             data_width_bits=_int(get("DATA_WIDTH")),
         )
-        if get("PRESENT") == "0" or not size:
-            empty.append(replace(slot, size_bytes=None, mem_type=None))
-        else:
-            modules.append(slot)
-    slots = _int(props.get("MEMORY_ARRAY_NUM_DEVICES")) or len(indices)
-    return finish_layout("udev", modules, empty, slots)
+        full = get("PRESENT") != "0" and bool(size)
+        slots.append((slot if full else replace(slot, size_bytes=None, mem_type=None), full))
+    return finish_layout("udev", slots, _int(props.get("MEMORY_ARRAY_NUM_DEVICES")))
 
 
 def read_udev(udev_root: Path | str = "/run/udev/data") -> MemoryLayout | None:
@@ -250,10 +250,9 @@ def compare_peak(measured_bytes_per_s: float | None, layout: MemoryLayout | None
         return "; ".join(warnings) or None
     speeds = sorted({m.mts for m in layout.modules if m.mts})
     speed = f"{speeds[0]} MT/s" if len(speeds) == 1 else f"{speeds[0]}-{speeds[-1]} MT/s"
-    count = len(layout.modules)
-    what = f"{count} module{'s' if count != 1 else ''} at {speed}"
-    if layout.channels is not None and layout.channel_count != count:
-        what += f" in {layout.channel_count} channel{'s' if layout.channel_count != 1 else ''}"
+    what = f"{counted(len(layout.modules), 'module')} at {speed}"
+    if layout.channels is not None and layout.channel_count != len(layout.modules):
+        what += f" in {counted(layout.channel_count, 'channel')}"
     percent = 100 * measured_bytes_per_s / expected
     warnings.insert(0, f"measured peak {measured_bytes_per_s / 1e9:.1f} GB/s is {percent:.0f} % "
                        f"of what {what} should give ({expected / 1e9:.1f} GB/s)")

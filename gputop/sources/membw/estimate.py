@@ -13,6 +13,7 @@ from typing import NamedTuple, Protocol
 
 from gputop.sources import procfs
 from gputop.sources.membw.canary import Calibration, Canary, calibrate, merge_peaks
+from gputop.sources.membw.hardware import read_text
 
 DEFAULT_PERIOD_S = 5.0
 CPU_BUDGET = 0.001  # share of one core the canary may use on average
@@ -53,10 +54,7 @@ def parse_psi(text: str) -> PsiMemory:
 
 def read_psi(proc_root: Path | str = "/proc") -> PsiMemory:
     """Memory PSI, or Nones where the kernel has PSI off."""
-    try:
-        return parse_psi((Path(proc_root) / "pressure/memory").read_text())
-    except OSError:
-        return PsiMemory(None, None)
+    return parse_psi(read_text(Path(proc_root) / "pressure/memory") or "")
 
 
 def parse_vmstat(text: str, keys: tuple[str, ...] = ("pswpin", "pgmajfault")) -> dict[str, int]:
@@ -139,7 +137,7 @@ class CanaryEstimator:
         self._recent: deque[float] = deque(maxlen=5)
         self._busy = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # calibration's, once started
         stored = memory.load() if memory is not None else None
         if stored is not None:
             self.calibration, self.peak = stored, stored.single_bytes_per_s
@@ -152,20 +150,15 @@ class CanaryEstimator:
         """True until calibration has a result or has failed."""
         return self.calibration is None and self.failure is None
 
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The calibration thread, once started."""
-        return self._thread
-
     def start_calibration(self) -> None:
         """Start the calibration thread unless one runs, it is settled, failed or closed."""
-        running = self._thread is not None and self._thread.is_alive()
+        running = self.thread is not None and self.thread.is_alive()
         settled = self.calibration is not None and self.unsettled is None
         if running or settled or self.failure is not None or self._stop.is_set():
             return
-        self._thread = threading.Thread(target=self._calibrate_quietly, daemon=True,
+        self.thread = threading.Thread(target=self._calibrate_quietly, daemon=True,
                                         name="gputop-membw-calibrate")
-        self._thread.start()
+        self.thread.start()
 
     def _calibrate_quietly(self) -> None:
         try:
@@ -212,8 +205,8 @@ class CanaryEstimator:
 
     def wait_calibrated(self, timeout: float | None = None) -> bool:
         """Wait for the calibration thread; True when a calibration is there."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self.thread is not None:
+            self.thread.join(timeout)
         return self.calibration is not None
 
     def tick(self) -> None:
@@ -269,7 +262,7 @@ class CanaryEstimator:
     def close(self, timeout: float = 2.0) -> None:
         """Stop and join the calibration thread, then unmap the canary."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
         self.canary.close()
 

@@ -65,27 +65,24 @@ class QuietMeter:
 
     def verdict(self) -> str | None:
         """None if the window since start() was quiet, else the reasons, '; '-joined."""
-        reasons = []
         try:
             load: float | None = float(
                 (self.proc_root / "loadavg").read_text().split()[0]) / self.cpus
         except (OSError, ValueError, IndexError):
             load = None
-        if load is None or load > QUIET_LOAD_PER_CPU:
-            reasons.append("load average unknown" if load is None
-                           else f"load {load:.2f} per core")
-        psi = read_psi(self.proc_root).some_avg10
-        if psi is not None and psi > QUIET_PSI_SOME:
-            reasons.append(f"memory PSI {psi:.1f} %")
         now, mark = cpu_mark(self.proc_root, self._own, self._clock), self._mark
         others = None  # the share of all CPUs other processes used over the window
         if now is not None and mark is not None and now[0] > mark[0]:
             used = (now[1] - mark[1]) - (now[2] - mark[2])
             others = max(0.0, used) / ((now[0] - mark[0]) * self.cpus)
-        if others is None or others > QUIET_OTHERS_CPU_SHARE:
-            reasons.append("CPU use unknown" if others is None
-                           else f"other processes used {others:.0%} of the CPUs")
-        return "; ".join(reasons) or None
+        checks = (  # (value, limit, why when unknown, why when over)
+            (load, QUIET_LOAD_PER_CPU, "load average unknown", "load {:.2f} per core"),
+            (read_psi(self.proc_root).some_avg10, QUIET_PSI_SOME, "", "memory PSI {:.1f} %"),
+            (others, QUIET_OTHERS_CPU_SHARE, "CPU use unknown",
+             "other processes used {:.0%} of the CPUs"))
+        reasons = [unknown if value is None else over.format(value)
+                   for value, limit, unknown, over in checks if value is None or value > limit]
+        return "; ".join(filter(None, reasons)) or None
 
 
 class StoreRefused(OSError):

@@ -26,12 +26,9 @@ MEMORY_TYPES = {
 }
 
 
-def _word(data: bytes, at: int) -> int | None:
-    return int.from_bytes(data[at:at + 2], "little") if at + 2 <= len(data) else None
-
-
-def _dword(data: bytes, at: int) -> int | None:
-    return int.from_bytes(data[at:at + 4], "little") if at + 4 <= len(data) else None
+def _word(data: bytes, at: int, size: int = 2) -> int | None:
+    """The little-endian word (or `size`-byte field) at `at`; None past the end."""
+    return int.from_bytes(data[at:at + size], "little") if at + size <= len(data) else None
 
 
 def _strings(raw: bytes, length: int) -> list[str]:
@@ -54,7 +51,7 @@ def device_size(raw: bytes) -> int | None:
     if size is None or size == 0xFFFF:
         return None
     if size == 0x7FFF:
-        extended = _dword(formatted, 0x1C)
+        extended = _word(formatted, 0x1C, 4)
         return None if extended is None else (extended & 0x7FFF_FFFF) << 20
     return (size & 0x7FFF) << (10 if size & 0x8000 else 20)
 
@@ -64,7 +61,7 @@ def device_speed(raw: bytes, at: int, extended_at: int) -> int | None:
     formatted = raw[:raw[1]]
     speed = _word(formatted, at)
     if speed == 0xFFFF:
-        speed = _dword(formatted, extended_at)
+        speed = _word(formatted, extended_at, 4)
     return speed or None
 
 
@@ -98,19 +95,9 @@ def system_arrays(structures: list[bytes]) -> set[int] | None:
 def layout_from_structures(structures: list[bytes], source: str) -> MemoryLayout | None:
     """Slots of every type-17 structure in a system-memory array, or None if none is listed."""
     arrays = system_arrays(structures)
-    modules: list[MemoryModule] = []
-    empty: list[MemoryModule] = []
-    for raw in structures:
-        parsed = parse_memory_device(raw)
-        if parsed is None:
-            continue
-        module, populated, array = parsed
-        if arrays is not None and array not in arrays:
-            continue
-        (modules if populated else empty).append(module)
-    if not modules and not empty:
-        return None
-    return finish_layout(source, modules, empty)
+    parsed = [p for p in map(parse_memory_device, structures) if p is not None]
+    return finish_layout(source, [(module, populated) for module, populated, array in parsed
+                                  if arrays is None or array in arrays])
 
 
 def split_table(table: bytes) -> list[bytes]:
@@ -186,8 +173,7 @@ def parse_dmidecode(text: str) -> MemoryLayout | None:
                 arrays.add(header.group(1).upper())
         elif header.group(2) == str(MEMORY_DEVICE):
             devices.append(fields)
-    modules: list[MemoryModule] = []
-    empty: list[MemoryModule] = []
+    slots: list[tuple[MemoryModule, bool]] = []
     for fields in devices:
         if saw_array and fields.get("Array Handle", "").upper() not in arrays:
             continue
@@ -204,10 +190,8 @@ def parse_dmidecode(text: str) -> MemoryLayout | None:
                                       or fields.get("Configured Clock Speed")),
             data_width_bits=int(width.group(1)) if width else None,
         )
-        (modules if size != 0 else empty).append(module)
-    if not modules and not empty:
-        return None
-    return finish_layout("dmidecode", modules, empty)
+        slots.append((module, size != 0))
+    return finish_layout("dmidecode", slots)
 
 
 def run_dmidecode() -> str | None:

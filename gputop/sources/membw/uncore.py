@@ -10,25 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gputop.sources.membw.hardware import (
-    CACHE_LINE,
-    NO_UNCORE_PMU,
-    Traffic,
-    is_uncore_pmu,
-    parse_cpulist,
-    pmu_dir,
-    pmu_names,
-    read_cpu_id,
-    read_text,
-)
-from gputop.sources.membw.perf_event import (
-    DENIED_ERRNOS,
-    CpuCounters,
-    Opener,
-    PerfCounter,
-    cpu_wide_refusal,
-    open_all,
-)
+from gputop.sources.membw import hardware as hw
+from gputop.sources.membw import perf_event as pe
 
 Direction = Literal["read", "write", "total"]
 FieldRange = tuple[str, int, int]
@@ -131,7 +114,7 @@ def encode_event(spec: str, formats: dict[str, tuple[FieldRange, ...]]) -> tuple
 def bytes_per_count(event: PmuEvent) -> float:
     """What one count is worth in bytes: .scale x .unit, else one 64-byte cache line."""
     if event.scale is None:
-        return CACHE_LINE
+        return hw.CACHE_LINE
     unit = (event.unit or "bytes").strip().lower()
     if unit not in UNIT_BYTES:
         raise ValueError(f"unknown unit {event.unit!r}")
@@ -141,32 +124,32 @@ def bytes_per_count(event: PmuEvent) -> float:
 def read_pmu(path: Path) -> Pmu | None:
     """One PMU folder (type, cpumask, format/*, events/* with .scale/.unit), or None if unusable."""
     try:
-        type_ = int((read_text(path / "type") or "").strip())
+        type_ = int((hw.read_text(path / "type") or "").strip())
     except ValueError:
         return None
     formats: dict[str, tuple[FieldRange, ...]] = {}
     for fmt in sorted((path / "format").glob("*")):
         with contextlib.suppress(ValueError):  # unreadable ("") or not a format
-            formats[fmt.name] = parse_format(read_text(fmt) or "")
+            formats[fmt.name] = parse_format(hw.read_text(fmt) or "")
     events: dict[str, PmuEvent] = {}
     for ev in sorted((path / "events").glob("*")):
         if ev.suffix in (".scale", ".unit", ".snapshot", ".per-pkg") or (
-                spec := read_text(ev)) is None:
+                spec := hw.read_text(ev)) is None:
             continue
-        scale_text, unit = (read_text(ev.with_name(ev.name + s)) for s in (".scale", ".unit"))
+        scale_text, unit = (hw.read_text(ev.with_name(ev.name + s)) for s in (".scale", ".unit"))
         try:
             scale = float(scale_text) if scale_text is not None else None
         except ValueError:
             scale = None
         events[ev.name] = PmuEvent(spec.strip(), scale, unit.strip() if unit else None)
-    return Pmu(path.name, type_, parse_cpulist(read_text(path / "cpumask") or ""), formats,
+    return Pmu(path.name, type_, hw.parse_cpulist(hw.read_text(path / "cpumask") or ""), formats,
                events)
 
 
 def discover_pmus(sys_root: Path | str = "/sys") -> list[Pmu]:
     """Every PMU under sys_root/bus/event_source/devices that names memory controllers or DF."""
-    read = (read_pmu(pmu_dir(sys_root) / n) for n in pmu_names(sys_root) if is_uncore_pmu(n))
-    return [pmu for pmu in read if pmu is not None]
+    names = (n for n in hw.pmu_names(sys_root) if hw.is_uncore_pmu(n))
+    return [pmu for n in names if (pmu := read_pmu(hw.pmu_dir(sys_root) / n)) is not None]
 
 
 def _planned(pmu: Pmu, name: str, event: PmuEvent, direction: Direction) -> PlannedEvent | None:
@@ -210,48 +193,48 @@ def plan_uncore(pmus: list[Pmu], cpu: tuple[str, int, int] | None = None) -> Unc
         if df_events else None
 
 
-class UncoreMeter(CpuCounters):
+class UncoreMeter(pe.CpuCounters):
     """Open counters for a plan and turn their deltas into DRAM bytes/s."""
 
     confidence = "measured"
 
     @classmethod
-    def open(cls, plan: UncorePlan, opener: Opener = PerfCounter.open,
+    def open(cls, plan: UncorePlan, opener: pe.Opener = pe.PerfCounter.open,
              clock: Callable[[], float] = time.monotonic) -> UncoreMeter:
         """Open and enable every event on each CPU of its PMU's cpumask; all or nothing."""
-        meter = cls(plan.source, plan.detail, open_all([
+        meter = cls(plan.source, plan.detail, pe.open_all([
             (e.pmu_type, e.config[0], {"config1": e.config[1], "config2": e.config[2],
                                        "cpu": cpu}, e.direction, e.bytes_per_count)
             for e in plan.events for cpu in e.cpus], opener), clock)
         meter.read()
         return meter
 
-    def read(self) -> Traffic | None:
+    def read(self) -> hw.Traffic | None:
         """Bytes/s by direction since the last read; None on the first read."""
         delta = self.delta()
         return None if delta is None else traffic_from_sums(delta[0], delta[3], delta[1])
 
 
-def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -> Traffic:
+def traffic_from_sums(sums: dict[str, float], seconds: float, unseen: int = 0) -> hw.Traffic:
     """Per-direction byte sums over `seconds` -> Traffic; read/write only when both are counted."""
     note = f"{unseen} counter(s) not scheduled" if unseen else None
     if sums["total"]:
-        return Traffic(None, None, sums["total"] / seconds, note)
+        return hw.Traffic(None, None, sums["total"] / seconds, note)
     read, write = sums["read"] / seconds, sums["write"] / seconds
-    return Traffic(read, write, read + write, note)
+    return hw.Traffic(read, write, read + write, note)
 
 
 def open_uncore(sys_root: Path | str = "/sys", proc_root: Path | str = "/proc",
-                opener: Opener = PerfCounter.open) -> tuple[UncoreMeter | None, str]:
+                opener: pe.Opener = pe.PerfCounter.open) -> tuple[UncoreMeter | None, str]:
     """The uncore meter for this machine, or None and the reason it refused."""
-    plan = plan_uncore(discover_pmus(sys_root), read_cpu_id(proc_root))
+    plan = plan_uncore(discover_pmus(sys_root), hw.read_cpu_id(proc_root))
     if plan is None:
-        return None, NO_UNCORE_PMU
-    refusal = cpu_wide_refusal(proc_root)
+        return None, hw.NO_UNCORE_PMU
+    refusal = pe.cpu_wide_refusal(proc_root)
     if refusal is not None:
         return None, f"{plan.source}: {refusal}"
     try:
         return UncoreMeter.open(plan, opener), plan.detail
     except OSError as exc:
-        verdict = "not permitted" if exc.errno in DENIED_ERRNOS else "cannot open"
+        verdict = "not permitted" if exc.errno in pe.DENIED_ERRNOS else "cannot open"
         return None, f"{plan.source}: {verdict} ({exc.strerror or exc})"
