@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sampler import kill_all, spawn_sleepers
 
 from gputop.app.children import start_demo_trainer
-from gputop.app.commands import ProbedTrainers, build_sampler
+from gputop.app.record import ProbedTrainers
+from gputop.app.wiring import build_sampler
 from gputop.core.model import Frame
 from gputop.recording.writer import RecordWriter, open_record
 

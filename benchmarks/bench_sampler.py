@@ -175,7 +175,7 @@ def cpu_ms(fn: Callable[[], object]) -> float:
 
 def demo_sampler(trainer_pid: int) -> Sampler:
     """The live view's sampler on 8 simulated GPUs with the demo trainer attached."""
-    from gputop.app.commands import build_sampler
+    from gputop.app.wiring import build_sampler
 
     sampler = build_sampler(demo="mixed", gpus=8, owner_pids=[trainer_pid])
     sampler.attach(trainer_pid)

@@ -109,7 +109,7 @@ def serve_replay(lines_file: Path) -> int:
     from textual.geometry import Region
     from textual.widget import Widget
 
-    from gputop.app.commands import build_sampler
+    from gputop.app.wiring import build_sampler
     from gputop.tui import paint, run_tui
     from gputop.tui.widgets.linepane import LinePane
 

@@ -86,7 +86,7 @@ async def soak(ticks: int, first_at: int, sleep_s: float, churn_per_tick: int,
                with_app: bool = True) -> None:
     """Run the ticks, checkpointing at `first_at` and at the end."""
     from gputop.app.children import start_demo_trainer
-    from gputop.app.commands import build_sampler
+    from gputop.app.wiring import build_sampler
     from gputop.tui import build_app
     from gputop.tui.widgets.linepane import LinePane
     from tests.helpers.tui import FedSampler

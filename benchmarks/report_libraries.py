@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_report import EMPTY, PAINTED, REPORT_PAINTED, measure, print_table
 
-from gputop.export.report.data import open_recording, report_data
+from gputop.export.report.data import report_data
 from gputop.export.report.page import write_report
+from gputop.recording.reader import Recording
 from tests.helpers.synthetic_recording import write_synthetic_recording
 
 STEPS = 100_000
@@ -107,9 +108,8 @@ def main() -> int:
         folder = Path(tmp)
         recording = str(folder / "run.sqlite")
         write_synthetic_recording(recording, STEPS)
-        db = open_recording(recording)
-        payload = json.dumps(report_data(db, recording), separators=(",", ":"))
-        db.close()
+        with Recording(recording) as source:
+            payload = json.dumps(report_data(source), separators=(",", ":"))
         empty = folder / "empty.html"
         empty.write_text(EMPTY[0])
         ours = folder / "gputop.html"

@@ -158,7 +158,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_once_path_never_loads_textual() -> None:
     loaded = _modules_after(
-        "from gputop.app.commands import build_sampler\n"
+        "from gputop.app.wiring import build_sampler\n"
         "from gputop.export import snapshot, text\n"
         "s = build_sampler(demo='idle', membw='off'); s.sample(); s.close()"
     )
@@ -167,7 +167,7 @@ def test_once_path_never_loads_textual() -> None:
 
 def test_record_path_never_loads_textual(tmp_path: Path) -> None:
     loaded = _modules_after(
-        "from gputop.app.commands import build_sampler, open_recorder\n"
+        "from gputop.app.wiring import build_sampler, open_recorder\n"
         f"r = open_recorder({str(tmp_path / 'r.sqlite')!r})\n"
         "s = build_sampler(demo='idle', membw='off'); r.submit(s.sample()); s.close(); r.close()"
     )

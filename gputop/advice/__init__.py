@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from gputop.advice import batch_rules, gpu_rules, host_rules, loader_rules, rank_rules
@@ -40,10 +40,16 @@ def evaluate(ctx: Context) -> list[Advice]:
     """Every rule once over one context, most severe first."""
     found = [a for rule in FRAME_RULES for a in rule(ctx)]
     for state in ctx.frame.attached:
-        if state.state != "stalled" and (state.alive or state.steps):  # stalled: old numbers
+        if state.judged:
             found += [replace(a, trainer_pid=state.pid)
                       for rule in TRAINER_RULES for a in rule(ctx, state)]
     return sorted(found, key=lambda a: SEVERITY_ORDER[a.severity])
+
+
+def in_shown_order(items: Iterable[Advice]) -> tuple[Advice, ...]:
+    """`items` as the advice pane lists them: most severe first, then by id and trainer."""
+    return tuple(sorted(items, key=lambda a: (SEVERITY_ORDER.get(a.severity, len(SEVERITY_ORDER)),
+                                              a.id, a.trainer_pid or 0)))
 
 
 class Advisor:
@@ -83,8 +89,7 @@ class Advisor:
                     for table in (self._seen, self._missing, self._latest, self._pending):
                         table.pop(key, None)
         shown = [a for k, a in self._latest.items() if self._seen.get(k, 0) >= self.on_after]
-        return tuple(sorted(self._one_per_knob(shown),
-                            key=lambda a: (SEVERITY_ORDER[a.severity], a.id, a.trainer_pid or 0)))
+        return in_shown_order(self._one_per_knob(shown))
 
     def _steady(self, key: AdviceKey, new: Advice) -> Advice:
         """`new`, unless a shown item would change its action before the change held."""

@@ -336,6 +336,12 @@ class AttachState:
         """Whether its numbers describe the trainer now (not stalled, not exited)."""
         return self.state == "running"
 
+    @property
+    def judged(self) -> bool:
+        """Whether advice and the straggler rule judge its numbers: not stalled (they are old),
+        and alive or with steps."""
+        return self.state != "stalled" and (self.alive or bool(self.steps))
+
 
 @frozen
 class InputStraggler:

@@ -12,24 +12,17 @@ the trainers' monotonic clock, counted from the first step's start (`otherData` 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from gputop.core.safe_files import PRIVATE, WriteRefused, replacing
-from gputop.recording.reader import Recording
-from gputop.recording.trainers import (
-    STEP_COLUMNS,
-    STEP_FLAGS,
-    config_changes,
-    launcher_of,
-    read_steps,
-)
-from gputop.recording.values import Texts, checked_rows, field, refusing
+from gputop.recording.reader import Recording, UnreadableRecording
+from gputop.recording.rows import StepRow
+from gputop.recording.trainers import STEP_FLAGS
+from gputop.recording.values import field
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
-END, DURATION = STEP_COLUMNS.index("end_ns"), STEP_COLUMNS.index("duration_ns")
 OUTSIDE_MODEL = 4  # STEP_FLAGS bit: no DataLoader, the data phase is host time before forward
 
 
@@ -64,23 +57,22 @@ def write_chrome_trace(recording_path: str, out_path: str, mode: int = PRIVATE
 
 
 def chrome_trace(path: str) -> dict[str, Any]:
-    """The trace-event JSON object of the recording at `path`."""
-    recording = Recording(path)
+    """The trace-event JSON object of the recording at `path`; one that cannot be read is
+    one line (ExportError)."""
     try:
-        with refusing(path, ExportError):
-            return _trace(recording.db, recording.texts, recording.layout, path)
-    finally:
-        recording.close()
+        with Recording(path) as recording, recording.reading():
+            return _trace(recording)
+    except UnreadableRecording as exc:
+        raise ExportError(str(exc)) from None
 
 
-def _trace(db: sqlite3.Connection, texts: Texts, layout: int, path: str) -> dict[str, Any]:
-    host = _host(db, texts)
-    tracks = {trainer: _track(db, texts, layout, trainer, pid, host)
-              for trainer, pid in checked_rows(db.execute(
-                  "SELECT id, pid FROM trainers ORDER BY id"), (int, int), "trainers")}
-    stored = {trainer: read_steps(db, layout, trainer) for trainer in tracks}
-    first = min((row[END] - row[DURATION] for rows in stored.values() for row in rows
-                 if row[END] is not None), default=0)
+def _trace(recording: Recording) -> dict[str, Any]:
+    host = _host(recording)
+    tracks = {trainer.id: _track(recording, trainer.id, trainer.pid, host)
+              for trainer in recording.trainers()}
+    stored = {trainer: recording.steps(trainer) for trainer in tracks}
+    first = min((row.end_ns - row.duration_ns for rows in stored.values() for row in rows
+                 if row.end_ns is not None), default=0)
     events: list[dict[str, Any]] = []
     steps = 0
     for trainer, track in tracks.items():
@@ -93,7 +85,7 @@ def _trace(db: sqlite3.Connection, texts: Texts, layout: int, path: str) -> dict
         "traceEvents": _metadata(list(shown.values())) + events,
         "displayTimeUnit": "ms",
         "otherData": {
-            "producer": "gputop export --chrome-trace", "recording": path,
+            "producer": "gputop export --chrome-trace", "recording": recording.path,
             "clock": "the trainers' CLOCK_MONOTONIC, microseconds since the first step began",
             "clock_origin_ns": first, "phase_placement": "durations laid end to end in loop "
             "order from the step's start (the probe records durations, not start times)",
@@ -102,23 +94,22 @@ def _trace(db: sqlite3.Connection, texts: Texts, layout: int, path: str) -> dict
     }
 
 
-def _host(db: sqlite3.Connection, texts: Texts) -> str:
+def _host(recording: Recording) -> str:
     """The recorded host's name ("?" when the file does not say)."""
-    row = db.execute("SELECT host_id FROM frames ORDER BY id LIMIT 1").fetchone()
-    host = texts(row[0], dict) if row else None
+    first = recording.ticks(count=1)
+    host = recording.texts(first[0].host_id, dict) if first else None
     return field(host or {}, "hostname", str, "host", "?")
 
 
-def _track(db: sqlite3.Connection, texts: Texts, layout: int, trainer: int, pid: int,
-           host: str) -> Track:
+def _track(recording: Recording, trainer: int, pid: int, host: str) -> Track:
     """The job and rank of a trainer: its launcher's PID (else its own) and its rank (else
     its PID), from the newest tick that knew them."""
-    known = [config_id for _, config_id in config_changes(db, layout, trainer)
-             if config_id is not None]
-    config = (texts(known[-1], dict) if known else None) or {}
+    known = [change.config_id for change in recording.config_changes(trainer)
+             if change.config_id is not None]
+    config = (recording.texts(known[-1], dict) if known else None) or {}
     rank = field(config, "rank", int, "config")
     world = field(config, "world_size", int, "config")
-    launcher = launcher_of(db, layout, pid)
+    launcher = recording.launcher_of(pid)
     job = launcher if launcher is not None else pid
     process = f"{host}: job {launcher}" if launcher is not None else f"{host}: pid {pid}"
     if isinstance(rank, int):
@@ -142,7 +133,7 @@ def _metadata(tracks: list[Track]) -> list[dict[str, Any]]:
     return events
 
 
-def _steps(rows: Iterable[Sequence[Any]], track: Track, origin_ns: int
+def _steps(rows: Iterable[StepRow], track: Track, origin_ns: int
            ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Each step of a trainer (its stored rows, in order) with its phases; a step that would
     overlap the one before it (clocks of a restarted trainer) starts where that one ended."""

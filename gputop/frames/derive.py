@@ -2,7 +2,8 @@
 
 Sources return raw facts; the sampler hands them here, and renderers and advice only
 read the results: roles and trainer groups, each attached trainer's step verdicts, window
-summary and state, the straggler.
+summary and state, the straggler. A recording played back is derived here too (`recorded`), so
+a replay names the straggler and the verdicts the live view named.
 """
 
 from __future__ import annotations
@@ -108,15 +109,46 @@ class Derivation:
         windows = {}
         out = []
         for state in states:
-            window = self._windows.get(state.pid) or step_window.StepWindow()
-            window.update(state.steps)  # costs the steps that closed or left since last tick
-            windows[state.pid] = window
-            state = replace(state, steps=window.classified, summary=window.summary,
-                            part_totals=window.totals, input_waits=window.waits)
+            window = windows[state.pid] = self._windows.get(state.pid) or step_window.StepWindow()
+            state = summarized(state, window)
             kind, idle_s = steps.trainer_state(state, now_ns)
             out.append(replace(state, state=kind, idle_s=idle_s))
         self._windows = windows  # only the current trainers' windows are kept
-        return tuple(out), _first_straggler(out)
+        return tuple(out), job_straggler(out)
+
+
+def recorded(
+    states: Sequence[AttachState],
+) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
+    """A recorded tick's trainers derived as `Derivation.attached` derived them live, but for
+    the state: the recorded one stands (it was judged against a clock the file does not hold).
+    A file that does not say which job each trainer was in names no straggler (n/a)."""
+    out = tuple(summarized(state, step_window.StepWindow()) for state in states)
+    if any(state.job is None for state in out):
+        return out, None
+    return out, job_straggler(out)
+
+
+def summarized(state: AttachState, window: step_window.StepWindow) -> AttachState:
+    """`state` with its steps classified and summarized by `window` (the live sampler keeps
+    each trainer's window across ticks, so a tick costs only the steps that changed)."""
+    window.update(state.steps)  # costs the steps that closed or left since last tick
+    return replace(state, steps=window.classified, summary=window.summary,
+                   part_totals=window.totals, input_waits=window.waits)
+
+
+def job_straggler(states: Sequence[AttachState]) -> InputStraggler | None:
+    """The input straggler of the first job that has one, judged among that job's ranks only
+    (trainers of different jobs wait for different loaders)."""
+    jobs: dict[int | None, list[AttachState]] = {}
+    for state in states:
+        if state.judged:
+            jobs.setdefault(state.job, []).append(state)
+    for ranks in jobs.values():
+        found = steps.input_straggler(ranks)
+        if found is not None:
+            return found
+    return None
 
 
 def _waits(trainers: Sequence[int], groups: grouping.Grouping,
@@ -137,20 +169,6 @@ def _marks(row: ProcessSample) -> tuple[object, ...]:
     """What _mark sets on a row: role, trainer, probe mark, and the four waits."""
     return (row.role, row.trainer_pid, row.has_probe, row.runqueue_wait_percent,
             row.io_wait_percent, row.read_bytes_per_s, row.main_thread_busy_percent)
-
-
-def _first_straggler(states: Sequence[AttachState]) -> InputStraggler | None:
-    """The input straggler of the first job that has one, judged among that job's ranks only
-    (trainers of different jobs wait for different loaders)."""
-    jobs: dict[int | None, list[AttachState]] = {}
-    for state in states:
-        if state.state != "stalled" and (state.alive or state.steps):
-            jobs.setdefault(state.job, []).append(state)
-    for ranks in jobs.values():
-        found = steps.input_straggler(ranks)
-        if found is not None:
-            return found
-    return None
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessFacts) -> dict[int, int]:

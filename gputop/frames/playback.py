@@ -2,8 +2,8 @@
 time, at the recorded pace times a speed; paused, stepped or jumped from the UI.
 
 The recording is a source (gputop.recording.reader); the facts derived from it (each window's
-summary, the straggler) are derived here as the sampler derives them live, so the panes
-show what they showed then.
+verdicts and summary, the straggler) come from the live derivation (gputop.frames.derive),
+so the panes show what they showed then.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from gputop.advice import SEVERITY_ORDER
-from gputop.analysis import steps as step_analysis
+from gputop.advice import in_shown_order
 from gputop.core import debuglog
 from gputop.core.model import Frame, SourceError, Trend
+from gputop.frames import derive
 from gputop.frames.ticker import Ticker
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -44,12 +44,10 @@ class RecordedFrames(Protocol):
 
 
 def derived(frame: Frame) -> Frame:
-    """`frame` with each attached window summarized and the straggler named, as live."""
-    states = tuple(replace(a, summary=step_analysis.summarize(a.steps)) for a in frame.attached)
-    ranks = [a for a in states if a.state != "stalled" and (a.alive or a.steps)]
-    advice = tuple(sorted(frame.advice, key=lambda a: (SEVERITY_ORDER.get(a.severity, 9), a.id)))
-    return replace(frame, attached=states, straggler=step_analysis.input_straggler(ranks),
-                   advice=advice)
+    """`frame` with its trainers and straggler derived as live, its advice in shown order."""
+    attached, straggler = derive.recorded(frame.attached)
+    return replace(frame, attached=attached, straggler=straggler,
+                   advice=in_shown_order(frame.advice))
 
 
 class Playback:

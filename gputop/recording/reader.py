@@ -1,356 +1,318 @@
-"""Reads a `gputop.record/1` recording (layout 2, 3 or 4) back into Frames: the replay's source,
-as NVML and /proc are the live view's.
+"""The one reader of a `gputop.record/1` recording: the replay, the report and the Chrome
+trace read a file only through `Recording`, whose typed methods hold every query of it.
 
-Each Frame holds what the tick stored: the processes kept, each attached trainer's window
-of steps (first_step..last_step of that tick) with its recorded state, and the advice shown
-then. The window's summary and the straggler are left to the sampler layer (sources never
-import analysis), which derives them as it did live.
+Each method returns the rows of gputop/recording/rows.py, every value checked against its
+field's type and every string printable (gputop/recording/values.py); the BLOBs decoded
+(gputop/recording/schema.py, trainers.py). Read inside `reading()`: what a damaged or
+hostile file raises meanwhile is one line, `UnreadableRecording`.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
-from array import array
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, TypeVar
 
-from gputop.core.model import (
-    Advice,
-    AttachState,
-    Frame,
-    GpuProcess,
-    GpuReport,
-    GpuSample,
-    GpuSourceKind,
-    HostSample,
-    MemoryBandwidthSample,
-    MemoryConsumer,
-    MemoryLayoutCheck,
-    ProcessSample,
-    Role,
-    Severity,
-    SourceError,
-    SourceName,
-    StepRecord,
-    TrainerConfig,
-    TrainerGroup,
-    TrainerState,
-    Trend,
+from gputop.core.model import Advice, Severity
+from gputop.recording.rows import (
+    UNKNOWN_PROCESS,
+    AdviceChange,
+    AttachedRow,
+    ConfigChange,
+    ConsumerRow,
+    GapRow,
+    GpuInfoChange,
+    GpuProcessRow,
+    GroupRow,
+    GroupTick,
+    Identity,
+    MemoryBandwidthRow,
+    MemoryBandwidthTick,
+    ProcessNumbers,
+    StepRow,
+    Tick,
+    TickSummary,
+    TrainerRow,
 )
-from gputop.recording.schema import (
-    KIB,
-    MIB,
-    PROCESS_TICK,
-    from_units,
-    gpu_process_rows,
-    gpu_values,
-    open_read_only,
-    unpack_cores,
-    unscaled,
-)
-from gputop.recording.trainers import read_attached, read_groups, read_steps
-from gputop.recording.values import Texts, built, checked, checked_rows, conforming, field, refusing
-from gputop.sources.processes import gpu_usage
+from gputop.recording.schema import GPU_PROCESS_TICK, PROCESS_TICK, gpu_values, open_read_only
+from gputop.recording.trainers import ATTACH_TICK, GROUP_TICK, RUN_STEPS, attach_state, run_steps
+from gputop.recording.values import Texts, checked, checked_rows, conforming, refusing, typed_rows
 
-IDENTITY = ("pid, ppid, name, cmdline_id, username, start_ticks, role, trainer_pid, has_probe, "
-            "in_proc")  # a `process_info` row, as the replay reads it
-IDENTITY_HINTS = (int, int | None, str, int | None, str | None, int, Role | None, int | None,
-                  bool, bool)
-UNKNOWN_PROCESS = (0, None, "?", None, None, 0, None, None, False, True)
-FRAME_COLUMNS = ("id, time, interval_ms, sample_cost_us, host_id, gpu_id, cpu_percent_x10, "
-                 "per_cpu_percent, memory_available_bytes, swap_used_bytes, load1_x100, "
-                 "load5_x100, load15_x100, uptime_s, errors_id")  # then per_cpu_classes (3, 4)
-FRAME_HINTS = (int, float, float, float | None, int | None, int | None, float | None,
-               bytes | None, int | None, int | None, float | None, float | None, float | None,
-               float | None, int | None, bytes | None)
-PROCESS_HINTS = (int, str | None, int | None, float | None, int | None, float | None)
-MEMBW_COLUMNS = ("info_id, read_bytes_per_s, write_bytes_per_s, total_bytes_per_s, "
-                 "peak_bytes_per_s, pressure_x1000, psi_some_avg10_x100, psi_full_avg10_x100, "
-                 "swap_in_per_s_x10, major_faults_per_s_x10, canary_bytes_per_s")
-ATTACHED_HINTS = (int, TrainerState, float | None, bool, int | None, int | None, int | None,
-                  int | None, int | None)
-ERRORS = tuple[tuple[SourceName, str, int, float, float | None, bool], ...]
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
+UNBOUNDED = (-(1 << 62), 1 << 62)  # the ticks or steps read when no first or last is given
+RUN_HINTS = (int, int, int | None, int, int | None, bytes)  # a `step_ticks` row as read
+Devices = list[dict[str, int | None]]  # a tick's GPUs, as gputop.recording.schema.gpu_values
 
 
-class ReplayError(Exception):
-    """A file that cannot be replayed; one line saying why."""
+class UnreadableRecording(Exception):
+    """A file that cannot be read as a recording; one line saying why."""
 
 
 class Recording:
-    """A recording opened read-only (a recorder may still be appending to it); the replay's
-    thread and the UI's read it, one at a time."""
+    """A recording opened read-only (a recorder may still be appending to it), read by one
+    thread at a time."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._reading = threading.Lock()
-        self.db, self.layout = open_read_only(path, ReplayError)
-        self.texts = Texts(self.db)
-        self._identities: dict[int, tuple[Any, ...]] = {}  # process_info rows never change
+        self._lock = threading.RLock()
+        self._db = open_read_only(path, UnreadableRecording)
+        self.texts = Texts(self._db)
+        self._identities: dict[int, Identity] = {}  # process_info rows never change
         self._trainer_pids: dict[int, int] = {}
-        self.ids = array("q")
-        self.times = array("d")
-        try:
-            self.refresh()
-        except ReplayError:
-            self.db.close()
-            raise
-
-    def refresh(self) -> None:
-        """Learn the ticks recorded since the last look (the oldest may have been trimmed)."""
-        last = self.ids[-1] if self.ids else 0
-        with self._reading, refusing(self.path, ReplayError):
-            rows = checked_rows(self.db.execute(
-                "SELECT id, time FROM frames WHERE id > ? ORDER BY id", (last,)),
-                (int, float), "frames")
-        for fid, at in rows:
-            self.ids.append(fid)
-            self.times.append(at)
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
     def close(self) -> None:
         """Release the file."""
-        self.db.close()
+        self._db.close()
 
-    def frame(self, index: int) -> Frame:
-        """The Frame of the `index`-th tick (oldest first) as it was recorded."""
-        with self._reading, refusing(self.path, ReplayError):
-            return self._frame(self.ids[index])
+    def __enter__(self) -> Recording:
+        return self
 
-    def trend(self, index: int, count: int) -> Trend:
-        """What the sparklines drew at the `index`-th tick: the values of the `count` ticks
-        up to it, read in two queries instead of `count` Frames."""
-        first, last = self.ids[max(0, index - count + 1)], self.ids[index]
-        util: dict[int, list[float | None]] = {}
-        with self._reading, refusing(self.path, ReplayError):
-            changes = iter(checked_rows(self.db.execute(
-                "SELECT frame, gpu, info_id FROM gpu_info WHERE frame <= ? ORDER BY frame",
-                (last,)), (int, int, int), "gpu_info"))
-            change = next(changes, None)
-            info: dict[int, int] = {}  # device -> its info id in effect
-            for fid, devices in checked_rows(self.db.execute(
-                    "SELECT frame, devices FROM gpu_ticks WHERE frame BETWEEN ? AND ? "
-                    "ORDER BY frame", (first, last)), (int, bytes), "gpu_ticks"):
-                while change is not None and change[0] <= fid:
-                    info[change[1]] = change[2]
-                    change = next(changes, None)
-                for values in gpu_values(self.layout, devices):
-                    gpu = values["gpu"] or 0
-                    lost = field(self.texts(info.get(gpu), dict) or {}, "lost", bool, "gpu")
-                    util.setdefault(gpu, []).append(
-                        None if lost else _float(values["util_percent"]))
-            pressure = [unscaled(value, 1000) for (value,) in checked_rows(self.db.execute(
-                "SELECT m.pressure_x1000 FROM frames f LEFT JOIN memory_bandwidth m "
-                "ON m.frame = f.id WHERE f.id BETWEEN ? AND ? ORDER BY f.id", (first, last)),
-                (float | None,), "memory_bandwidth")]
-        return Trend(util, pressure)
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
 
-    def _frame(self, fid: int) -> Frame:
-        row = self.db.execute(f"SELECT {FRAME_COLUMNS}, "
-                              f"{'NULL' if self.layout == 2 else 'per_cpu_classes'} FROM frames "
-                              "WHERE id = ?", (fid,)).fetchone()
-        if row is None:
-            raise ReplayError(f"tick {fid} is no longer in {self.path} (trimmed)")
-        (_, at, interval_ms, cost_us, host_id, gpu_id, cpu_x10, per_cpu, available, swap_used,
-         load1, load5, load15, uptime_s, errors_id, per_cpu_classes) = checked(
-            row, FRAME_HINTS, "frames")
-        host = self.texts(host_id, dict) or {}
-        gpus = self._gpus(fid, self.texts(gpu_id, dict) or {})
-        return Frame(
-            time=at, interval_s=interval_ms / 1000, sample_cost_s=(cost_us or 0) / 1e6,
-            host=HostSample(
-                hostname=field(host, "hostname", str, "host", "?"),
-                cpu_count=field(host, "cpu_count", int, "host", 0),
-                cpu_percent=unscaled(cpu_x10, 10),
-                per_cpu_percent=unpack_cores(per_cpu, per_cpu_classes),
-                memory_total_bytes=field(host, "memory_total_bytes", int, "host", 0),
-                memory_available_bytes=available or 0,
-                swap_total_bytes=field(host, "swap_total_bytes", int, "host", 0),
-                swap_used_bytes=swap_used or 0,
-                load_average=(unscaled(load1, 100) or 0.0, unscaled(load5, 100) or 0.0,
-                              unscaled(load15, 100) or 0.0),
-                uptime_s=float(uptime_s or 0)),
-            gpu=gpus, processes=self._processes(fid, gpus), trainers=self._trainer_groups(fid),
-            memory_bandwidth=self._membw(fid), attached=self._attached(fid),
-            advice=self._advice(fid), errors=self._errors(errors_id))
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the file for one reader; what a damaged or hostile file raises meanwhile comes
+        out as one line (UnreadableRecording)."""
+        with self._lock, refusing(self.path, UnreadableRecording):
+            yield
 
-    def _gpus(self, fid: int, report: dict[str, Any]) -> GpuReport:
-        owners: dict[int, list[GpuProcess]] = {}
-        for gpu, pid, mib, sm_x10 in checked_rows(gpu_process_rows(self.db, self.layout, fid),
-                                                  (int | None, int, int | None, float | None),
-                                                  "gpu_processes"):
-            owners.setdefault(gpu, []).append(
-                GpuProcess(pid, from_units(mib, MIB), unscaled(sm_x10, 10)))
-        gpus = []
-        for v in self._gpu_values(fid):
-            index = v["gpu"] or 0
-            info = self.texts(self._gpu_info_id(index, fid), dict) or {}
-            gpus.append(GpuSample(
-                index=index, name=field(info, "name", str, "gpu", "?"),
-                uuid=field(info, "uuid", str, "gpu", "?"),
-                util_percent=_float(v["util_percent"]),
-                memory_util_percent=_float(v["memory_util_percent"]),
-                memory_used_bytes=from_units(v["memory_used_mib"], MIB),
-                memory_total_bytes=field(info, "memory_total_bytes", int, "gpu"),
-                temperature_c=_float(v["temperature_c"]), power_w=unscaled(v["power_w_x10"], 10),
-                power_limit_w=field(info, "power_limit_w", float, "gpu"),
-                sm_clock_mhz=v["sm_clock_mhz"],
-                memory_clock_mhz=v["memory_clock_mhz"],
-                pcie_rx_bytes_per_s=_float(from_units(v["pcie_rx_kib_per_s"], KIB)),
-                pcie_tx_bytes_per_s=_float(from_units(v["pcie_tx_kib_per_s"], KIB)),
-                sm_occupancy_percent=unscaled(v["sm_occupancy_percent_x10"], 10),
-                tensor_active_percent=unscaled(v["tensor_active_percent_x10"], 10),
-                processes=tuple(owners.get(index, ())),
-                lost=field(info, "lost", bool, "gpu", False),
-                processes_known=field(info, "processes_known", bool, "gpu", True)))
-        return GpuReport(source=field(report, "source", GpuSourceKind, "gpus", "none"),
-                         gpus=tuple(gpus), note=field(report, "note", str, "gpus"),
-                         driver_version=field(report, "driver_version", str, "gpus"),
-                         scenario=field(report, "scenario", str, "gpus"))
+    # ---- ticks ---------------------------------------------------------------------------
 
-    def _gpu_values(self, fid: int) -> list[dict[str, int | None]]:
-        """The tick's devices by column; in layout 3 with the details stored last by then."""
-        row = self.db.execute("SELECT devices FROM gpu_ticks WHERE frame = ?", (fid,)).fetchone()
+    def meta(self) -> dict[str, str | None]:
+        """The `meta` table: schema, gputop version, settings the recorder ran with."""
+        return dict(checked_rows(self._db.execute("SELECT key, value FROM meta"),
+                                 (str, str | None), "meta"))
+
+    def ticks(self, after: int = 0, count: int | None = None) -> list[TickSummary]:
+        """The ticks stored after tick `after`, oldest first (the first `count` of them)."""
+        return self._rows(TickSummary, "frames", "FROM frames WHERE id > ? ORDER BY id LIMIT ?",
+                          after, -1 if count is None else count)
+
+    def tick(self, fid: int) -> Tick | None:
+        """Tick `fid`'s host numbers (None: not stored, or trimmed)."""
+        return self._row(Tick, "frames", "FROM frames WHERE id = ?", fid)
+
+    # ---- GPUs ----------------------------------------------------------------------------
+
+    def gpu_devices(self, fid: int) -> Devices:
+        """Tick `fid`'s devices with the details stored last by then."""
+        row = self._db.execute("SELECT devices FROM gpu_ticks WHERE frame = ?", (fid,)).fetchone()
         if row is None:
             return []
-        details = None if self.layout == 2 else self.db.execute(
+        details = self._db.execute(
             "SELECT devices FROM gpu_details WHERE frame <= ? ORDER BY frame DESC LIMIT 1",
             (fid,)).fetchone()
-        return gpu_values(self.layout, conforming(row[0], bytes, "gpu_ticks.devices"),
+        return gpu_values(conforming(row[0], bytes, "gpu_ticks.devices"),
                           conforming(details[0], bytes, "gpu_details.devices") if details
                           else None)
 
-    def _gpu_info_id(self, gpu: int, fid: int) -> int | None:
-        """The `gpu_info` text id in effect for device `gpu` at frame `fid`."""
-        row = self.db.execute("SELECT info_id FROM gpu_info WHERE gpu = ? AND frame <= ? "
-                              "ORDER BY frame DESC LIMIT 1", (gpu, fid)).fetchone()
+    def gpu_series(self, first: int | None = None, last: int | None = None
+                   ) -> list[tuple[int, Devices]]:
+        """(tick, its devices without the details) of the ticks from `first` to `last`."""
+        return [(fid, gpu_values(devices)) for fid, devices in checked_rows(self._db.execute(
+            "SELECT frame, devices FROM gpu_ticks WHERE frame BETWEEN ? AND ? ORDER BY frame",
+            _between(first, last)), (int, bytes), "gpu_ticks")]
+
+    def gpu_info_changes(self, last: int | None = None) -> list[GpuInfoChange]:
+        """Each device's name and limits (a `texts` id) as they changed up to tick `last`."""
+        return self._rows(GpuInfoChange, "gpu_info", "FROM gpu_info WHERE frame <= ? ORDER BY "
+                          "frame", UNBOUNDED[1] if last is None else last)
+
+    def gpu_info_id(self, gpu: int, fid: int) -> int | None:
+        """The `texts` id of device `gpu`'s name and limits at tick `fid`."""
+        row = self._db.execute("SELECT info_id FROM gpu_info WHERE gpu = ? AND frame <= ? "
+                               "ORDER BY frame DESC LIMIT 1", (gpu, fid)).fetchone()
         return None if row is None else checked(row, (int,), "gpu_info")[0]
 
-    def _processes(self, fid: int, gpus: GpuReport) -> tuple[ProcessSample, ...]:
-        """The processes kept, their GPU memory and devices from the tick's GPU processes (as
-        the process source derived them live)."""
-        on_gpu = gpu_usage(gpus)
-        out = []
-        for process, state, threads, cpu_x10, rss_kib, time_x100 in self._process_numbers(fid):
-            (pid, ppid, name, cmdline_id, user, ticks, role, trainer, probe,
-             in_proc) = self._identity(process)
-            out.append(ProcessSample(
-                pid=pid, ppid=ppid, name=name,
-                cmdline=self.texts(cmdline_id, tuple[str, ...]) or (),
-                username=user, state=state or "?", num_threads=threads,
-                cpu_percent=unscaled(cpu_x10, 10), rss_bytes=from_units(rss_kib, KIB),
-                cpu_time_s=unscaled(time_x100, 100), start_ticks=ticks,
-                gpu_memory_bytes=on_gpu.get(pid, (None, ()))[0],
-                gpu_indices=on_gpu.get(pid, (None, ()))[1], role=role or "other",
-                trainer_pid=trainer, has_probe=probe, in_proc=in_proc))
-        return tuple(out)
+    def gpu_processes(self, fid: int) -> list[GpuProcessRow]:
+        """Tick `fid`'s GPU compute processes, by device and position."""
+        row = self._db.execute("SELECT processes FROM gpu_process_ticks WHERE frame = ?",
+                               (fid,)).fetchone()
+        return typed_rows(((gpu, pid, mib, sm_x10) for gpu, _, pid, mib, sm_x10
+                           in GPU_PROCESS_TICK.unpack(row[0] if row else b"")),
+                          GpuProcessRow, "gpu_processes")
 
-    def _process_numbers(self, fid: int) -> list[tuple[Any, ...]]:
-        """Each kept process's `process_info` id and its numbers that tick, as stored."""
-        if self.layout == 2:
-            return checked_rows(self.db.execute(
-                "SELECT process, state, num_threads, cpu_percent_x10, rss_kib, cpu_time_s_x100 "
-                "FROM processes WHERE frame = ?", (fid,)), PROCESS_HINTS, "processes")
-        row = self.db.execute("SELECT processes FROM process_ticks WHERE frame = ?",
-                              (fid,)).fetchone()
+    # ---- processes -----------------------------------------------------------------------
+
+    def process_numbers(self, fid: int) -> list[ProcessNumbers]:
+        """Each process kept at tick `fid`, in the sampler's order, with its numbers then."""
+        row = self._db.execute("SELECT processes FROM process_ticks WHERE frame = ?",
+                               (fid,)).fetchone()
         blob = conforming(row[0], bytes, "process_ticks.processes") if row else b""
-        return checked_rows(((process, None if state is None else chr(state), *numbers)
-                             for process, state, *numbers in PROCESS_TICK.unpack(blob)),
-                            PROCESS_HINTS, "process_ticks")
+        return typed_rows(((process, None if state is None else chr(state), *numbers)
+                           for process, state, *numbers in PROCESS_TICK.unpack(blob)),
+                          ProcessNumbers, "process_ticks")
 
-    def _identity(self, process: int) -> tuple[Any, ...]:
-        """Who `process` (a `process_info` id) is: IDENTITY's columns."""
+    def identity(self, process: int) -> Identity:
+        """Who `process` (a `process_info` id) is."""
         found = self._identities.get(process)
         if found is None:
-            row = self.db.execute(f"SELECT {IDENTITY} FROM process_info WHERE id = ?",
-                                  (process,)).fetchone()
-            found = self._identities[process] = checked(
-                row, IDENTITY_HINTS, "process_info") if row else UNKNOWN_PROCESS
+            found = self._identities[process] = self._row(
+                Identity, "process_info", "FROM process_info WHERE id = ?",
+                process) or UNKNOWN_PROCESS
         return found
 
-    def _trainer_groups(self, fid: int) -> tuple[TrainerGroup, ...]:
-        return tuple(
-            TrainerGroup(pid=pid, worker_pids=self.texts(workers_id, tuple[int, ...]) or (),
-                         workers_cpu_percent=unscaled(cpu_x10, 10) or 0.0,
-                         num_threads_total=threads or 0, pin_memory_thread=pin,
-                         launcher_pid=launcher)
-            for pid, workers_id, cpu_x10, threads, pin, launcher in checked_rows(
-                read_groups(self.db, self.layout, fid),
-                (int, int | None, float | None, int | None, bool, int | None), "trainer_groups"))
-
-    def _membw(self, fid: int) -> MemoryBandwidthSample | None:
-        row = self.db.execute(f"SELECT {MEMBW_COLUMNS} FROM memory_bandwidth WHERE frame = ?",
-                              (fid,)).fetchone()
+    def command_line(self, pid: int) -> str | None:
+        """The command line the recording last kept for `pid` (its name where that is empty;
+        None: it kept none)."""
+        row = self._db.execute("SELECT i.cmdline_id, i.name FROM process_info i JOIN texts t ON "
+                               "t.id = i.cmdline_id WHERE i.pid = ? ORDER BY i.id DESC LIMIT 1",
+                               (pid,)).fetchone()
         if row is None:
             return None
-        (info_id, read, write, total, peak, pressure_x1000, psi_some_x100, psi_full_x100,
-         swap_in_x10, faults_x10, canary) = checked(row, (int, *(float | None,) * 10),
-                                                    "memory_bandwidth")
-        info = self.texts(info_id, dict) or {}
-        check = field(info, "layout_check", dict, "membw")
-        consumers = tuple(MemoryConsumer(pid, name, rate or 0.0) for pid, name, rate in
-                          checked_rows(self.db.execute(
-                              "SELECT pid, name, bytes_per_s FROM memory_consumers "
-                              "WHERE frame = ? ORDER BY position", (fid,)),
-                              (int, str | None, float | None), "memory_consumers"))
-        return built(
-            MemoryBandwidthSample, info, "membw", read_bytes_per_s=_float(read),
-            write_bytes_per_s=_float(write),
-            total_bytes_per_s=_float(total), peak_bytes_per_s=_float(peak),
-            pressure=unscaled(pressure_x1000, 1000), psi_some_avg10=unscaled(psi_some_x100, 100),
-            psi_full_avg10=unscaled(psi_full_x100, 100), swap_in_per_s=unscaled(swap_in_x10, 10),
-            major_faults_per_s=unscaled(faults_x10, 10), canary_bytes_per_s=_float(canary),
-            top_consumers=consumers,
-            layout_check=None if check is None else built(MemoryLayoutCheck, check, "layout"))
+        words = self.texts(row[0], tuple[str, ...])
+        return " ".join(words) if words else conforming(row[1], str, "process_info.name")
 
-    def _attached(self, fid: int) -> tuple[AttachState, ...]:
-        states = []
-        for (trainer, state, idle_ms, alive, dropped, first, last, config_id,
-             error_id) in checked_rows(read_attached(self.db, self.layout, fid), ATTACHED_HINTS,
-                                       "trainer_ticks"):
-            steps = self._steps(trainer, first, last) if first is not None else ()
-            config = self.texts(config_id, dict)
-            states.append(AttachState(
-                pid=self._trainer_pid(trainer),
-                config=built(TrainerConfig, config, "config") if config else TrainerConfig(),
-                dropped_records=dropped or 0, steps=steps, alive=alive,
-                error=self.texts(error_id, str), state=state, idle_s=unscaled(idle_ms, 1000)))
-        return tuple(states)
+    # ---- host memory ---------------------------------------------------------------------
 
-    def _trainer_pid(self, trainer: int) -> int:
-        """The PID of `trainer` (a `trainers` id)."""
+    def memory_bandwidth(self, fid: int) -> MemoryBandwidthRow | None:
+        """Tick `fid`'s memory-bandwidth numbers (None: not measured)."""
+        return self._row(MemoryBandwidthRow, "memory_bandwidth",
+                         "FROM memory_bandwidth WHERE frame = ?", fid)
+
+    def memory_consumers(self, fid: int) -> list[ConsumerRow]:
+        """Tick `fid`'s top memory-bandwidth consumers, in order."""
+        return self._rows(ConsumerRow, "memory_consumers",
+                          "FROM memory_consumers WHERE frame = ? ORDER BY position", fid)
+
+    def memory_bandwidth_series(self) -> list[MemoryBandwidthTick]:
+        """Every measured tick's memory-bandwidth pressure and PSI."""
+        return self._rows(MemoryBandwidthTick, "memory_bandwidth",
+                          "FROM memory_bandwidth ORDER BY frame")
+
+    def pressures(self, first: int, last: int) -> list[float | None]:
+        """`pressure_x1000` of each tick from `first` to `last` (None: not measured)."""
+        return [value for (value,) in checked_rows(self._db.execute(
+            "SELECT m.pressure_x1000 FROM frames f LEFT JOIN memory_bandwidth m "
+            "ON m.frame = f.id WHERE f.id BETWEEN ? AND ? ORDER BY f.id", (first, last)),
+            (float | None,), "memory_bandwidth")]
+
+    # ---- trainers ------------------------------------------------------------------------
+
+    def groups(self, fid: int) -> list[GroupRow]:
+        """Tick `fid`'s trainer groups, in the order stored, with their workers then."""
+        row = self._db.execute("SELECT groups FROM group_ticks WHERE frame = ?", (fid,)).fetchone()
+        out = []
+        for pid, cpu_x10, threads in GROUP_TICK.unpack(row[0] if row else b""):
+            change = self._db.execute(
+                "SELECT workers_id, pin_memory_thread, launcher_pid FROM group_changes WHERE "
+                "pid = ? AND frame <= ? ORDER BY frame DESC LIMIT 1", (pid, fid)).fetchone()
+            workers_id, pin, launcher = change or (None, 0, None)
+            out.append((pid, workers_id, cpu_x10, threads, pin, launcher))
+        return typed_rows(out, GroupRow, "trainer_groups")
+
+    def group_series(self) -> list[GroupTick]:
+        """Every stored tick's trainer groups."""
+        changes: dict[int, tuple[list[int], list[int | None]]] = {}
+        for pid, fid, workers_id in checked_rows(self._db.execute(
+                "SELECT pid, frame, workers_id FROM group_changes ORDER BY pid, frame"),
+                (int, int, int | None), "group_changes"):
+            frames, ids = changes.setdefault(pid, ([], []))
+            frames.append(fid)
+            ids.append(workers_id)
+        out = []
+        for fid, blob in checked_rows(self._db.execute(
+                "SELECT frame, groups FROM group_ticks ORDER BY frame"), (int, bytes),
+                "group_ticks"):
+            for pid, cpu_x10, _threads in GROUP_TICK.unpack(blob):
+                frames, ids = changes.get(pid or 0, ([], []))
+                at = bisect.bisect_right(frames, fid) - 1
+                out.append((fid, pid, cpu_x10, ids[at] if at >= 0 else None))
+        return typed_rows(out, GroupTick, "trainer_groups")
+
+    def launcher_of(self, pid: int) -> int | None:
+        """The launcher the newest tick that knew one gave trainer `pid`."""
+        row = self._db.execute("SELECT launcher_pid FROM group_changes WHERE pid = ? AND "
+                               "launcher_pid IS NOT NULL ORDER BY frame DESC LIMIT 1",
+                               (pid,)).fetchone()
+        return None if row is None else checked(row, (int,), "group_changes")[0]
+
+    def trainers(self) -> list[TrainerRow]:
+        """The trainers the recording attached to, in the order it did."""
+        return self._rows(TrainerRow, "trainers", "FROM trainers ORDER BY id")
+
+    def trainer_pid(self, trainer: int) -> int:
+        """The PID of `trainer` (a `trainers` id; 0 where the file lacks it)."""
         found = self._trainer_pids.get(trainer)
         if found is None:
-            row = self.db.execute("SELECT pid FROM trainers WHERE id = ?", (trainer,)).fetchone()
+            row = self._db.execute("SELECT pid FROM trainers WHERE id = ?", (trainer,)).fetchone()
             found = self._trainer_pids[trainer] = checked(row, (int,), "trainers")[0] if (
                 row) else 0
         return found
 
-    def _steps(self, trainer: int, first: int, last: int) -> tuple[StepRecord, ...]:
-        return tuple(
-            StepRecord(step=step, duration_ns=duration, data_ns=data, h2d_ns=h2d,
-                       forward_ns=forward, backward_ns=backward, optimizer_ns=optimizer,
-                       gpu_ns=gpu, gpu_gap_ns=gap, batch_size=batch, epoch=epoch,
-                       warmup=bool(flags & 1), implicit=bool(flags & 2),
-                       input_outside_model=bool(flags & 4), verdict=verdict, end_ns=end)
-            for (step, _frame, end, duration, data, h2d, forward, backward, optimizer, gpu, gap,
-                 batch, epoch, flags, verdict) in read_steps(self.db, self.layout, trainer,
-                                                             first, last))
+    def attached(self, fid: int) -> list[AttachedRow]:
+        """The trainers attached at tick `fid`, in screen order, with what they had then."""
+        row = self._db.execute("SELECT trainers FROM attach_ticks WHERE frame = ?",
+                               (fid,)).fetchone()
+        out = []
+        for trainer, code, idle_ms, first, last in ATTACH_TICK.unpack(row[0] if row else b""):
+            change = self._db.execute(
+                "SELECT dropped_records, config_id, error_id FROM trainer_changes WHERE "
+                "trainer = ? AND frame <= ? ORDER BY frame DESC LIMIT 1", (trainer, fid)
+            ).fetchone()
+            dropped, config_id, error_id = change or (0, None, None)
+            state, alive = attach_state(code)
+            out.append((trainer, state, idle_ms, alive, dropped, first, last, config_id,
+                        error_id))
+        return typed_rows(out, AttachedRow, "trainer_ticks")
 
-    def _advice(self, fid: int) -> tuple[Advice, ...]:
+    def steps(self, trainer: int, first: int | None = None,
+              last: int | None = None) -> list[StepRow]:
+        """The stored steps of `trainer` in step order (those from `first` to `last`)."""
+        low, high = _between(first, last)
+        runs = checked_rows(self._db.execute(
+            "SELECT first_step, frame, end_ns, epoch, batch_size, steps FROM step_ticks "
+            "WHERE trainer = ? AND first_step BETWEEN ? AND ? ORDER BY first_step",
+            (trainer, low - RUN_STEPS + 1, high)), RUN_HINTS, "step_ticks")
+        return typed_rows((step for run in runs for step in run_steps(*run)
+                           if low <= step[0] <= high), StepRow, "step_ticks")
+
+    def config_changes(self, trainer: int) -> list[ConfigChange]:
+        """`trainer`'s settings as they changed, oldest first."""
+        return self._rows(ConfigChange, "trainer_changes",
+                          "FROM trainer_changes WHERE trainer = ? ORDER BY frame", trainer)
+
+    def gaps(self, trainer: int) -> list[GapRow]:
+        """The runs of `trainer`'s steps the file does not hold, oldest first."""
+        return self._rows(GapRow, "gaps", "FROM gaps WHERE trainer = ? ORDER BY frame", trainer)
+
+    # ---- advice --------------------------------------------------------------------------
+
+    def advice_shown(self, fid: int) -> list[Advice]:
+        """The advice shown at tick `fid`, as it read then."""
         shown = []
-        for (key,) in self.db.execute("SELECT DISTINCT id FROM advice").fetchall():
-            row = self.db.execute(
+        for (key,) in self._db.execute("SELECT DISTINCT id FROM advice").fetchall():
+            row = self._db.execute(
                 "SELECT shown, severity, title, evidence, action FROM advice WHERE id = ? AND "
                 "frame <= ? ORDER BY frame DESC LIMIT 1", (key, fid)).fetchone()
             if row is not None and conforming(row[0], bool, "advice.shown"):
                 words = checked(row[1:], (Severity, str, str, str), "advice")
                 shown.append(Advice(conforming(key, str, "advice.id"), *words))
-        return tuple(shown)
+        return shown
 
-    def _errors(self, errors_id: int | None) -> tuple[SourceError, ...]:
-        return tuple(SourceError(*error) for error in self.texts(errors_id, ERRORS) or ())
+    def advice_changes(self) -> list[AdviceChange]:
+        """Every piece of advice appearing, changing or going, oldest first."""
+        return self._rows(AdviceChange, "advice", "FROM advice ORDER BY frame")
+
+    # ---- the queries ---------------------------------------------------------------------
+
+    def _rows(self, row: type[_Row], where: str, query: str, *args: object) -> list[_Row]:
+        """`row`s selected (its fields, by name) `query` ("FROM ..."), checked."""
+        return typed_rows(self._db.execute(
+            f"SELECT {', '.join(row._fields)} {query}", args),  # type: ignore[attr-defined]
+            row, where)
+
+    def _row(self, row: type[_Row], where: str, query: str, *args: object) -> _Row | None:
+        """The first of `_rows` (None: there is none)."""
+        found = self._rows(row, where, f"{query} LIMIT 1", *args)
+        return found[0] if found else None
 
 
-def _float(value: float | None) -> float | None:
-    return None if value is None else float(value)
+def _between(first: int | None, last: int | None) -> tuple[int, int]:
+    """(first, last), an end not given open."""
+    return (UNBOUNDED[0] if first is None else first, UNBOUNDED[1] if last is None else last)

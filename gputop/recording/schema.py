@@ -1,4 +1,4 @@
-"""The `gputop.record/1` SQLite schema, shared by the recorder (export/) and replay (sources/).
+"""The `gputop.record/1` SQLite schema, shared by the writer and the one reader (reader.py).
 
 One row of `frames` per tick; the other per-tick tables key on its `id`. A column named
 `..._xN` holds the value times N, rounded to an integer (SQLite stores small integers in one
@@ -27,7 +27,6 @@ import os
 import sqlite3
 import stat
 from collections.abc import Sequence
-from typing import Any
 
 from gputop.core.hashes import blake2b
 from gputop.core.printable import printable
@@ -36,10 +35,7 @@ from gputop.recording.trainers import TRAINER_TABLES
 from gputop.recording.values import READ_ERRORS, reason
 
 SCHEMA = "gputop.record/1"
-USER_VERSION = 4  # the layout written: 1 a row per device; 2 a tick's GPUs in a BLOB; 3 its
-# processes too, and the GPU numbers no pane draws every DETAIL_EVERY ticks; 4 a tick's steps
-# of a trainer and its attached trainers too (gputop/recording/trainers.py)
-LAYOUTS_READ = (2, 3, USER_VERSION)  # replay, report and export read these
+USER_VERSION = 4  # the layout, the only one written and read (PRAGMA user_version)
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
 DETAIL_EVERY = 10  # ticks between two `gpu_details` rows
 KIB = 1 << 10
@@ -63,12 +59,6 @@ GPU_TICK = Packing((
 GPU_DETAIL = Packing((
     ("gpu", 1), ("memory_util_percent", 1), ("sm_clock_mhz", 2), ("memory_clock_mhz", 2),
     ("sm_occupancy_percent_x10", 2), ("tensor_active_percent_x10", 2)))
-# Layout 2's `gpu_ticks.devices`: every number each tick.
-GPU_TICK_2 = Packing((
-    ("gpu", 1), ("util_percent", 1), ("memory_util_percent", 1), ("memory_used_mib", 4),
-    ("temperature_c", 1), ("power_w_x10", 2), ("sm_clock_mhz", 2), ("memory_clock_mhz", 2),
-    ("pcie_rx_kib_per_s", 4), ("pcie_tx_kib_per_s", 4), ("sm_occupancy_percent_x10", 2),
-    ("tensor_active_percent_x10", 2)))
 # A tick's kept processes in `process_ticks.processes`; `process` is a `process_info` id.
 PROCESS_TICK = Packing((
     ("process", 4), ("state", 1), ("num_threads", 2), ("cpu_percent_x10", 2, 10),
@@ -77,17 +67,16 @@ PROCESS_TICK = Packing((
 GPU_PROCESS_TICK = Packing((
     ("gpu", 1), ("position", 1), ("pid", 4), ("memory_used_mib", 3),
     ("sm_util_percent_x10", 2)))
-GPU_COLUMNS = GPU_TICK_2.names  # the `gpus` view's columns (after frame; info_id after gpu)
+GPU_COLUMNS = ("gpu", "util_percent", "memory_util_percent", "memory_used_mib", "temperature_c",
+               "power_w_x10", "sm_clock_mhz", "memory_clock_mhz", "pcie_rx_kib_per_s",
+               "pcie_tx_kib_per_s", "sm_occupancy_percent_x10", "tensor_active_percent_x10")
+# the `gpus` view's columns (after frame; info_id after gpu)
 GPUS_VIEWED = 64  # devices per tick the `gpus` view decodes
 
 
-def gpu_values(layout: int, ticks: bytes, details: bytes | None = None
-               ) -> list[dict[str, int | None]]:
+def gpu_values(ticks: bytes, details: bytes | None = None) -> list[dict[str, int | None]]:
     """Each device of a `gpu_ticks` BLOB as {column: value} (GPU_COLUMNS), with the
-    `gpu_details` in effect (layout 3; the same devices in the same order, else None)."""
-    if layout == 2:
-        return [dict(zip(GPU_TICK_2.names, values, strict=True))
-                for values in GPU_TICK_2.unpack(ticks)]
+    `gpu_details` in effect (the same devices in the same order, else None)."""
     devices = [dict(zip(GPU_TICK.names, values, strict=True)) for values in GPU_TICK.unpack(ticks)]
     extra = GPU_DETAIL.unpack(details or b"")
     for position, device in enumerate(devices):
@@ -119,10 +108,10 @@ def unpack_cores(percent: bytes | None, classes: bytes | None) -> tuple[float, .
     return tuple(float(CORE_CLASSES[n]) for n in found if n < len(CORE_CLASSES))
 
 
-def open_read_only(path: str, fail: type[Exception]) -> tuple[sqlite3.Connection, int]:
+def open_read_only(path: str, fail: type[Exception]) -> sqlite3.Connection:
     """`path` opened read-only (a recorder may still be appending) and checked to be a
-    recording this gputop reads: the connection and its layout. A refusal is one line raised
-    as `fail`, the file closed."""
+    recording of this gputop's layout. A refusal is one line raised as `fail`, the file
+    closed."""
     refusal = not_a_file(path)
     if refusal is not None:
         raise fail(refusal)
@@ -132,13 +121,13 @@ def open_read_only(path: str, fail: type[Exception]) -> tuple[sqlite3.Connection
         raise fail(f"cannot read {path}: {reason(exc)}") from None
     db.text_factory = _text_of  # text that is not UTF-8 is shown, not raised
     try:
-        refusal, layout = _refusal(db, path)
+        refusal = _refusal(db, path)
     except READ_ERRORS as exc:
-        refusal, layout = f"cannot read {path}: {reason(exc)}", 0
+        refusal = f"cannot read {path}: {reason(exc)}"
     if refusal is not None:
         db.close()
         raise fail(refusal)
-    return db, layout
+    return db
 
 
 def not_a_file(path: str) -> str | None:
@@ -202,27 +191,25 @@ def _text_of(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _refusal(db: sqlite3.Connection, path: str) -> tuple[str | None, int]:
-    """Why the file at `path` is not a recording this gputop reads (None: it is one), and its
-    layout."""
+def _refusal(db: sqlite3.Connection, path: str) -> str | None:
+    """Why the file at `path` is not a recording this gputop reads (None: it is one)."""
     if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-        return f"{path} is not a gputop recording", 0
+        return f"{path} is not a gputop recording"
     row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     if row is None or row[0] != SCHEMA:
         return (f"{path} is a recording of schema {printable(str(row[0]))[:80] if row else 'none'}"
-                f"; this gputop reads {SCHEMA}"), 0
+                f"; this gputop reads {SCHEMA}")
+    return layout_refusal(db, path)
+
+
+def layout_refusal(db: sqlite3.Connection, path: str) -> str | None:
+    """Why the recording at `path`, open as `db`, is of another layout than this gputop's
+    (None: it is not)."""
     layout = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if layout not in LAYOUTS_READ:
-        return f"{path} {layout_refusal(layout)}", layout
-    return None, layout
-
-
-def layout_refusal(layout: int) -> str:
-    """Why a file of `layout` (not in LAYOUTS_READ) is not read, after its path."""
-    when = "an earlier" if layout < LAYOUTS_READ[0] else "a later"
-    read = " and ".join(str(n) for n in LAYOUTS_READ)
-    return f"is a {SCHEMA} recording of {when} gputop (layout {layout}); this gputop reads " \
-           f"layouts {read}"
+    if layout == USER_VERSION:
+        return None
+    when = "an earlier" if layout < USER_VERSION else "a later"
+    return f"{path} is a recording of {when} gputop (layout {layout}, not {USER_VERSION})"
 
 
 def text_hash(text: str) -> int:
@@ -247,21 +234,8 @@ def _gpus_view() -> str:
             f"WHERE d.i * {GPU_TICK.size} < length(t.devices);\n")
 
 
-def gpu_process_rows(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
-    """(gpu, pid, memory_used_mib, sm_util_percent_x10) of each GPU process of tick `fid`, by
-    device and position."""
-    if layout < 4:
-        return db.execute("SELECT gpu, pid, memory_used_mib, sm_util_percent_x10 FROM "
-                          "gpu_processes WHERE frame = ? ORDER BY gpu, position",
-                          (fid,)).fetchall()
-    row = db.execute("SELECT processes FROM gpu_process_ticks WHERE frame = ?",
-                     (fid,)).fetchone()
-    return [(gpu, pid, mib, sm_x10) for gpu, _, pid, mib, sm_x10
-            in GPU_PROCESS_TICK.unpack(row[0] if row else b"")]
-
-
 def _gpu_processes_view() -> str:
-    """The view giving a row per tick, device and compute process, as layout 3's table did."""
+    """The view giving a row per tick, device and compute process."""
     columns = GPU_PROCESS_TICK.sql_columns("t.processes", "d.i")
     named = [f"{columns[name]} AS {name}" for name in GPU_PROCESS_TICK.names]
     return ("CREATE VIEW IF NOT EXISTS gpu_processes AS WITH RECURSIVE d(i) AS (SELECT 0 UNION "
@@ -272,8 +246,7 @@ def _gpu_processes_view() -> str:
 
 
 def _processes_view() -> str:
-    """The view giving a row per tick and process kept, as layout 2's table did (the state
-    a letter again)."""
+    """The view giving a row per tick and process kept (the state a letter again)."""
     columns = PROCESS_TICK.sql_columns("t.processes", "d.i")
     columns["state"] = f"CASE WHEN ({columns['state']}) IS NULL THEN NULL ELSE char(" \
                        f"{columns['state']}) END"
@@ -434,6 +407,6 @@ def scaled_whole(value: float | None, factor: int) -> int | None:
     return stored
 
 
-def unscaled(value: int | None, factor: int) -> float | None:
+def unscaled(value: float | None, factor: int) -> float | None:
     """A `_xN` column back to its value."""
     return None if value is None else value / factor

@@ -1,8 +1,7 @@
 """The trainers in a recording (the attached ones and their steps, and every trainer's
-group of workers): layout 4's encoding, and one reader for every layout the replay, the
-report and the trace export read.
+group of workers): how they are stored, and decoded for the reader (gputop/recording/reader.py).
 
-Layout 4 stores a tick's new steps of a trainer as runs of consecutive steps, each run one
+A recording stores a tick's new steps of a trainer as runs of consecutive steps, each run one
 `step_ticks` row whose BLOB holds a STEP_TICK record per step (the numbers in ns, exact;
 its end as an offset from the run's first end; its flags and verdict in a byte), and the
 run's step number, epoch and batch size once. A step a record cannot hold exactly (a phase
@@ -12,20 +11,18 @@ trainers are one `attach_ticks` BLOB (ATTACH_TICK records, in screen order); wha
 changes (dropped records, settings, error) is a `trainer_changes` row when it changes. A
 tick's trainer groups are one `group_ticks` BLOB (GROUP_TICK: the numbers that move), their
 workers, pin-memory thread and launcher a `group_changes` row when they change. The `steps`,
-`trainer_ticks` and `trainer_groups` views give layout 3's tables back for SQL.
+`trainer_ticks` and `trainer_groups` views give a row per step, attached trainer and group
+back for SQL.
 """
 
 from __future__ import annotations
 
-import bisect
-import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.core.model import StepRecord, Verdict
+from gputop.core.model import StepRecord
 from gputop.recording.packing import Packing
-from gputop.recording.values import checked, checked_rows
 
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
 VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code
@@ -46,14 +43,6 @@ ATTACH_TICK = Packing((("trainer", 3), ("state", 1), ("idle_ms", 3, 1000),
                        ("first_step", 4), ("last_step", 4)))
 # A trainer group at a tick, in `group_ticks.groups`.
 GROUP_TICK = Packing((("pid", 4), ("workers_cpu_percent_x10", 3), ("num_threads_total", 2)))
-GROUP_COLUMNS = ("pid", "workers_id", "workers_cpu_percent_x10", "num_threads_total",
-                 "pin_memory_thread", "launcher_pid")  # of `trainer_groups`, after `frame`
-STEP_COLUMNS = ("step", "frame", "end_ns", *STEP_PHASES, "batch_size", "epoch", "flags",
-                "verdict")  # the `steps` table's (layout 3) and view's, after `trainer`
-STEP_HINTS = (int, int, int | None, int, *(int | None,) * 7, int | None, int, int, Verdict)
-RUN_HINTS = (int, int, int | None, int, int | None, bytes)  # a `step_ticks` row as read
-TRAINER_COLUMNS = ("trainer", "state", "idle_ms", "alive", "dropped_records", "first_step",
-                   "last_step", "config_id", "error_id")  # of `trainer_ticks`, in order
 
 
 @dataclass
@@ -107,26 +96,9 @@ def step_flags(step: StepRecord) -> int:
     return int(step.warmup) | int(step.implicit) << 1 | int(step.input_outside_model) << 2
 
 
-def read_steps(db: sqlite3.Connection, layout: int, trainer: int, first: int | None = None,
-               last: int | None = None) -> list[tuple[Any, ...]]:
-    """The stored steps of `trainer` (STEP_COLUMNS), in step order; those from `first` to
-    `last` when given."""
-    low = -(1 << 62) if first is None else first
-    high = 1 << 62 if last is None else last
-    if layout < 4:
-        return checked_rows(db.execute(
-            f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE trainer = ? AND step BETWEEN ? "
-            "AND ? ORDER BY step", (trainer, low, high)), STEP_HINTS, "steps")
-    return checked_rows((row for run in db.execute(
-        "SELECT first_step, frame, end_ns, epoch, batch_size, steps FROM step_ticks "
-        "WHERE trainer = ? AND first_step BETWEEN ? AND ? ORDER BY first_step",
-        (trainer, low - RUN_STEPS + 1, high)) for row in _decoded(*checked(
-            run, RUN_HINTS, "step_ticks")) if low <= row[0] <= high), STEP_HINTS, "step_ticks")
-
-
-def _decoded(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: int | None,
-             blob: bytes) -> list[tuple[Any, ...]]:
-    """A `step_ticks` row's steps (STEP_COLUMNS)."""
+def run_steps(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: int | None,
+              blob: bytes) -> list[tuple[Any, ...]]:
+    """A `step_ticks` row's steps, each as StepRow's fields (gputop/recording/rows.py)."""
     rows = []
     packing = STEP_WIDE if len(blob) == STEP_WIDE.size else STEP_TICK
     for i, (offset, *phases, marks) in enumerate(packing.unpack(blob)):
@@ -137,81 +109,8 @@ def _decoded(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: i
     return rows
 
 
-def read_attached(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
-    """The trainers attached at tick `fid` in screen order (TRAINER_COLUMNS)."""
-    if layout < 4:
-        return db.execute(f"SELECT {', '.join(TRAINER_COLUMNS)} FROM trainer_ticks "
-                          "WHERE frame = ? ORDER BY position", (fid,)).fetchall()
-    row = db.execute("SELECT trainers FROM attach_ticks WHERE frame = ?", (fid,)).fetchone()
-    out = []
-    for trainer, state, idle_ms, first, last in ATTACH_TICK.unpack(row[0] if row else b""):
-        change = db.execute(
-            "SELECT dropped_records, config_id, error_id FROM trainer_changes WHERE trainer = ? "
-            "AND frame <= ? ORDER BY frame DESC LIMIT 1", (trainer, fid)).fetchone()
-        dropped, config_id, error_id = change or (0, None, None)
-        code = (state or 0) & 3
-        out.append((trainer, TRAINER_STATES[code] if code < len(TRAINER_STATES) else "exited",
-                    idle_ms, int(bool((state or 0) & ALIVE)), dropped, first, last, config_id,
-                    error_id))
-    return out
-
-
-def config_changes(db: sqlite3.Connection, layout: int, trainer: int) -> list[tuple[int, Any]]:
-    """(frame, config_id) of `trainer` in frame order: every tick's (layout 2 and 3), or each
-    change (layout 4)."""
-    table = "trainer_ticks" if layout < 4 else "trainer_changes"
-    return checked_rows(db.execute(f"SELECT frame, config_id FROM {table} WHERE trainer = ? "
-                                   "ORDER BY frame", (trainer,)), (int, int | None), table)
-
-
-def read_groups(db: sqlite3.Connection, layout: int, fid: int) -> list[tuple[Any, ...]]:
-    """The trainer groups of tick `fid` (GROUP_COLUMNS), in the order stored."""
-    if layout < 4:
-        return db.execute(f"SELECT {', '.join(GROUP_COLUMNS)} FROM trainer_groups "
-                          "WHERE frame = ?", (fid,)).fetchall()
-    row = db.execute("SELECT groups FROM group_ticks WHERE frame = ?", (fid,)).fetchone()
-    out = []
-    for pid, cpu_x10, threads in GROUP_TICK.unpack(row[0] if row else b""):
-        change = db.execute(
-            "SELECT workers_id, pin_memory_thread, launcher_pid FROM group_changes WHERE pid = ? "
-            "AND frame <= ? ORDER BY frame DESC LIMIT 1", (pid, fid)).fetchone()
-        workers_id, pin, launcher = change or (None, 0, None)
-        out.append((pid, workers_id, cpu_x10, threads, pin, launcher))
-    return out
-
-
-def group_series(db: sqlite3.Connection, layout: int) -> Iterator[tuple[Any, ...]]:
-    """(frame, pid, workers_cpu_percent_x10, workers_id) of every stored tick's groups."""
-    if layout < 4:
-        yield from checked_rows(db.execute(
-            "SELECT frame, pid, workers_cpu_percent_x10, workers_id FROM trainer_groups"),
-            (int, int, float | None, int | None), "trainer_groups")
-        return
-    changes: dict[int, tuple[list[int], list[int]]] = {}
-    for pid, fid, workers_id in checked_rows(db.execute(
-            "SELECT pid, frame, workers_id FROM group_changes ORDER BY pid, frame"),
-            (int, int, int | None), "group_changes"):
-        frames, ids = changes.setdefault(pid, ([], []))
-        frames.append(fid)
-        ids.append(workers_id)
-    for fid, blob in checked_rows(db.execute(
-            "SELECT frame, groups FROM group_ticks ORDER BY frame"), (int, bytes), "group_ticks"):
-        for pid, cpu_x10, _threads in GROUP_TICK.unpack(blob):
-            frames, ids = changes.get(pid or 0, ([], []))
-            at = bisect.bisect_right(frames, fid) - 1
-            yield fid, pid, cpu_x10, ids[at] if at >= 0 else None
-
-
-def launcher_of(db: sqlite3.Connection, layout: int, pid: int) -> int | None:
-    """The launcher the newest tick that knew one gave trainer `pid`."""
-    table = "trainer_groups" if layout < 4 else "group_changes"
-    row = db.execute(f"SELECT launcher_pid FROM {table} WHERE pid = ? AND launcher_pid IS NOT "
-                     "NULL ORDER BY frame DESC LIMIT 1", (pid,)).fetchone()
-    return None if row is None else checked(row, (int,), table)[0]
-
-
 def _groups_view() -> str:
-    """The view giving a row per tick and trainer group, as layout 3's table did."""
+    """The view giving a row per tick and trainer group."""
     columns = GROUP_TICK.sql_columns("t.groups", "d.i")
     change = ("c.frame = (SELECT max(frame) FROM group_changes WHERE pid = c.pid AND frame <= "
               "t.frame)")
@@ -227,7 +126,7 @@ def _groups_view() -> str:
 
 
 def _steps_view() -> str:
-    """The view giving a row per stored step, as layout 3's `steps` table did."""
+    """The view giving a row per stored step."""
     narrow = STEP_TICK.sql_columns("t.steps", "d.i")
     wide = STEP_WIDE.sql_columns("t.steps", "0")
     columns = {name: f"CASE WHEN length(t.steps) = {STEP_WIDE.size} THEN {wide[name]} ELSE "
@@ -245,7 +144,7 @@ def _steps_view() -> str:
 
 
 def _trainer_ticks_view() -> str:
-    """The view giving a row per tick and attached trainer, as layout 3's table did."""
+    """The view giving a row per tick and attached trainer."""
     columns = ATTACH_TICK.sql_columns("t.trainers", "d.i")
     state = columns["state"]
     words = " ".join(f"WHEN {code} THEN '{name}'" for code, name in enumerate(TRAINER_STATES))
@@ -304,6 +203,13 @@ CREATE TABLE IF NOT EXISTS step_ticks (
     PRIMARY KEY (trainer, first_step)
 ) WITHOUT ROWID;
 """ + _groups_view() + _steps_view() + _trainer_ticks_view()
+
+
+def attach_state(code: int | None) -> tuple[str, bool]:
+    """An ATTACH_TICK `state` read back: the trainer's state and whether it was alive."""
+    state = (code or 0) & 3
+    return (TRAINER_STATES[state] if state < len(TRAINER_STATES) else "exited",
+            bool((code or 0) & ALIVE))
 
 
 def attach_record(trainer: int, state: str, alive: bool, idle_ms: int | None,

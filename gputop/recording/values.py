@@ -1,6 +1,6 @@
 """Values read back from a recording, checked: a file someone hands you is input like a ring.
 
-The replay, the report and the trace export take every row and every `texts` JSON value of
+The one reader (gputop/recording/reader.py) takes every row and every `texts` JSON value of
 a recording through here: a value of a type the model does not hold there, JSON nested
 deeper than MAX_JSON_DEPTH, a number beyond SQLite's, are a `RecordingError` (one line), and
 every string comes out through `printable`, as live data does. `refusing` turns what a
@@ -29,6 +29,7 @@ INT_RANGE = range(-(1 << 63), 1 << 64)  # SQLite's integers (and a BLOB's unsign
 READ_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _T = TypeVar("_T")
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 Check = Callable[[object, str], Any]
 
 
@@ -63,6 +64,13 @@ def checked_rows(rows: Iterable[Sequence[object]], hints: Sequence[Any],
                  where: str) -> list[tuple[Any, ...]]:
     """Each of `rows` `checked`."""
     return [checked(row, hints, where) for row in rows]
+
+
+def typed_rows(rows: Iterable[Sequence[object]], row: type[_Row], where: str) -> list[_Row]:
+    """Each of `rows` (columns of `where`) as a `row` (a NamedTuple whose annotations are the
+    hints of `checked`)."""
+    hints = _row_hints(row)
+    return [row(*checked(values, hints, where)) for values in rows]
 
 
 def conforming(value: object, hint: Any, where: str) -> Any:
@@ -151,6 +159,12 @@ def _not_finite(text: str) -> float:
 @functools.cache
 def _field_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _row_hints(row: type[tuple[Any, ...]]) -> tuple[Any, ...]:
+    hints = typing.get_type_hints(row)
+    return tuple(hints[name] for name in row._fields)  # type: ignore[attr-defined]
 
 
 @functools.cache

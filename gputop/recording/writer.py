@@ -58,6 +58,7 @@ from gputop.recording.schema import (
     USER_VERSION,
     contents_refusal,
     in_units,
+    layout_refusal,
     pack_cores,
     scaled,
     scaled_whole,
@@ -164,11 +165,9 @@ def _prepare(db: sqlite3.Connection, path: str) -> None:
         if row is None or row[0] != SCHEMA:
             found = row[0] if row else "none"
             raise RecordError(f"{path} is a recording of schema {found}, not {SCHEMA}")
-        layout = db.execute("PRAGMA user_version").fetchone()[0]
-        if layout != USER_VERSION:
-            when = "an earlier" if layout < USER_VERSION else "a later"
-            raise RecordError(f"{path} is a {SCHEMA} recording of {when} gputop (layout "
-                              f"{layout}, not {USER_VERSION}); record to a new file")
+        other_layout = layout_refusal(db, path)
+        if other_layout is not None:
+            raise RecordError(f"{other_layout}; record to a new file")
         foreign = _foreign_objects(db)
         if foreign:
             raise RecordError(f"{path} holds {printable(', '.join(foreign))}, which gputop did "
@@ -473,7 +472,7 @@ class RecordWriter:
         self._gaps(fid, log, state, new)
         self.db.executemany("INSERT INTO step_ticks VALUES (?,?,?,?,?,?,?)",
                             [run.row(log.id, fid) for run in step_runs(new)])
-        change = (state.dropped_records, self._text(_config(state.config)),
+        change = (state.dropped_records, self._text(_config(state.config) | {"job": state.job}),
                   self._text(state.error))
         if change != log.change:
             self.db.execute("INSERT INTO trainer_changes VALUES (?,?,?,?,?)",

@@ -10,7 +10,9 @@ if TYPE_CHECKING:
     from textual.theme import Theme
 
     from gputop.core.model import Frame
-    from gputop.tui.app import Command, FrameFeed, GputopApp, Signaller
+    from gputop.tui.app import GputopApp
+    from gputop.tui.feeds import FrameFeed
+    from gputop.tui.modes import Command, Signaller
     from gputop.tui.splash import Splash
     from gputop.tui.terminal_caps import TerminalCaps
 

@@ -2,7 +2,9 @@
 
 Textual offers no public way to write a frame's rows now instead of on its update timer,
 to ask whether a screen has work of its own pending, to replace its driver's writer thread,
-or to reuse its key parser; what gputop does there goes through this module alone. The
+to reuse its key parser, to bind keys to one app rather than its class, to ask whether an
+app is closing, or to fail it as a handler's exception would; what gputop does there goes
+through this module alone. The
 literals below name every private piece used here: tests/tui/test_textual_adapter.py reads
 them (without importing this module, which a changed Textual may break) and checks each
 against the installed Textual, so an upgrade that moves one fails there, by name.
@@ -10,12 +12,15 @@ against the installed Textual, so an upgrade that moves one fails there, by name
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Iterable
+from typing import Any, cast
 
 from rich.console import Console, RenderableType
 from textual._compositor import CompositorUpdate
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
+from textual.app import App
+from textual.binding import Binding, BindingsMap
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region
 from textual.screen import Screen
@@ -35,12 +40,15 @@ CALLABLES = (
     ("textual._time.get_time", None),
     ("textual.drivers.linux_driver.LinuxDriver._get_terminal_size", ("self",)),
     ("textual.drivers._writer_thread.WriterThread.stop", ("self",)),
+    ("textual.app.App._handle_exception", ("self", "error")),
 )
 # Properties by dotted path.
-PROPERTIES = ("textual._compositor.Compositor.visible_widgets",)
+PROPERTIES = ("textual._compositor.Compositor.visible_widgets", "textual.app.App._screen_stack")
 # Attributes a live object of a Textual class has.
 ATTRIBUTES = (
     ("textual.app.App", "_batch_count"),
+    ("textual.app.App", "_bindings"),
+    ("textual.app.App", "_closing"),
     ("textual.screen.Screen", "_compositor"),
     ("textual.screen.Screen", "_layout_required"),
     ("textual.screen.Screen", "_scroll_required"),
@@ -62,12 +70,39 @@ CODE_NAMES = (
     # the parser times out a lone Escape at _timeout_time, on get_time's clock
     ("textual._xterm_parser.XTermParser.tick", "_timeout_time"),
     ("textual._xterm_parser.XTermParser.tick", "get_time"),
+    # a key is looked up in the app's own _bindings, not its class's
+    ("textual.screen.Screen._binding_chain.fget", "_bindings"),
 )
 
 VisibleWidgets = dict[Widget, tuple[Region, Region]]
 
-__all__ = ["LinuxDriverHooks", "VisibleWidgets", "XTermParser", "compose_now",
-           "display_rows", "has_work_pending", "parser_timeout", "visible_widgets"]
+__all__ = ["LinuxDriverHooks", "VisibleWidgets", "XTermParser", "bind_keys", "can_draw",
+           "closing", "compose_now", "display_rows", "fail", "has_work_pending",
+           "parser_timeout", "visible_widgets"]
+
+
+def bind_keys(app: App[Any], bindings: Iterable[Binding]) -> None:
+    """Bind `bindings` on `app` alone, each key replacing what its class bound to it (as a
+    subclass's BINDINGS replace its base's)."""
+    app._bindings.key_to_bindings.update(BindingsMap(bindings).key_to_bindings)
+
+
+def closing(app: App[Any]) -> bool:
+    """Whether `app` has begun to close (safe to ask from any thread)."""
+    return app._closing
+
+
+def can_draw(app: App[Any]) -> bool:
+    """Whether `app` is up with a screen to draw on, and not on its way out (asked to exit,
+    or closing)."""
+    return (app.is_running and bool(app._screen_stack)
+            and app.return_code is None and not app._closing)
+
+
+def fail(app: App[Any], error: Exception) -> None:
+    """End `app` over `error` as an exception in a message handler would (its traceback
+    shown)."""
+    app._handle_exception(error)
 
 
 def visible_widgets(screen: Screen[object]) -> VisibleWidgets:

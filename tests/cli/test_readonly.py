@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputop.app import cli
-from gputop.app import commands as wiring
+from gputop.app import cli, live, wiring
 from gputop.app.signalling import ProcessSignaller
 
 
@@ -15,7 +14,7 @@ def test_gputop_readonly_reaches_the_live_view(
     monkeypatch: pytest.MonkeyPatch, argv: list[str], readonly: bool
 ) -> None:
     seen: dict[str, object] = {}
-    monkeypatch.setattr(wiring, "run_live", lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(live, "run_live", lambda **kw: seen.update(kw) or 0)
     assert cli.main(argv) == 0
     assert seen["readonly"] is readonly
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gputop.app import children as launch
-from gputop.app.commands import BadInput, start_probed
+from gputop.app.options import BadInput
+from gputop.app.run import start_probed
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 60.0  # a hang guard: these runs end before any screen is drawn

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputop.export.chrome_trace import chrome_trace
-from gputop.export.report.data import open_recording, report_data
+from gputop.export.report.data import report_data
 from gputop.recording.reader import Recording
+from gputop.recording.replay import Replay
 from tests.helpers.hostile_recording import (
     PWN,
     SHOWN,
@@ -253,11 +254,11 @@ def _shown_escaped(strings: list[str], *expected: str) -> None:
 
 
 def test_replay_shows_a_recordings_strings_escaped(hostile: Path) -> None:
-    recording = Recording(str(hostile))
+    replay = Replay(str(hostile))
     try:
-        frames = [recording.frame(i) for i in range(len(recording))]
+        frames = [replay.frame(i) for i in range(len(replay))]
     finally:
-        recording.close()
+        replay.close()
     for frame in frames:
         assert_printable(frame)
     frame = frames[-1]
@@ -270,11 +271,8 @@ def test_replay_shows_a_recordings_strings_escaped(hostile: Path) -> None:
 
 
 def test_the_report_shows_a_recordings_strings_escaped(hostile: Path) -> None:
-    db = open_recording(str(hostile))
-    try:
-        data = report_data(db, str(hostile))
-    finally:
-        db.close()
+    with Recording(str(hostile)) as recording:
+        data = report_data(recording)
     _shown_escaped(strings_in(data), "trainbox", "Simulated", "cuda:0", "key", "GPUs wait",
                    "add workers", "estimate")
     assert data["meta"]["gputop_version"].startswith(SHOWN)

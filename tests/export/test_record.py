@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gputop.core.model import Advice, AttachState, MemoryBandwidthSample, StepRecord, TrainerConfig
-from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.reader import UnreadableRecording
+from gputop.recording.replay import Replay
 from gputop.recording.schema import SCHEMA
 from gputop.recording.writer import (
     ADVICE_REFRESH_S,
@@ -251,7 +252,7 @@ def test_the_gpus_view_and_the_replay_read_each_device_back(tmp_path: Path) -> N
          "Test GPU"),
         (2, 1, 5, 100, None, 180 * 1024, 60, 12346, 1980, 2619, round(100e9 / 2**20) * 1024,
          round(1e8 / 1024), 873, 0, "Renamed")]  # PCIe beyond 8 GiB/s: to the MiB/s
-    recording = Recording(str(path))
+    recording = Replay(str(path))
     first, second = (recording.frame(i).gpu.gpus for i in (0, 1))
     recording.close()
     assert [g.name for g in first] == ["Test GPU"] * 2 and second[1].name == "Renamed"
@@ -266,8 +267,8 @@ def test_a_file_of_an_earlier_layout_is_refused_with_one_line(tmp_path: Path) ->
     writer.db.close()
     with pytest.raises(RecordError, match="earlier gputop"):
         open_record(str(path))
-    with pytest.raises(ReplayError, match="earlier gputop"):
-        Recording(str(path))
+    with pytest.raises(UnreadableRecording, match="earlier gputop"):
+        Replay(str(path))
 
 
 def test_a_recording_is_appended_to(tmp_path: Path) -> None:
@@ -312,7 +313,7 @@ def test_the_processes_view_and_the_replay_read_each_process_back(tmp_path: Path
         (100, "R", 129, 64000, GIB // 1024, 300 * 86400 * 100),
         (101, "D", 4, None, None, None),
         (102, "S", 4, 455, GIB // 1024, 1000)]
-    replayed = Recording(str(path)).frame(0).processes
+    replayed = Replay(str(path)).frame(0).processes
     assert [(p.pid, p.state, p.cpu_percent, p.cpu_time_s) for p in replayed] == [
         (100, "R", 6400.0, 300 * 86400.0), (101, "D", None, None), (102, "S", 45.5, 10.0)]
 
@@ -332,7 +333,7 @@ def test_gpu_numbers_no_pane_draws_are_stored_every_tenth_tick(tmp_path: Path) -
                         "ORDER BY frame, gpu") == [
         (9, 0, 1001), (9, 1, 1001), (16, 0, 1016), (16, 1, 1016), (16, 2, 1016),
         (17, 0, 1016), (17, 1, 1016), (17, 2, 1016)]
-    recording = Recording(str(path))
+    recording = Replay(str(path))
     assert [g.sm_clock_mhz for g in recording.frame(13).gpu.gpus] == [1010, 1010]
 
 
@@ -342,7 +343,7 @@ def test_a_command_line_longer_than_any_screen_is_cut(tmp_path: Path) -> None:
     long = ("chromium", "--type=renderer", "--flags=" + "x" * 2000, "--after")
     writer, path = _writer(tmp_path)
     writer.write(frame(processes=[replace(process(7), cmdline=long, cpu_percent=50.0)]))
-    stored = Recording(str(path)).frame(0).processes[0].cmdline
+    stored = Replay(str(path)).frame(0).processes[0].cmdline
     assert stored[:2] == long[:2] and stored[2].endswith("…") and len(stored) == 3
     assert len(" ".join(stored)) == COMMAND_CHARS + 1
 
@@ -355,7 +356,7 @@ def test_the_replays_header_shows_the_uptime_the_live_view_showed(
     live = replace(frame(), host=replace(frame().host, uptime_s=uptime_s))
     writer, path = _writer(tmp_path)
     writer.write(live)
-    recording = Recording(str(path))
+    recording = Replay(str(path))
     replayed = recording.frame(0)
     recording.close()
     assert header_lines(replayed, 120) == header_lines(live, 120)

@@ -1,86 +1,54 @@
-"""Recordings of layouts 2 and 3 (users made them before layout 3 packed a tick's processes,
-and before layout 4 packed a tick's steps and attached trainers): replay, report and export
-read them as before; the README's queries run on every layout; an older file is never
-appended to.
-
-The fixtures hold `recordable_frames(6)` as those layouts stored them, with the advice words
-today's rules write (a change of wording is made in them too: they test the layout, not the
-words).
-"""
+"""One on-disk layout: a recording of an earlier or a later gputop (another `PRAGMA
+user_version`) is refused by every reader and by `record` in one line, exit code 2; the
+README's queries answer on the layout this gputop writes."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from gputop.export.chrome_trace import chrome_trace
-from gputop.export.report.data import open_recording, report_data
-from gputop.recording.reader import Recording
-from gputop.recording.schema import LAYOUTS_READ, USER_VERSION
-from gputop.recording.writer import RecordError, RecordWriter, open_record
+from gputop.recording.schema import USER_VERSION
+from gputop.recording.writer import RecordWriter, open_record
+from tests.helpers.cli import gputop
+from tests.helpers.hostile_recording import read_everything, write_recording
 from tests.helpers.probe import ROOT
-from tests.helpers.tui import drawn_lines, recordable_frames
+from tests.helpers.tui import recordable_frames
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TICKS = 6  # the fixtures': recordable_frames(6)
-OLDER = [layout for layout in LAYOUTS_READ if layout != USER_VERSION]
+OTHER_LAYOUTS = {"an earlier": USER_VERSION - 1, "a later": USER_VERSION + 1}
 
 
-def _older(tmp_path: Path, layout: int) -> Path:
-    """The checked-in recording of `layout`, as a file."""
-    path = tmp_path / f"layout{layout}.sqlite"
-    db = sqlite3.connect(path)
-    db.executescript((FIXTURES / f"layout{layout}.sql").read_text())
-    db.close()
+def _of_layout(path: Path, layout: int) -> Path:
+    """A real recording at `path`, marked as of `layout`."""
+    write_recording(path)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute(f"PRAGMA user_version={layout}")
     return path
 
 
-def _current(tmp_path: Path) -> Path:
-    """The fixtures' frames recorded by this gputop."""
-    path = tmp_path / "current.sqlite"
-    writer = RecordWriter(open_record(str(path)))
-    for frame in recordable_frames(TICKS):
-        writer.write(frame)
-    writer.db.close()
-    return path
+@pytest.mark.parametrize("when", OTHER_LAYOUTS)
+def test_a_recording_of_another_layout_is_refused_by_every_reader(tmp_path: Path,
+                                                                   when: str) -> None:
+    layout = OTHER_LAYOUTS[when]
+    path = _of_layout(tmp_path / "run.sqlite", layout)
+    refusal = f"{path} is a recording of {when} gputop (layout {layout}, not {USER_VERSION})"
+    assert read_everything(path) == [refusal] * 3 + [f"{refusal}; record to a new file"]
 
 
-def test_the_older_layouts_have_fixtures() -> None:
-    assert OLDER == [2, 3]
-
-
-@pytest.mark.parametrize("layout", OLDER)
-def test_an_older_recording_replays_what_it_recorded(tmp_path: Path, layout: int) -> None:
-    """Each tick of the old file draws the lines the same tick recorded now draws, with the
-    same processes, trainers, steps and advice."""
-    old, new = Recording(str(_older(tmp_path, layout))), Recording(str(_current(tmp_path)))
-    assert (old.layout, new.layout, len(old), len(new)) == (layout, USER_VERSION, TICKS, TICKS)
-    for index in range(TICKS):
-        before, now = old.frame(index), new.frame(index)
-        kept = {p.pid for p in now.processes}
-        assert kept and {p.pid for p in before.processes} == kept
-        assert drawn_lines(before, kept) == drawn_lines(now, kept)
-        assert sorted(before.processes, key=lambda p: p.pid) == sorted(
-            now.processes, key=lambda p: p.pid)
-        assert (before.trainers, before.attached, before.advice) == (
-            now.trainers, now.attached, now.advice)
-    assert old.trend(TICKS - 1, TICKS) == new.trend(TICKS - 1, TICKS)
-
-
-@pytest.mark.parametrize("layout", OLDER)
-def test_an_older_recording_makes_the_same_report_and_trace(tmp_path: Path, layout: int) -> None:
-    old, new = _older(tmp_path, layout), _current(tmp_path)
-    pages = []
-    for path in (old, new):
-        db = open_recording(str(path))
-        data = report_data(db, str(path))
-        db.close()
-        pages.append({key: value for key, value in data.items() if key not in ("file", "meta")})
-    assert pages[0] == pages[1] and pages[0]["gpus"] and pages[0]["trainers"]
-    assert chrome_trace(str(old))["traceEvents"] == chrome_trace(str(new))["traceEvents"]
+@pytest.mark.parametrize("command", [("replay",), ("report", "-o", "r.html"),
+                                     ("export", "--chrome-trace", "r.json")],
+                         ids=lambda command: command[0])
+def test_the_cli_refuses_another_layout_in_one_line(tmp_path: Path,
+                                                    command: tuple[str, ...]) -> None:
+    path = _of_layout(tmp_path / "run.sqlite", USER_VERSION - 1)
+    name, *rest = command
+    out = gputop(name, str(path), *(str(tmp_path / a) if "." in a else a for a in rest))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"gputop: {path} is a recording of an earlier gputop (layout " \
+                         f"{USER_VERSION - 1}, not {USER_VERSION})\n"
 
 
 def _readme_queries() -> list[str]:
@@ -91,19 +59,14 @@ def _readme_queries() -> list[str]:
                                                         section)]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS_READ)
-def test_the_readme_queries_answer_on_every_layout(tmp_path: Path, layout: int) -> None:
+def test_the_readme_queries_answer(tmp_path: Path) -> None:
     queries = _readme_queries()
     assert len(queries) >= 3
-    path = _current(tmp_path) if layout == USER_VERSION else _older(tmp_path, layout)
+    path = tmp_path / "run.sqlite"
+    writer = RecordWriter(open_record(str(path)))
+    for frame in recordable_frames(6):
+        writer.write(frame)
+    writer.db.close()
     with sqlite3.connect(path) as db:
         for sql in queries:
             assert db.execute(sql).fetchall(), sql
-
-
-@pytest.mark.parametrize("layout", OLDER)
-def test_an_older_recording_is_not_appended_to(tmp_path: Path, layout: int) -> None:
-    path = _older(tmp_path, layout)
-    with pytest.raises(RecordError, match=rf"layout {layout}, not {USER_VERSION}\).*record to "
-                       "a new file"):
-        open_record(str(path))

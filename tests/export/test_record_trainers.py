@@ -1,4 +1,4 @@
-"""Layout 4's trainers: each tick's new steps of a trainer packed in a row, the attached
+"""The trainers in a recording: each tick's new steps of a trainer packed in a row, the attached
 trainers, groups and GPU processes of a tick a row each, what rarely changes stored when it
 changes. Read back as they were recorded, to the ns, by the replay and by the views."""
 
@@ -12,17 +12,9 @@ from pathlib import Path
 
 from gputop.core.model import AttachState, StepRecord, TrainerConfig
 from gputop.recording.reader import Recording
-from gputop.recording.schema import USER_VERSION, gpu_process_rows
-from gputop.recording.trainers import (
-    GROUP_COLUMNS,
-    RUN_STEPS,
-    STEP_COLUMNS,
-    STEP_WIDE,
-    TRAINER_COLUMNS,
-    read_attached,
-    read_groups,
-    read_steps,
-)
+from gputop.recording.replay import Replay
+from gputop.recording.rows import AttachedRow, GpuProcessRow, GroupRow, StepRow
+from gputop.recording.trainers import RUN_STEPS, STEP_WIDE
 from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import frame
 from tests.helpers.ddp_job import RANKS, ddp_ticks
@@ -76,15 +68,14 @@ def test_every_step_reads_back_as_it_was_recorded(tmp_path: Path) -> None:
         writer.write(replace(base, time=base.time + tick, attached=(AttachState(
             pid=100, config=TrainerConfig(), dropped_records=0, steps=window),)))
     writer.db.close()
-    recording = Recording(str(path))
-    assert recording.layout == USER_VERSION
+    replay = Replay(str(path))
     for tick, window in enumerate(windows):
-        assert recording.frame(tick).attached[0].steps == window
+        assert replay.frame(tick).attached[0].steps == window
     every = windows[-1]
     with sqlite3.connect(path) as db:
-        rows = db.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM steps WHERE trainer = 1 "
+        rows = db.execute(f"SELECT {', '.join(StepRow._fields)} FROM steps WHERE trainer = 1 "
                           "ORDER BY step").fetchall()
-        assert rows == read_steps(db, USER_VERSION, 1)
+        assert rows == replay.recording.steps(1)
         assert db.execute("SELECT count(*) FROM step_ticks WHERE length(steps) = ?",
                           (STEP_WIDE.size,)).fetchone() == (1,)
     assert [row[0] for row in rows] == [s.step for s in every]
@@ -107,9 +98,9 @@ def test_a_tick_of_8_ranks_is_a_row_for_their_states_and_one_for_their_groups(
     for f in frames:
         writer.write(f)
     writer.db.close()
-    recording = Recording(str(path))
+    replay = Replay(str(path))
     for index in (0, 10, 19):
-        replayed, recorded = recording.frame(index), frames[index]
+        replayed, recorded = replay.frame(index), frames[index]
         assert [replace(g, workers_cpu_percent=0.0) for g in replayed.trainers] == [
             replace(g, workers_cpu_percent=0.0) for g in recorded.trainers]
         assert all(abs(a.workers_cpu_percent - b.workers_cpu_percent) <= 0.1
@@ -124,21 +115,21 @@ def test_a_tick_of_8_ranks_is_a_row_for_their_states_and_one_for_their_groups(
 
 
 def test_the_views_give_the_rows_the_readers_read(tmp_path: Path) -> None:
-    """`trainer_ticks`, `trainer_groups` and `gpu_processes` decode in SQL what replay
-    decodes in Python, with layout 3's columns."""
+    """`trainer_ticks`, `trainer_groups` and `gpu_processes` decode in SQL what the reader
+    decodes in Python, column for column."""
     path = tmp_path / "run.sqlite"
     writer = RecordWriter(open_record(str(path)))
     for f in islice(ddp_ticks(), 5):
         writer.write(f)
     writer.db.close()
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path) as db, Recording(str(path)) as recording:
         for fid in range(1, 6):
-            assert db.execute(f"SELECT {', '.join(TRAINER_COLUMNS)} FROM trainer_ticks WHERE "
-                              "frame = ? ORDER BY position", (fid,)).fetchall() == (
-                read_attached(db, USER_VERSION, fid))
-            assert db.execute(f"SELECT {', '.join(GROUP_COLUMNS)} FROM trainer_groups WHERE "
-                              "frame = ?", (fid,)).fetchall() == read_groups(db, USER_VERSION, fid)
-            assert db.execute("SELECT gpu, pid, memory_used_mib, sm_util_percent_x10 FROM "
-                              "gpu_processes WHERE frame = ? ORDER BY gpu, position",
-                              (fid,)).fetchall() == gpu_process_rows(db, USER_VERSION, fid)
-        assert len(read_attached(db, USER_VERSION, 5)) == RANKS
+            assert db.execute(f"SELECT {', '.join(AttachedRow._fields)} FROM trainer_ticks "
+                              "WHERE frame = ? ORDER BY position", (fid,)).fetchall() == (
+                recording.attached(fid))
+            assert db.execute(f"SELECT {', '.join(GroupRow._fields)} FROM trainer_groups WHERE "
+                              "frame = ?", (fid,)).fetchall() == recording.groups(fid)
+            assert db.execute(f"SELECT {', '.join(GpuProcessRow._fields)} FROM gpu_processes "
+                              "WHERE frame = ? ORDER BY gpu, position",
+                              (fid,)).fetchall() == recording.gpu_processes(fid)
+        assert len(recording.attached(5)) == RANKS

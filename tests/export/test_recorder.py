@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.app.commands import build_sampler
+from gputop.app.wiring import build_sampler
 from gputop.core.model import Frame
 from gputop.frames.sampler import Sampler
 from gputop.recording.writer_thread import QUEUE_FRAMES, Recorder

@@ -18,8 +18,9 @@ from typing import Literal
 import pytest
 
 from gputop.app import cli
-from gputop.export.report.data import open_recording, report_data
+from gputop.export.report.data import report_data
 from gputop.export.report.page import render_page, write_report
+from gputop.recording.reader import Recording
 from gputop.recording.writer import RecordWriter, open_record
 from tests.helpers.builders import frame, trainer_with_workers
 from tests.helpers.synthetic_recording import (
@@ -47,11 +48,8 @@ def _floats(packed: str, code: Literal["f", "d"] = "f") -> list[float]:
 
 
 def _data(path: Path) -> dict:
-    db = open_recording(str(path))
-    try:
-        return report_data(db, str(path))
-    finally:
-        db.close()
+    with Recording(str(path)) as recording:
+        return report_data(recording)
 
 
 def test_every_recorded_step_reaches_the_page_with_its_phases(recording: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputop.export.report.data import open_recording, report_data
+from gputop.export.report.data import report_data
 from gputop.export.report.page import render_page
+from gputop.recording.reader import Recording
 from tests.helpers.synthetic_recording import write_synthetic_recording
 
 SECRET = "hunter2"
@@ -17,11 +18,8 @@ def test_a_secret_in_a_recordings_commands_and_settings_never_reaches_the_page(
 ) -> None:
     path = tmp_path / "run.sqlite"
     write_synthetic_recording(str(path), 50)
-    db = open_recording(str(path))
-    try:
-        data = report_data(db, str(path))
-    finally:
-        db.close()
+    with Recording(str(path)) as recording:
+        data = report_data(recording)
     assert data["trainers"] and data["workers"]
     command = f"python train.py --password={SECRET} --token {SECRET}"
     for row in (*data["trainers"], *data["workers"]):

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gputop.core.model import Advice, AttachState, StepRecord, TrainerConfig
-from gputop.recording.reader import Recording
+from gputop.recording.replay import Replay
 from gputop.recording.schema import PER_FRAME_TABLES, STEP_TABLES
 from gputop.recording.writer import RecordWriter, open_record
 from gputop.recording.writer_thread import TRIM_EVERY, Recorder, Retention, drop_before, trim
@@ -53,7 +53,7 @@ def test_keep_drops_the_ticks_older_than_the_duration_with_their_steps(tmp_path:
     assert db.execute("SELECT frame, shown, title FROM advice").fetchall() == [
         (70, 1, "Host is swapping")]  # still shown at the first tick kept
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    cut = Recording(str(path)).frame(0)  # settings and groups stored once, carried to the cut
+    cut = Replay(str(path)).frame(0)  # settings and groups stored once, carried to the cut
     assert cut.attached[0].config == CONFIG and cut.trainers[0].worker_pids == (101, 102)
 
 

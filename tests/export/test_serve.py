@@ -81,7 +81,7 @@ def test_the_serve_path_never_loads_textual() -> None:
     code = (
         "import sys, urllib.request\n"
         "import gputop.app.cli\n"
-        "from gputop.app.commands import build_sampler\n"
+        "from gputop.app.wiring import build_sampler\n"
         "from gputop.export.metrics import FrameCollector\n"
         "from gputop.export.serve import Server, parse_listen\n"
         "s = build_sampler(demo='idle', membw='off')\n"

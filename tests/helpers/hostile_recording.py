@@ -19,11 +19,12 @@ from gputop.core.model import (
     TrainerConfig,
 )
 from gputop.export.chrome_trace import ExportError, chrome_trace
-from gputop.export.report.data import ReportError, open_recording, report_data
+from gputop.export.report.data import report_data
 from gputop.export.report.page import render_page
 from gputop.export.text import render
 from gputop.frames.playback import derived
-from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.reader import Recording, UnreadableRecording
+from gputop.recording.replay import Replay
 from gputop.recording.writer import RecordError, RecordWriter, open_record
 from tests.helpers.tui import frames
 
@@ -84,28 +85,25 @@ def read_everything(path: Path) -> list[str]:
 
 def _replay(path: Path) -> str:
     try:
-        recording = Recording(str(path))
+        replay = Replay(str(path))
         try:
-            for index in range(len(recording)):
-                frame = derived(recording.frame(index))
+            for index in range(len(replay)):
+                frame = derived(replay.frame(index))
                 render(frame)
                 assert_printable(frame)
-                recording.trend(index, 5)
+                replay.trend(index, 5)
         finally:
-            recording.close()
-    except ReplayError as exc:
+            replay.close()
+    except UnreadableRecording as exc:
         return one_line(exc)
     return "works"
 
 
 def _report(path: Path) -> str:
     try:
-        db = open_recording(str(path))
-        try:
-            data = report_data(db, str(path))
-        finally:
-            db.close()
-    except ReportError as exc:
+        with Recording(str(path)) as recording:
+            data = report_data(recording)
+    except UnreadableRecording as exc:
         return one_line(exc)
     page = render_page(data)
     payload = page.split('id="report-data">', 1)[1].split("</script>", 1)[0]
@@ -116,7 +114,7 @@ def _report(path: Path) -> str:
 def _trace(path: Path) -> str:
     try:
         trace = chrome_trace(str(path))
-    except (ReplayError, ExportError) as exc:
+    except ExportError as exc:
         return one_line(exc)
     assert_printable(json.loads(json.dumps(trace)))
     return "works"

@@ -11,7 +11,8 @@ import pytest
 
 from gputop.core.model import Advice, SourceError
 from gputop.frames.playback import Playback, derived
-from gputop.recording.reader import Recording, ReplayError
+from gputop.recording.reader import UnreadableRecording
+from gputop.recording.replay import Replay
 from gputop.recording.writer import RecordWriter, open_record
 from gputop.recording.writer_thread import drop_before
 from tests.helpers.tui import frames
@@ -26,7 +27,7 @@ def test_a_tick_reads_back_as_the_frame_it_was(tmp_path: Path) -> None:
     live[2] = replace(live[2], errors=(error,), advice=(advice,))
     for frame in live:
         writer.write(frame)
-    back = Recording(path)
+    back = Replay(path)
     assert len(back) == 3
     got, want = back.frame(2), live[2]
     assert (got.time, got.interval_s, got.host, got.errors, got.advice) == (
@@ -53,7 +54,7 @@ def test_a_recording_being_written_grows_at_the_end(tmp_path: Path) -> None:
     live = frames("idle", 6)
     for frame in live[:3]:
         writer.write(frame)
-    playback = Playback(Recording(path))
+    playback = Playback(Replay(path))
     assert playback.position() == (1, 3)
     for frame in live[3:]:
         writer.write(frame)
@@ -67,7 +68,7 @@ def test_a_trimmed_tick_is_a_line_not_a_traceback(tmp_path: Path) -> None:
     writer = RecordWriter(open_record(path))
     for frame in frames("idle", 4):
         writer.write(frame)
-    playback = Playback(Recording(path))
+    playback = Playback(Replay(path))
     drop_before(writer.db, 3)
     with pytest.raises(Exception, match="tick 1 is no longer in"):
         playback.frame_at(0)
@@ -80,5 +81,5 @@ def test_what_is_not_a_recording_is_refused(tmp_path: Path) -> None:
     (tmp_path / "text").write_text("hello\n" * 1000)
     for path, words in ((other, "is not a gputop recording"), (tmp_path / "nothing", "no "
                         "recording at"), (tmp_path / "text", "file is not a database")):
-        with pytest.raises(ReplayError, match=words):
-            Recording(str(path))
+        with pytest.raises(UnreadableRecording, match=words):
+            Replay(str(path))

@@ -48,7 +48,7 @@ def test_scenario_shapes_say_what_they_are() -> None:
 def test_idle_demo_starts_no_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
     import gputop.app.children
     import gputop.tui
-    from gputop.app import commands as wiring
+    from gputop.app.live import run_live
 
     started: list[object] = []
     seen: list[int | None] = []
@@ -60,7 +60,7 @@ def test_idle_demo_starts_no_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
         return 0
 
     monkeypatch.setattr(gputop.tui, "run_tui", run_tui)
-    assert wiring.run_live(demo="idle", membw="off") == 0
+    assert run_live(demo="idle", membw="off") == 0
     assert started == [] and seen == [None]
 
 

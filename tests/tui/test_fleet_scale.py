@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gputop.app.commands import fleet_sampler
+from gputop.app.fleet import fleet_sampler
 from gputop.core.model import FleetReport
 from gputop.sources.fleet import FleetSource
 from gputop.tui.app import GputopApp

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from gputop.core.model import Frame
 from gputop.frames.playback import Playback
-from gputop.recording.reader import Recording
+from gputop.recording.replay import Replay
 from gputop.recording.writer import RecordWriter, open_record
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
@@ -49,7 +49,7 @@ def _replay(tmp_path: Path) -> tuple[GputopApp, Playback, list[Frame]]:
     """The replay's app over a fresh recording, paused (the keys move it, not the clock);
     its player; the frames recorded."""
     path, live = _recorded(tmp_path)
-    playback = Playback(Recording(str(path)))
+    playback = Playback(Replay(str(path)))
     playback.set_paused(True)
     return build_app(playback), playback, live
 
@@ -208,7 +208,7 @@ def test_a_recorded_frame_draws_the_lines_the_live_one_drew(tmp_path: Path) -> N
     for frame in live:
         writer.write(frame)
     writer.db.close()
-    recording = Recording(str(path))
+    recording = Replay(str(path))
     replayed = [recording.frame(i) for i in range(len(live))]
     kept = [{p.pid for p in frame.processes} for frame in replayed]
     assert all(group.pid in kept[0] for group in live[0].trainers)
@@ -236,7 +236,7 @@ def test_many_cores_are_stored_as_the_glyphs_the_screen_draws(tmp_path: Path) ->
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT per_cpu_percent, length(per_cpu_classes) FROM frames "
                           "ORDER BY id").fetchall() == [(None, 51), (None, 32)]
-    recording = Recording(str(path))
+    recording = Replay(str(path))
     for index, frame in enumerate(live):
         replayed = recording.frame(index)
         kept = {p.pid for p in replayed.processes}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.app.commands import open_playback
-from gputop.recording.reader import Recording
+from gputop.app.replay import open_playback
+from gputop.recording.replay import Replay
 from gputop.tui import build_app
 from gputop.tui.widgets.linepane import LinePane
 from tests.helpers.recording import one, record_counted_trainer
@@ -27,7 +27,7 @@ async def test_the_step_pane_replays_the_trainers_steps(tmp_path: Path) -> None:
     playback = open_playback(str(path))
     playback.set_paused(True)
     recording = playback.recording
-    assert isinstance(recording, Recording)  # open_playback's: it knows the recorded frame ids
+    assert isinstance(recording, Replay)  # open_playback's: it knows the recorded frame ids
     app = build_app(playback)
     async with app.run_test(size=(140, 50)) as pilot:
         index = list(recording.ids).index(last_running)

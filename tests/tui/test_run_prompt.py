@@ -10,6 +10,7 @@ import pytest
 from gputop.core.model import Frame
 from gputop.tui import build_app
 from gputop.tui.app import GputopApp
+from gputop.tui.modes.run import RunMode
 from gputop.tui.widgets.linepane import LinePane
 from gputop.tui.widgets.quit_prompt import QuitPrompt
 from tests.helpers.tui import FedSampler, first_frames, frames, running, sync
@@ -50,17 +51,23 @@ def _text(app: GputopApp, pane: str) -> str:
     return app.query_one(f"#{pane}", LinePane).text
 
 
+def _run_mode(app: GputopApp) -> RunMode:
+    """The controller of `gputop run`'s app, which watches its command."""
+    assert isinstance(app.mode, RunMode)
+    return app.mode
+
+
 def _count_looks(app: GputopApp) -> Callable[[], int]:
     """How many times the app has looked whether the command ended, from now on."""
     looks = 0
-    check = app.check_command
+    check = _run_mode(app).check_command
 
     def counted() -> None:
         nonlocal looks
         looks += 1
         check()
 
-    app.check_command = counted  # type: ignore[method-assign]
+    _run_mode(app).check_command = counted  # type: ignore[method-assign]
     return lambda: looks
 
 
@@ -126,7 +133,7 @@ async def test_ctrl_c_is_forwarded_and_the_app_stays_until_the_command_ends() ->
         await pilot.press("ctrl+c")  # a second Ctrl-C is the command's to judge too
         assert command.interrupts == 2 and app.is_running
         command.alive = False
-        app.check_command()
+        _run_mode(app).check_command()
         await pilot.pause()
         assert app.is_running  # it waits for a frame sampled after the command ended...
         app.show_frame(_exited(frames("data-starved", 1, attach=True)[0]))
@@ -144,7 +151,7 @@ async def test_the_command_ending_while_the_prompt_asks_quits() -> None:
     async with running(app, *first_frames()) as pilot:
         await pilot.press("q")
         command.alive = False
-        app.check_command()
+        _run_mode(app).check_command()
         app.show_frame(frames("data-starved", 1)[0])
         await pilot.pause()
         assert not app.is_running

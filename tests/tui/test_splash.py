@@ -109,7 +109,7 @@ def test_deferred_sources_join_after_the_priming_sample() -> None:
     """The live view primes from GPUs, host and processes; the rest joins before frame one."""
     import threading
 
-    from gputop.app.commands import build_sampler
+    from gputop.app.wiring import build_sampler
 
     sampler = build_sampler(demo="idle", membw="estimate", defer=True)
     primed = threading.Event()
@@ -148,7 +148,7 @@ def test_after_an_early_look_the_first_frame_needs_no_priming_sample(
     first frame is the first sample (no priming sample, no gap after it), with rates."""
     import threading
 
-    from gputop.app.commands import build_sampler
+    from gputop.app.wiring import build_sampler
 
     sampler = build_sampler(demo="idle", defer=True, early=True)
     samples: list[int] = []
@@ -172,7 +172,7 @@ def test_after_an_early_look_the_first_frame_needs_no_priming_sample(
 
 
 def test_deferring_loads_neither_membw_nor_advice() -> None:
-    code = ("import sys; from gputop.app.commands import build_sampler; "
+    code = ("import sys; from gputop.app.wiring import build_sampler; "
             "s = build_sampler(demo='idle', defer=True); s.sample(); "
             "print(sorted(m for m in ('gputop.advice', 'gputop.sources.membw', "
             "'gputop.sources.attach') if m in sys.modules))")
@@ -185,13 +185,13 @@ def test_the_live_view_loads_no_recorder_nor_simulated_gpus_on_the_way_to_its_fi
     """Without --record nothing of the recorder (SQLite schema, rings, probe) is imported on
     the way to the first frame (it took as long as every source's module together), nor
     the simulated GPUs without --demo."""
-    code = ("import sys, gputop.app.commands as wiring\n"
+    code = ("import sys, gputop.app.live as live, gputop.app.wiring as wiring\n"
             "def run_live(**kw):\n"
             "    wiring.build_sampler(defer=True)\n"
             "    print(sorted(m for m in ('gputop.recording.writer_thread',\n"
             "                         'gputop.sources.simulated')\n"
             "                 if m in sys.modules))\n"
-            "wiring.run_live = run_live\n"
+            "live.run_live = run_live\n"
             "from gputop.app.cli import main\n"
             "main([])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -265,7 +265,7 @@ ATTACH_FIRST_ROWS = r"""
 import os, pty, sys
 from gputop.tui import build_app
 from gputop.tui.splash import Splash
-from gputop.app.commands import build_sampler
+from gputop.app.wiring import build_sampler
 
 DEFERRED = ("gputop.advice", "gputop.sources.attach", "gputop.sources.membw")
 real_show = Splash.show

@@ -102,3 +102,15 @@ def test_the_scan_finds_what_paint_and_the_driver_once_did() -> None:
         "textual._compositor.CompositorUpdate", "textual.drivers._writer_thread.WriterThread"]
     assert sorted(name for _, name in private_names_touched(before) if name in hidden) == [
         "_compositor", "_get_terminal_size", "_timeout_time", "_writer_thread"]
+
+
+def test_the_scan_finds_what_the_app_once_did() -> None:
+    """The app's code before the adapter, as the scan reads it."""
+    before = ast.parse(
+        "closing = self._closing\n"
+        "showing = bool(self._screen_stack)\n"
+        "self._handle_exception(error)\n"
+        "self._bindings.bind('g', 'sort')\n")
+    hidden = declared_private_names()
+    assert sorted(name for _, name in private_names_touched(before) if name in hidden) == [
+        "_bindings", "_closing", "_handle_exception", "_screen_stack"]

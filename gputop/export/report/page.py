@@ -12,7 +12,6 @@ import base64
 import hashlib
 import html
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -21,7 +20,8 @@ from typing import Any
 from gputop import __version__
 from gputop.core.masking import mask_command, mask_fact
 from gputop.core.safe_files import PRIVATE, WriteRefused, replacing
-from gputop.export.report.data import ReportError, open_recording, report_data
+from gputop.export.report.data import ReportError, report_data
+from gputop.recording.reader import Recording, UnreadableRecording
 
 # Runs before the charts' script, so even a script that fails to parse is reported: in the
 # page (a red line) and in its title, where a headless browser's test reads it.
@@ -116,16 +116,12 @@ def write_report(recording: str, out: str, mode: int = PRIVATE) -> ReportFile:
     """Make the report of `recording` at `out` (`mode`), all or nothing: written beside `out`
     first (so an unwritable place is found before the recording is read), then moved there."""
     try:
-        with replacing(out, mode) as f:
-            db = open_recording(recording)
-            try:
-                data = report_data(db, recording)
-            except sqlite3.Error as exc:
-                raise ReportError(f"cannot read {recording}: {exc}") from None
-            finally:
-                db.close()
+        with replacing(out, mode) as f, Recording(recording) as source:
+            data = report_data(source)
             page = render_page(data).encode("utf-8")
             f.write(page)
+    except UnreadableRecording as exc:
+        raise ReportError(str(exc)) from None
     except WriteRefused as exc:
         raise ReportError(f"cannot write the report to {out}: {exc}") from None
     except OSError as exc:
