@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 if TYPE_CHECKING:
     from gputop.recording.writer_thread import Retention
@@ -20,6 +20,8 @@ ALL_USERS_HELP = ("take every user's trainers (root only); by default only those
                   "running gputop")
 
 
+T = TypeVar("T")
+
 class BadInput(Exception):
     """A choice the user made that cannot be honoured; the CLI prints it and exits 2."""
 
@@ -31,14 +33,19 @@ class Parser(argparse.ArgumentParser):
         raise BadInput(f"{message} (see gputop --help)")
 
 
+def read_as(kind: Callable[[str], T], text: str, what: str, hint: str = "") -> T:
+    """`text` read by `kind` (int, float...), or the argparse error "not WHAT: 'TEXT' HINT"."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}{hint}") from None
+
+
 def seconds_between(low: float, high: float, what: str) -> Callable[[str], float]:
     """An argparse type: a number of seconds from `low` to `high`."""
 
     def seconds(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        value = read_as(float, text, "a number of seconds")
         if not math.isfinite(value) or value < low or value > high:
             raise argparse.ArgumentTypeError(
                 f"{what} between {low:g} and {high:g} s, got {text}")
@@ -52,10 +59,7 @@ interval = seconds_between(0.1, 3600, "interval must be")
 
 def pid(text: str) -> int:
     """An argparse type: a process id."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    value = read_as(int, text, "a process id")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
     return value
@@ -63,10 +67,7 @@ def pid(text: str) -> int:
 
 def gpu_count(text: str) -> int:
     """An argparse type: a number of simulated GPUs the simulation offers."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a GPU count: {text!r}") from None
+    count = read_as(int, text, "a GPU count")
     from gputop.sources import simulated
 
     try:
@@ -109,11 +110,7 @@ def duration(text: str) -> float:
 
 def file_mode(text: str) -> int:
     """Permission bits from octal: '0600', '640'."""
-    try:
-        value = int(text, 8)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a file mode: {text!r} (say 0600 or 0640)"
-                                         ) from None
+    value = read_as(lambda octal: int(octal, 8), text, "a file mode", " (say 0600 or 0640)")
     if not 0 <= value <= 0o777:
         raise argparse.ArgumentTypeError(f"a file mode is 0000 to 0777, got {text}")
     return value

@@ -29,10 +29,7 @@ def parser() -> argparse.ArgumentParser:
 def _speed(text: str) -> float:
     from gputop.frames.playback import SPEEDS
 
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a speed: {text!r}") from None
+    value = options.read_as(float, text, "a speed")
     if value not in SPEEDS:
         raise argparse.ArgumentTypeError(
             f"speed must be one of {', '.join(f'{s:g}' for s in SPEEDS)}, got {text}")

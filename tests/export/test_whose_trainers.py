@@ -29,7 +29,6 @@ SECRET_ARGS = (f"--password={SECRET}", "--token", SECRET, f"https://alice:{SECRE
 WAIT_S = 120.0
 
 
-
 @dataclass(frozen=True)
 class Trainers:
     """Root's trainer and the second uid's, their rings in `ring_dir`."""
