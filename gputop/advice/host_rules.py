@@ -19,7 +19,8 @@ from gputop.core.model import Advice, AttachState, MemoryLayoutCheck
 HIGH_PRESSURE = 0.6
 LOW_PEAK_SHARE = 0.5
 SWAP_IN_PER_S = 1.0
-MAJOR_FAULTS_PER_S = 50.0
+MAJOR_FAULTS_PER_S = 50.0  # a trainer's own (it and its workers), never the host's
+SHOWN_PROCESSES = 4  # the processes whose faults the swap advice names, most first
 THREAD_QUEUE_SHARE = 0.25  # threads queueing this long per second they run are oversubscribed
 CORE_SLACK = 0.1
 BUSY_THREADS = 0.8  # threads using this share of a core each are busy
@@ -119,27 +120,63 @@ def _layout_fix(check: MemoryLayoutCheck) -> str:
 
 
 def swap(ctx: Context) -> list[Advice]:
-    """Swapping or major faults while something trains: the pipeline waits on disk."""
-    m = ctx.frame.memory_bandwidth
-    training = bool(ctx.frame.trainers or ctx.frame.attached)
-    if m is None or not training:
-        return []
-    swap_in = m.swap_in_per_s or 0.0
-    faults = m.major_faults_per_s or 0.0
-    if swap_in < SWAP_IN_PER_S and faults < MAJOR_FAULTS_PER_S:
-        return []
+    """A trainer whose own processes page memory in from storage or swap while it trains:
+    its steps wait on disk. Only the major faults of the trainer and its DataLoader workers
+    count (/proc/PID/stat majflt of each, as a rate): the host's counters move with any
+    process's paging, another program's or a library being loaded. Swap is named only where
+    the host has some."""
+    out = []
+    for pid, pids in _trainer_processes(ctx):
+        rates = [(p, row.major_faults_per_s) for p in pids
+                 if (row := ctx.process(p)) is not None and row.major_faults_per_s]
+        faults = sum(rate for _, rate in rates)
+        if faults >= MAJOR_FAULTS_PER_S:
+            out.append(_paging(ctx, pid, faults, rates))
+    return out
+
+
+def _trainer_processes(ctx: Context) -> list[tuple[int, tuple[int, ...]]]:
+    """Each trainer that trains, with its own PIDs: it and its DataLoader workers. A probed
+    trainer that has not finished a step yet is still starting (its imports page in libraries):
+    not judged."""
+    starting = {a.pid for a in ctx.frame.attached if not a.steps}
+    out = [(g.pid, (g.pid, *g.worker_pids)) for g in ctx.frame.trainers
+           if g.pid not in starting]
+    grouped = {g.pid for g in ctx.frame.trainers}
+    out += [(a.pid, (a.pid,)) for a in ctx.frame.attached
+            if a.pid not in grouped and a.pid not in starting]
+    return out
+
+
+def _paging(ctx: Context, trainer: int, faults: float,
+            rates: list[tuple[int, float]]) -> Advice:
+    """The advice for one trainer paging in `faults` pages a second, quoting whose they are."""
     host = ctx.frame.host
-    used = host.swap_used_bytes / 1024**3
-    return [Advice(
+    m = ctx.frame.memory_bandwidth
+    has_swap = host.swap_total_bytes > 0
+    swap_in = (m.swap_in_per_s or 0.0) if m is not None and has_swap else 0.0
+    swapping = swap_in >= SWAP_IN_PER_S
+    ranked = sorted(rates, key=lambda r: -r[1])
+    named = ", ".join(f"{'trainer' if p == trainer else 'worker'} {p} {rate:.0f}/s"
+                      for p, rate in ranked[:SHOWN_PROCESSES])
+    if len(ranked) > SHOWN_PROCESSES:
+        named += f" and {len(ranked) - SHOWN_PROCESSES} more"
+    evidence = (f"trainer {trainer} and its workers take {faults:.0f} major page faults/s "
+                f"({named}); {host.memory_available_bytes / 1024**3:.1f} GiB available")
+    if has_swap:
+        evidence += (f"; host swap-in {swap_in:.0f} pages/s, swap used "
+                     f"{host.swap_used_bytes / 1024**3:.1f} of "
+                     f"{host.swap_total_bytes / 1024**3:.1f} GiB")
+    return Advice(
         id="swap",
-        severity="critical" if swap_in >= SWAP_IN_PER_S else "warn",
-        title="The host is swapping while training" if swap_in >= SWAP_IN_PER_S
+        severity="critical" if swapping else "warn",
+        title="The host is swapping while training" if swapping
         else "Training memory is being paged in from disk",
-        evidence=f"swap-in {swap_in:.0f} pages/s, major faults {faults:.0f}/s, "
-        f"swap used {used:.1f} GiB, {host.memory_available_bytes / 1024**3:.1f} GiB available",
+        evidence=evidence,
         action="Lower host memory use (fewer workers or a smaller prefetch_factor, no full "
-        "dataset copies per worker) or add RAM.",
-    )]
+        "dataset copies per worker) so the pages the trainer touches stay in RAM, or add RAM.",
+        trainer_pid=trainer,
+    )
 
 
 def cpu_threads(ctx: Context, state: AttachState) -> list[Advice]:

@@ -40,6 +40,9 @@ STRAGGLER_MIN_SHARE = 0.10
 STRAGGLER_MIN_STEPS = 20  # fewer, and a rank's quartile or 90th percentile is one or two steps
 STALL_MIN_S = 5.0
 STALL_STEPS = 10
+# CPU (% of one core) the trainer and its workers use together above which they make progress
+# (the probe's own sampling and an idle interpreter stay far below it)
+BUSY_CPU_PERCENT = 5.0
 OUTLIER_FACTOR = 4.0  # compute this many times the window's median is not the model's cost
 MAX_OUTLIER_SHARE = 0.10  # more such steps than this are how the loop runs: all counted
 MODE_MIN_SHARE = 0.15  # each group of a bimodal window holds at least this share of steps
@@ -327,11 +330,24 @@ def _rank_waits(state: AttachState) -> _Waits | None:
     return _Waits(waits.low, waits.median, waits.high, waits.step, state)
 
 
-def trainer_state(state: AttachState, now_ns: int) -> tuple[TrainerState, float | None]:
-    """running, stalled (no step closed for max(5 s, 10x the median step)) or exited, and
-    the seconds since the newest step closed (None before the first step).
+def quiet_limit_s(state: AttachState) -> float:
+    """How long a trainer may close no step before its quiet says anything: max(5 s, 10x its
+    median step)."""
+    return max(STALL_MIN_S, STALL_STEPS * (state.summary.median_step_ns or 0) / 1e9)
 
-    Both clocks are CLOCK_MONOTONIC (the probe's perf_counter_ns), shared by every process.
+
+def trainer_state(
+    state: AttachState, now_ns: int, busy_ns: int | None = None
+) -> tuple[TrainerState, float | None]:
+    """running, stalled (no progress for `quiet_limit_s`) or exited, and the seconds since the
+    newest step closed (None before the first step).
+
+    Progress is a step closing or the trainer (with its workers) using CPU: `busy_ns` is when
+    it was last seen doing so (None: not measured, and the steps alone decide). A long step
+    still computing (an LBFGS step, an evaluation) is running, its step in progress. The ring
+    holds no time of the probe's last phase event, so phases in flight are not asked.
+
+    Every clock is CLOCK_MONOTONIC (the probe's perf_counter_ns), shared by every process.
     """
     newest = state.steps[-1].end_ns if state.steps else None
     idle_s = None if newest is None else max(0.0, (now_ns - newest) / 1e9)
@@ -339,5 +355,17 @@ def trainer_state(state: AttachState, now_ns: int) -> tuple[TrainerState, float 
         return "exited", idle_s
     if idle_s is None:
         return "running", None  # nothing to judge before the first step closes
-    median_s = (state.summary.median_step_ns or 0) / 1e9
-    return ("stalled" if idle_s > max(STALL_MIN_S, STALL_STEPS * median_s) else "running"), idle_s
+    limit = quiet_limit_s(state)
+    if idle_s <= limit or (busy_ns is not None and (now_ns - busy_ns) / 1e9 <= limit):
+        return "running", idle_s
+    return "stalled", idle_s
+
+
+def step_in_progress_s(state: AttachState, kind: TrainerState,
+                       idle_s: float | None) -> float | None:
+    """How long the open step has run, once a running trainer has closed no step for longer
+    than `quiet_limit_s` (it computes: a long step, an evaluation); None otherwise (a step of
+    the usual length, a stalled or exited trainer, none closed yet: unknown)."""
+    if kind != "running" or idle_s is None or idle_s <= quiet_limit_s(state):
+        return None
+    return idle_s

@@ -110,6 +110,7 @@ class ProcessSample:
     io_wait_percent: float | None = None  # blocked on block I/O (needs kernel.task_delayacct)
     read_bytes_per_s: float | None = None  # bytes storage read for it (/proc/PID/io)
     main_thread_busy_percent: float | None = None  # its main thread running or runnable
+    major_faults_per_s: float | None = None  # its own major page faults (/proc/PID/stat majflt)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -313,7 +314,8 @@ class AttachState:
     """What the ring of one attached trainer says right now.
 
     `alive` and the steps are the source's raw facts; the steps' verdicts, `summary`,
-    `state` and `idle_s` are derived by the sampler: stalled when no step closed for
+    `state`, `idle_s` and `step_in_progress_s` are derived by the sampler: stalled when it
+    made no progress (closed no step and, where measured, used no CPU with its workers) for
     max(5 s, 10x the median step).
     """
 
@@ -326,6 +328,9 @@ class AttachState:
     error: str | None = None
     state: TrainerState = "running"
     idle_s: float | None = None  # since the newest step closed (None: no step yet)
+    # a running trainer's open step, once it outlasts the stall limit while computing (a long
+    # LBFGS step, an evaluation): how long it has run so far; None otherwise or unknown
+    step_in_progress_s: float | None = None
     job: int | None = None  # the PID the job was attached by; ranks of one job share it
     # derived with `summary`; None: not derived (the advice sums the steps itself)
     part_totals: PartTotals | None = field(default=None, compare=False, repr=False)

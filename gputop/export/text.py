@@ -237,6 +237,8 @@ def _state_note(state: AttachState) -> str:
     if state.state == "stalled":
         idle = "" if state.idle_s is None else f" for {state.idle_s:.0f} s"
         return f" (STALLED: no step closed{idle}; the numbers are old)"
+    if state.step_in_progress_s is not None:
+        return f" (step in progress {state.step_in_progress_s:.1f} s)"
     return ""
 
 

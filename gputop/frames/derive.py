@@ -8,7 +8,7 @@ a replay names the straggler and the verdicts the live view named.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gputop.analysis import grouping, step_window, steps
@@ -33,6 +33,7 @@ class Derivation:
         self._involved: frozenset[int] = frozenset()  # PIDs the grouping rests on
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
         self._windows: dict[int, step_window.StepWindow] = {}  # trainer PID -> its window
+        self._busy: dict[int, int] = {}  # trainer PID -> when it last used CPU (monotonic ns)
 
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessFacts
@@ -97,24 +98,58 @@ class Derivation:
         if raw is not row or done is None or _marks(done) != shown:
             done = replace(row, role=shown[0], trainer_pid=shown[1], has_probe=shown[2],
                            runqueue_wait_percent=shown[3], io_wait_percent=shown[4],
-                           read_bytes_per_s=shown[5], main_thread_busy_percent=shown[6])
+                           read_bytes_per_s=shown[5], main_thread_busy_percent=shown[6],
+                           major_faults_per_s=shown[7])
         marked[pid] = (row, done)
         return done
 
     def attached(
-        self, states: Sequence[AttachState], now_ns: int
+        self, states: Sequence[AttachState], now_ns: int,
+        cpu: Mapping[int, float | None] | None = None,
     ) -> tuple[tuple[AttachState, ...], InputStraggler | None]:
         """Each trainer with its steps classified, its window summarized and its
-        running/stalled/exited state; and the job's input straggler."""
+        running/stalled/exited state; and the job's input straggler.
+
+        `cpu`: each trainer's CPU this tick with its workers' (`trainer_cpu`; None or absent:
+        not measured): a trainer that uses CPU makes progress even while no step closes."""
         windows = {}
+        busy = {}
         out = []
         for state in states:
-            window = windows[state.pid] = self._windows.get(state.pid) or step_window.StepWindow()
+            pid = state.pid
+            window = windows[pid] = self._windows.get(pid) or step_window.StepWindow()
             state = summarized(state, window)
-            kind, idle_s = steps.trainer_state(state, now_ns)
-            out.append(replace(state, state=kind, idle_s=idle_s))
+            used = None if cpu is None else cpu.get(pid)
+            seen = self._busy.get(pid)
+            if used is not None:
+                seen = now_ns if used > steps.BUSY_CPU_PERCENT else seen or 0  # 0: measured idle
+            if seen is not None:
+                busy[pid] = seen
+            kind, idle_s = steps.trainer_state(state, now_ns, seen or None)
+            out.append(replace(state, state=kind, idle_s=idle_s,
+                               step_in_progress_s=steps.step_in_progress_s(state, kind, idle_s)))
         self._windows = windows  # only the current trainers' windows are kept
+        self._busy = busy
         return tuple(out), job_straggler(out)
+
+
+def trainer_cpu(
+    pids: Sequence[int], rows: Sequence[ProcessSample], places: Mapping[int, int] | None,
+    trainers: Sequence[TrainerGroup],
+) -> dict[int, float | None]:
+    """The CPU (% of one core) each of `pids` used this tick with its DataLoader workers; None
+    where its row or its rate is unknown. `places`: where each PID's row is in `rows` (None:
+    looked for, the rows of these PIDs only)."""
+    if places is None:
+        wanted = set(pids)
+        places = {row.pid: at for at, row in enumerate(rows) if row.pid in wanted}
+    workers = {group.pid: group.workers_cpu_percent for group in trainers}
+    out: dict[int, float | None] = {}
+    for pid in pids:
+        at = places.get(pid)
+        own = None if at is None else rows[at].cpu_percent
+        out[pid] = None if own is None else own + workers.get(pid, 0.0)
+    return out
 
 
 def recorded(
@@ -162,13 +197,14 @@ def _waits(trainers: Sequence[int], groups: grouping.Grouping,
 def _row_waits(row: ProcessSample) -> ProcessWaits:
     """The waits a row carries (a row derive did not ask waits for keeps its own)."""
     return ProcessWaits(row.runqueue_wait_percent, row.io_wait_percent, row.read_bytes_per_s,
-                        row.main_thread_busy_percent)
+                        row.main_thread_busy_percent, row.major_faults_per_s)
 
 
 def _marks(row: ProcessSample) -> tuple[object, ...]:
-    """What _mark sets on a row: role, trainer, probe mark, and the four waits."""
+    """What _mark sets on a row: role, trainer, probe mark, and the five waits."""
     return (row.role, row.trainer_pid, row.has_probe, row.runqueue_wait_percent,
-            row.io_wait_percent, row.read_bytes_per_s, row.main_thread_busy_percent)
+            row.io_wait_percent, row.read_bytes_per_s, row.main_thread_busy_percent,
+            row.major_faults_per_s)
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessFacts) -> dict[int, int]:

@@ -28,7 +28,7 @@ from gputop.core.model import (
     SourceName,
     TrainerGroup,
 )
-from gputop.frames.derive import Derivation
+from gputop.frames.derive import Derivation, trainer_cpu
 from gputop.frames.ticker import PausableTicks, Ticker
 from gputop.sources.base import (
     AttachSource,
@@ -159,6 +159,9 @@ class Sampler(PausableTicks):
             no_rows: _Rows = ((), (), None)
             processes, trainers, index = self._guarded(
                 "processes", lambda: self._sample_processes(gpu, attach[0]), no_rows, now)
+            raw = attach  # derived once the trainers' CPU is known (a quiet one may compute)
+            attach = self._guarded(
+                "attach", lambda: self._derived(raw, processes, trainers, index), raw, now)
             membw = (self._guarded("membw", self.membw.sample, None, now)
                      if self.membw is not None else None)
 
@@ -183,14 +186,26 @@ class Sampler(PausableTicks):
     def _sample_attach(
         self,
     ) -> tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None]:
-        """Which PIDs run the probe, and the attached trainers with their derived state."""
+        """Which PIDs run the probe, and the attached trainers as their rings say (not derived)."""
         source = self.attach_source
         if source is None:
             return _NOT_ATTACHED
         probe_pids = source.probe_pids()
         source.remove_dead_rings()
-        states, straggler = self._derive.attached(source.sample(), time.monotonic_ns())
-        return probe_pids, states, straggler
+        return probe_pids, source.sample(), None  # derived in `_derived`, after the processes
+
+    def _derived(
+        self, attach: tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None],
+        rows: tuple[ProcessSample, ...], trainers: tuple[TrainerGroup, ...],
+        index: tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None,
+    ) -> tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None]:
+        """The attached trainers derived: steps classified, windows summarized, each one's
+        state judged with its CPU this tick (and its workers'); and the straggler."""
+        states = attach[1]
+        cpu = trainer_cpu([s.pid for s in states], rows, None if index is None else index[1],
+                          trainers) if states else None
+        derived, straggler = self._derive.attached(states, time.monotonic_ns(), cpu)
+        return attach[0], derived, straggler
 
     def _sample_processes(self, gpu: GpuReport, probe_pids: frozenset[int]) -> _Rows:
         """The rows with their roles, the trainer groups, and where each PID's row is."""

@@ -84,6 +84,10 @@ F_IMPLICIT = 8  # opened by a phase or an optimizer step, not by a loader
 # model the optimizers step (a loop without a DataLoader, e.g. its own get_batch): input
 # outside the model (data, host-to-device copy, loop overhead), not a DataLoader's wait
 F_INPUT_OUTSIDE_MODEL = 16
+# closed where the next backward pass began: the program has stepped no optimizer (it updates
+# its parameters by hand, as pytorch/examples' word_language_model does) and no loader opened
+# the step, so a step runs from one backward's start to the next's (the update in between)
+F_AT_BACKWARD = 32
 # the metadata key under which the probe says what it saw while no step has closed yet
 META_STATUS = "probe_status"
 

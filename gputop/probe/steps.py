@@ -8,9 +8,13 @@ are written with F_OTHER so readers keep them apart.
 Without a loader, an optimizer step closes the open step and opens the next at once; the
 first forward of the stepped model (timed by the torch patch) then ends that step's input:
 the host time since the previous optimizer step (the program's own get_batch, copies, loop
-overhead), written as data with F_INPUT_OUTSIDE_MODEL. A probed process that has closed no
-step yet still gets its ring once it iterates a loader or runs a backward pass, with a
-status in its metadata saying why no step closed.
+overhead), written as data with F_INPUT_OUTSIDE_MODEL. Without a loader and before any
+optimizer step or step_end() (a loop that updates its parameters by hand), a backward pass in
+a step that already holds one closes it where the new backward begins, and the next step
+opens there (F_AT_BACKWARD): each step holds a backward, the update after it and the next
+batch's input and forward. The first optimizer step or step_end() ends that for good.
+A probed process that has closed no step yet still gets its ring once it iterates a loader
+or runs a backward pass, with a status in its metadata saying why no step closed.
 
 Closed steps are staged in a list and published to the ring at most every PUBLISH_NS
 (at once when steps are longer). After a training step the caches are cold, and a
@@ -45,12 +49,12 @@ NONE = ring_format.NONE
 MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
 MAX_INT_BITS = 640  # about 190 digits; a longer int is recorded as its size
 _annotate_warned = False
-F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT, F_INPUT_OUTSIDE_MODEL = (
+F_WARMUP, F_OPTIMIZER, F_OTHER, F_IMPLICIT, F_INPUT_OUTSIDE_MODEL, F_AT_BACKWARD = (
     ring_format.F_WARMUP, ring_format.F_OPTIMIZER, ring_format.F_OTHER, ring_format.F_IMPLICIT,
-    ring_format.F_INPUT_OUTSIDE_MODEL,
+    ring_format.F_INPUT_OUTSIDE_MODEL, ring_format.F_AT_BACKWARD,
 )
 NO_STEP_YET = ("probed; no optimizer step seen yet: steps close at optimizer.step() or "
-               "gputop.probe.step_end()")
+               "gputop.probe.step_end(), without an optimizer at the next backward()")
 FIRST_BATCH = "probed; the first batch is loading: a step closes at the loader's next batch"
 
 
@@ -58,11 +62,11 @@ class Recorder:
     """The probe's state in the training process; one per process."""
 
     __slots__ = (
-        "_awaiting_forward", "_batch", "_closed_at", "_data", "_epoch", "_epoch_mark",
-        "_facts_written", "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock",
+        "_awaiting_forward", "_batch", "_close_flags", "_closed_at", "_data", "_epoch",
+        "_epoch_mark", "_facts_written", "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock",
         "_in_epoch", "_loader", "_loader_facts", "_lock", "_open_ring", "_publish_at",
         "_staged", "_status_shown", "_step", "_t_open", "_train_loader", "_trains", "acc",
-        "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
+        "backward_closes", "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
         "times_own_training",
     )
 
@@ -100,6 +104,10 @@ class Recorder:
         self._closed_at = 0  # when the last step closed (kept with a GPU hook only)
         self._awaiting_forward = False  # an optimizer step opened the step: input runs
         self._status_shown = False  # the metadata says no step has closed yet
+        # No optimizer step and no step_end() seen yet: a backward closes a loader-less step
+        # that holds one already (the torch patch clears it at each optimizer's first step).
+        self.backward_closes = True
+        self._close_flags = 0  # flags the step closing now gets beside _flags()'s
 
     # -- loaders ---------------------------------------------------------------------------
 
@@ -161,10 +169,25 @@ class Recorder:
         """A phase timed by the torch patch; the program's own phase() calls take precedence."""
         if self.manual:
             self._trains = self._trains or (self.open and phase >= BACKWARD)
-        elif self.open:  # the common case, without a further call: this runs every step
+        elif self.open and not self.backward_closes:  # the common case: this runs every step
             self.acc[phase] += ns or 1
         else:
-            self.add_phase(phase, ns)
+            self._phase_before_optimizer(phase, ns)
+
+    def _phase_before_optimizer(self, phase: int, ns: int) -> None:
+        """A phase timed by the torch patch while no optimizer step has been seen (or no step
+        is open): a backward in a loader-less step that holds one closes that step where the
+        new backward began and opens the next there, so the update between them and the next
+        batch's input belong to the step of the backward before."""
+        if phase == BACKWARD and self.open and not self._loader and self.acc[BACKWARD]:
+            t = perf_counter_ns() - ns
+            self._close_flags = F_AT_BACKWARD
+            try:
+                self._close(t)
+            finally:
+                self._close_flags = 0
+            self._open_implicit(t)
+        self.add_phase(phase, ns)
 
     def auto_optimizer_done(self, ns: int) -> None:
         """An optimizer step timed by the torch patch (ignored under manual phases)."""
@@ -178,6 +201,7 @@ class Recorder:
     def optimizer_done(self, ns: int) -> None:
         """An optimizer step took `ns`; it ends a step that no loader opened, and the next
         step opens there (its input runs until the stepped model's forward)."""
+        self.backward_closes = False
         self.add_phase(OPTIMIZER, ns)
         if not self._loader:
             t = perf_counter_ns()
@@ -206,6 +230,7 @@ class Recorder:
 
     def step_end(self, batch_size: int | None = None) -> None:
         """Close the open step now; without a loader the next step opens at once."""
+        self.backward_closes = False  # the program marks its own boundaries
         t = perf_counter_ns()
         if not self.open:
             self._open_implicit(t)
@@ -257,7 +282,8 @@ class Recorder:
         """A step's flags in general: implicit, training, another loader's, warm-up."""
         if self._status_shown:
             self._clear_status()
-        flags = 0 if loader else F_IMPLICIT | (F_INPUT_OUTSIDE_MODEL if self._data != NONE else 0)
+        flags = self._close_flags | (
+            0 if loader else F_IMPLICIT | (F_INPUT_OUTSIDE_MODEL if self._data != NONE else 0))
         if self._trains or acc[BACKWARD] or acc[OPTIMIZER]:
             flags |= F_OPTIMIZER
             self._trains = False

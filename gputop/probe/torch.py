@@ -5,6 +5,9 @@ Used only after the program itself imported torch (torch is imported inside inst
 so even importing this module costs nothing). Every patch forwards to the original and
 records around it; none changes arguments, results or the order of work.
 
+A program that steps no optimizer (it updates its parameters by hand) gets its steps from
+backward(): see steps.py, F_AT_BACKWARD.
+
 Phases nest as the program runs them: an optimizer step that runs a closure (LBFGS,
 Lightning's training step) holds that closure's forward and backward, and they count as
 forward and backward; the optimizer phase is the step's time without them.
@@ -146,6 +149,7 @@ def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], N
             forward.stepped()
         if id(opt) not in seen:
             seen.add(id(opt))
+            rec.backward_closes = False  # steps close at optimizer steps from now on
             _note_device(rec, opt)
             _maybe_time_gpu(rec, torch)
             if rec.times_own_training:

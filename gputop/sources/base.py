@@ -52,6 +52,9 @@ class ProcessWaits(NamedTuple):
     # The main thread running or waiting for a CPU (100 = the whole interval): near 100, the
     # process's own thread is what its loop waits for, not its inputs.
     main_thread_busy_percent: float | None = None
+    # Major page faults per second: pages it touched that had to be read in from storage or
+    # swap (/proc/PID/stat majflt), the process's own and no one else's.
+    major_faults_per_s: float | None = None
 
 
 class ProcessFacts(Protocol):

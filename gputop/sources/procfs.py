@@ -86,6 +86,18 @@ def parse_blkio_ticks(data: bytes) -> int | None:
     return int(fields[BLKIO_FIELD])
 
 
+MAJFLT_FIELD = 9  # majflt, field 12 of /proc/PID/stat, counted after ')'
+
+
+def parse_majflt(data: bytes) -> int | None:
+    """Major page faults /proc/PID/stat says the process took (pages read in from storage or
+    swap for it), its own and not its children's."""
+    fields = data.rpartition(b")")[2].split()
+    if len(fields) <= MAJFLT_FIELD or not fields[MAJFLT_FIELD].isdigit():
+        return None
+    return int(fields[MAJFLT_FIELD])
+
+
 EXIT_SIGNAL_FIELD = 35  # exit_signal, field 38 of /proc/PID/stat, counted after ')'
 
 

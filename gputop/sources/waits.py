@@ -40,11 +40,12 @@ class _TaskList:
 class _WaitMark:
     """A process's wait counters at one look."""
 
-    __slots__ = ("at", "blkio_ticks", "main_busy_ns", "read_bytes", "run_ns", "start",
-                 "thread_waits")
+    __slots__ = ("at", "blkio_ticks", "main_busy_ns", "majflt", "read_bytes", "run_ns",
+                 "start", "thread_waits")
 
     def __init__(self, start: int, at: float, threads: _ThreadTimes,
-                 blkio_ticks: int | None, read_bytes: int | None) -> None:
+                 blkio_ticks: int | None, read_bytes: int | None,
+                 majflt: int | None = None) -> None:
         self.start = start
         self.at = at
         self.thread_waits = threads.waits  # tid -> run-queue wait ns
@@ -52,6 +53,7 @@ class _WaitMark:
         self.run_ns = threads.run_ns  # every thread's time on a CPU, summed
         self.blkio_ticks = blkio_ticks
         self.read_bytes = read_bytes
+        self.majflt = majflt  # major faults since it started (/proc/PID/stat)
 
 
 def _none_ran(before: _WaitMark, start: int, now: _ThreadTimes) -> bool:
@@ -82,7 +84,10 @@ def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
     main = None
     if old.main_busy_ns is not None and new.main_busy_ns is not None:
         main = min(100.0, 100.0 * max(0, new.main_busy_ns - old.main_busy_ns) / 1e9 / dt)
-    return ProcessWaits(runqueue, io, reads, main)
+    faults = None
+    if old.majflt is not None and new.majflt is not None:
+        faults = max(0, new.majflt - old.majflt) / dt
+    return ProcessWaits(runqueue, io, reads, main, faults)
 
 
 class WaitMeter:
@@ -136,7 +141,8 @@ class WaitMeter:
             else:
                 io = self.io.read(pid)
                 read_bytes = None if io is None else procfs.parse_io_read_bytes(io)
-            mark = _WaitMark(t.start, now, threads, blkio, read_bytes)
+            # majflt is in the stat line the scan read this tick: no read of its own
+            mark = _WaitMark(t.start, now, threads, blkio, read_bytes, procfs.parse_majflt(t.raw))
             marks[pid] = mark
             if before is None or before.start != t.start:
                 out[pid] = _UNKNOWN_WAITS  # the first look, or a new process on a reused pid

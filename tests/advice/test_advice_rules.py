@@ -129,11 +129,20 @@ def test_gpu_shared_names_both_pids() -> None:
 
 def test_swap_during_training() -> None:
     rows, group = trainer_with_workers(10, workers=2, worker_cpu=50.0)
+    rows = [replace(r, major_faults_per_s=450.0) if r.role == "worker" else r for r in rows]
     m = MemoryBandwidthSample(source="estimate", confidence="estimated", swap_in_per_s=420.0,
                               major_faults_per_s=900.0)
     a = _advice(frame(processes=rows, trainers=(group,), membw=m, swap_used=3 * 1024**3))["swap"]
-    assert a.severity == "critical" and "swap-in 420 pages/s" in a.evidence
-    assert "swap used 3.0 GiB" in a.evidence
+    assert a.severity == "critical" and "host swap-in 420 pages/s" in a.evidence
+    assert "take 900 major page faults/s (worker 11 450/s, worker 12 450/s)" in a.evidence
+    assert "swap used 3.0 of 8.0 GiB" in a.evidence and a.trainer_pid == 10
+
+
+def test_host_wide_faults_alone_give_no_paging_advice() -> None:
+    rows, group = trainer_with_workers(10, workers=2, worker_cpu=50.0)
+    m = MemoryBandwidthSample(source="estimate", confidence="estimated", swap_in_per_s=420.0,
+                              major_faults_per_s=900.0)
+    assert "swap" not in _advice(frame(processes=rows, trainers=(group,), membw=m))
 
 
 def test_no_swap_advice_without_a_trainer() -> None:

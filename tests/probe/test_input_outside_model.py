@@ -70,7 +70,8 @@ def test_only_the_first_forward_of_a_step_ends_its_input(rec: Recorder) -> None:
             rec.forward_done(100)
             rec.auto_phase(BACKWARD, 200)
         rec.auto_optimizer_done(50)
-    got = _records(rec)[1:]
+    # Before the first optimizer step each backward closed a step (issue 38): not these.
+    got = [r for r in _records(rec) if not r.flags & ring_format.F_AT_BACKWARD][1:]
     assert len(got) == 3
     assert all(r.forward_ns == 300 and r.backward_ns == 600 for r in got)
     for step, first in zip(got, firsts[1:], strict=True):
@@ -114,13 +115,60 @@ def test_a_program_timing_its_own_phases_keeps_them(rec: Recorder) -> None:
 def test_a_backward_without_an_optimizer_makes_a_ring_that_says_why_no_step_closed(
     rec: Recorder,
 ) -> None:
-    """A loop that updates its parameters by hand closes no step; it is probed all the same."""
-    rec.auto_phase(BACKWARD, 500)
+    """A loop that updates its parameters by hand has closed no step at its first backward;
+    it is probed all the same, and its second backward closes the first step (issue 38)."""
     rec.auto_phase(BACKWARD, 500)
     assert rec.ring is not None and _records(rec) == []
     status = _meta(rec)[ring_format.META_STATUS]
     assert isinstance(status, str) and "no optimizer step" in status
-    assert "step_end" in status
+    assert "step_end" in status and "backward" in status
+    rec.auto_phase(BACKWARD, 500)
+    (got,) = _records(rec)
+    assert got.flags & ring_format.F_AT_BACKWARD and got.backward_ns == 500
+    assert ring_format.META_STATUS not in _meta(rec)
+
+
+def test_steps_close_at_backward_only_until_an_optimizer_steps(rec: Recorder) -> None:
+    """Issue 38: before any optimizer step each backward closes the loader-less step; from
+    the first optimizer step on, steps close there, each backward counted once."""
+    for _ in range(4):
+        rec.auto_phase(BACKWARD, 100)
+    for _ in range(3):
+        rec.auto_phase(BACKWARD, 100)
+        rec.auto_phase(BACKWARD, 100)  # gradient accumulation: no step closes here
+        rec.auto_optimizer_done(50)
+    got = _records(rec)
+    by_backward, by_optimizer = got[:5], got[5:]  # six backwards before the first step
+    assert all(r.flags & ring_format.F_AT_BACKWARD and r.backward_ns == 100
+               and r.optimizer_ns == ring_format.NONE for r in by_backward)
+    assert len(by_optimizer) == 3 and not any(
+        r.flags & ring_format.F_AT_BACKWARD for r in by_optimizer)
+    # From the first optimizer step on, accumulated backwards stay in one step.
+    assert [r.backward_ns for r in by_optimizer] == [100, 200, 200]
+    assert all(a.start_ns + a.duration_ns == b.start_ns for a, b in pairwise(got))
+
+
+def test_step_end_stops_backward_from_closing_steps(rec: Recorder) -> None:
+    rec.step_end()
+    for _ in range(3):
+        rec.auto_phase(BACKWARD, 100)
+        rec.auto_phase(BACKWARD, 100)
+        rec.step_end()
+    got = _records(rec)
+    assert [r.backward_ns for r in got] == [200, 200, 200]
+    assert not any(r.flags & ring_format.F_AT_BACKWARD for r in got)
+
+
+def test_a_loader_without_an_optimizer_closes_its_steps_at_each_fetch(rec: Recorder) -> None:
+    for _ in range(3):
+        rec.fetch_begin()
+        rec.fetch_end(1, 8)
+        rec.auto_phase(BACKWARD, 100)
+    rec.fetch_begin()
+    rec.fetch_stop()
+    got = _records(rec)
+    assert [r.backward_ns for r in got] == [100] * 3
+    assert not any(r.flags & (ring_format.F_AT_BACKWARD | ring_format.F_IMPLICIT) for r in got)
 
 
 def test_the_first_loader_pass_makes_the_ring_and_the_first_step_clears_the_status(

@@ -163,6 +163,8 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
         title.append(("  exited, final summary", "dim"))
     elif state.state == "stalled":
         title.append((f"  STALLED: no step for {_idle(state.idle_s)}", "crit"))
+    elif state.step_in_progress_s is not None:
+        title.append((f"  step in progress {state.step_in_progress_s:.1f} s", "dim"))
     if state.error:
         title.append((f"  {state.error}", "warn"))
     summary = summary_lines(state.summary, state.dropped_records)
