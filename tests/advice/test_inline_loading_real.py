@@ -76,7 +76,10 @@ def test_gpu_starved_names_the_gpu(trainer: Trainer) -> None:
     assert "num-workers-zero" in {a.id for a in frame.advice}  # the cause, from the probe
 
 
-def test_swap_from_advancing_vmstat(trainer: Trainer, tmp_path: Path) -> None:
+def test_host_wide_faults_and_swap_in_alone_give_no_paging_advice(
+        trainer: Trainer, tmp_path: Path) -> None:
+    """The host's vmstat counts every process's faults (loading torch's libraries is enough):
+    its rates are measured and shown, but paging advice speaks only of the trainer's own."""
     proc_root = tmp_path / "proc"
     proc_root.mkdir()
     counters = {"pswpin": 0, "pgmajfault": 0}
@@ -95,20 +98,16 @@ def test_swap_from_advancing_vmstat(trainer: Trainer, tmp_path: Path) -> None:
             times.append((before, time.monotonic()))
             return frame
 
-        first = sample_after({"pswpin": 0, "pgmajfault": 0})  # no rate from one read
-        assert "swap" not in {a.id for a in first.advice}
-        faults = {"pswpin": 0, "pgmajfault": 100_000}
-        paged = sample_after(faults)
-        _check_swap(paged, times, faults, "warn")
-        swapped = {"pswpin": 5_000, "pgmajfault": 100_000}
-        swapping = sample_after(swapped)
-        _check_swap(swapping, times, swapped, "critical")
-        assert state(swapping).alive
+        sample_after({"pswpin": 0, "pgmajfault": 0})  # no rate from one read
+        for step in ({"pswpin": 0, "pgmajfault": 100_000},
+                     {"pswpin": 5_000, "pgmajfault": 100_000}):
+            frame = sample_after(step)
+            _check_rates(frame, times, step)
+            assert "swap" not in {a.id for a in frame.advice}
+            assert state(frame).alive
 
 
-def _check_swap(frame: Frame, times: list[tuple[float, float]], step: dict[str, int],
-                severity: str) -> None:
-    found = advice(frame, "swap")
+def _check_rates(frame: Frame, times: list[tuple[float, float]], step: dict[str, int]) -> None:
     m = frame.memory_bandwidth
     assert m is not None and m.swap_in_per_s is not None and m.major_faults_per_s is not None
     (prev_before, prev_after), (before, after) = times[-2], times[-1]
@@ -116,13 +115,5 @@ def _check_swap(frame: Frame, times: list[tuple[float, float]], step: dict[str, 
                         (m.major_faults_per_s, step["pgmajfault"])):
         # The reader's clock ran somewhere inside each sample() call.
         assert delta / (after - prev_before) - 1e-6 <= rate <= delta / (before - prev_after) + 1e-6
-    assert found.severity == severity
-    assert found.title == ("The host is swapping while training" if severity == "critical"
-                           else "Training memory is being paged in from disk")
-    host = frame.host
-    assert found.evidence == (
-        f"swap-in {m.swap_in_per_s:.0f} pages/s, major faults {m.major_faults_per_s:.0f}/s, "
-        f"swap used {host.swap_used_bytes / 1024**3:.1f} GiB, "
-        f"{host.memory_available_bytes / 1024**3:.1f} GiB available")
 
 
