@@ -41,7 +41,7 @@ def handle(args: argparse.Namespace) -> int:
     open_playback(args.file).recording.close()  # a bad file is one line, terminal or not
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise BadInput("replay needs a terminal; query the file with sqlite3 instead "
-                       "(README: Recording)")
+                       "(docs/recording.md)")
     try:
         return run_replay(args.file, speed=args.speed, ascii=args.ascii)
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """One on-disk layout: a recording of an earlier or a later gputop (another `PRAGMA
 user_version`) is refused by every reader and by `record` in one line, exit code 2; the
-README's queries answer on the layout this gputop writes."""
+the queries docs/recording.md shows answer on the layout this gputop writes."""
 
 from __future__ import annotations
 
@@ -51,16 +51,16 @@ def test_the_cli_refuses_another_layout_in_one_line(tmp_path: Path,
                          f"{USER_VERSION - 1}, not {USER_VERSION})\n"
 
 
-def _readme_queries() -> list[str]:
-    """The SQL of each `sqlite3 run.sqlite "..."` in the README's Recording section."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Recording", 1)[1].split("\n## ", 1)[0]
+def _documented_queries() -> list[str]:
+    """The SQL of each `sqlite3 run.sqlite "..."` in docs/recording.md's first part."""
+    page = (ROOT / "docs" / "recording.md").read_text()
+    section = page.split("\n## ", 1)[0]
     return [" ".join(sql.split()) for sql in re.findall(r'sqlite3 run\.sqlite "([^"]+)"',
                                                         section)]
 
 
-def test_the_readme_queries_answer(tmp_path: Path) -> None:
-    queries = _readme_queries()
+def test_the_documented_queries_answer(tmp_path: Path) -> None:
+    queries = _documented_queries()
     assert len(queries) >= 3
     path = tmp_path / "run.sqlite"
     writer = RecordWriter(open_record(str(path)))
