@@ -101,3 +101,13 @@ def _sql_integer(blob: str, start: str, size: int) -> str:
     at a time)."""
     return "(" + " + ".join(f"instr('{BYTES}', hex(substr({blob}, {start} + {k}, 1)) || '|') / 3"
                             f" * {256 ** (size - 1 - k)}" for k in range(size)) + ")"
+
+
+def unpacked_view(view: str, table: str, blob: str, packing: Packing, named: Sequence[str],
+                  joins: str = "") -> str:
+    """CREATE VIEW `view`: a row per record packed in `table`.`blob` (`named` the columns,
+    of `t` the table, `d.i` the record's place, and of anything `joins` adds)."""
+    return (f"CREATE VIEW IF NOT EXISTS {view} AS WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL "
+            f"SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length({blob})) FROM {table}) / "
+            f"{packing.size}) SELECT {', '.join(named)} FROM {table} t CROSS JOIN d{joins} "
+            f"WHERE d.i * {packing.size} < length(t.{blob});\n")

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from gputop.core.hashes import blake2b
 from gputop.core.printable import printable
-from gputop.recording.packing import Packing
+from gputop.recording.packing import Packing, unpacked_view
 from gputop.recording.trainers import TRAINER_TABLES
 from gputop.recording.values import READ_ERRORS, reason
 
@@ -237,12 +237,10 @@ def _gpus_view() -> str:
 def _gpu_processes_view() -> str:
     """The view giving a row per tick, device and compute process."""
     columns = GPU_PROCESS_TICK.sql_columns("t.processes", "d.i")
-    named = [f"{columns[name]} AS {name}" for name in GPU_PROCESS_TICK.names]
-    return ("CREATE VIEW IF NOT EXISTS gpu_processes AS WITH RECURSIVE d(i) AS (SELECT 0 UNION "
-            "ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(processes)) FROM "
-            f"gpu_process_ticks) / {GPU_PROCESS_TICK.size}) SELECT t.frame AS frame, "
-            f"{', '.join(named)} FROM gpu_process_ticks t CROSS JOIN d "
-            f"WHERE d.i * {GPU_PROCESS_TICK.size} < length(t.processes);\n")
+    named = ["t.frame AS frame",
+             *(f"{columns[name]} AS {name}" for name in GPU_PROCESS_TICK.names)]
+    return unpacked_view("gpu_processes", "gpu_process_ticks", "processes", GPU_PROCESS_TICK,
+                         named)
 
 
 def _processes_view() -> str:
@@ -250,12 +248,8 @@ def _processes_view() -> str:
     columns = PROCESS_TICK.sql_columns("t.processes", "d.i")
     columns["state"] = f"CASE WHEN ({columns['state']}) IS NULL THEN NULL ELSE char(" \
                        f"{columns['state']}) END"
-    named = [f"{columns[name]} AS {name}" for name in PROCESS_TICK.names]
-    return ("CREATE VIEW IF NOT EXISTS processes AS WITH RECURSIVE d(i) AS (SELECT 0 UNION "
-            "ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(processes)) FROM "
-            f"process_ticks) / {PROCESS_TICK.size}) SELECT t.frame AS frame, "
-            f"{', '.join(named)} FROM process_ticks t CROSS JOIN d "
-            f"WHERE d.i * {PROCESS_TICK.size} < length(t.processes);\n")
+    named = ["t.frame AS frame", *(f"{columns[name]} AS {name}" for name in PROCESS_TICK.names)]
+    return unpacked_view("processes", "process_ticks", "processes", PROCESS_TICK, named)
 
 
 TABLES = """

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputop.core.model import StepRecord
-from gputop.recording.packing import Packing
+from gputop.recording.packing import Packing, unpacked_view
 
 STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
 VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code
@@ -118,11 +118,8 @@ def _groups_view() -> str:
              f"{columns['workers_cpu_percent_x10']} AS workers_cpu_percent_x10",
              f"{columns['num_threads_total']} AS num_threads_total",
              "c.pin_memory_thread AS pin_memory_thread", "c.launcher_pid AS launcher_pid"]
-    return ("CREATE VIEW IF NOT EXISTS trainer_groups AS WITH RECURSIVE d(i) AS (SELECT 0 "
-            "UNION ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(groups)) FROM "
-            f"group_ticks) / {GROUP_TICK.size}) SELECT {', '.join(named)} FROM group_ticks t "
-            f"CROSS JOIN d LEFT JOIN group_changes c ON c.pid = {columns['pid']} AND {change} "
-            f"WHERE d.i * {GROUP_TICK.size} < length(t.groups);\n")
+    return unpacked_view("trainer_groups", "group_ticks", "groups", GROUP_TICK, named,
+                         f" LEFT JOIN group_changes c ON c.pid = {columns['pid']} AND {change}")
 
 
 def _steps_view() -> str:
@@ -155,11 +152,9 @@ def _trainer_ticks_view() -> str:
              f"(({state}) & {ALIVE}) / {ALIVE} AS alive", "c.dropped_records AS dropped_records",
              f"{columns['first_step']} AS first_step", f"{columns['last_step']} AS last_step",
              "c.config_id AS config_id", "c.error_id AS error_id"]
-    return ("CREATE VIEW IF NOT EXISTS trainer_ticks AS WITH RECURSIVE d(i) AS (SELECT 0 "
-            "UNION ALL SELECT i + 1 FROM d WHERE i + 1 < (SELECT max(length(trainers)) FROM "
-            f"attach_ticks) / {ATTACH_TICK.size}) SELECT {', '.join(named)} FROM attach_ticks t "
-            f"CROSS JOIN d LEFT JOIN trainer_changes c ON c.trainer = {columns['trainer']} AND "
-            f"{change} WHERE d.i * {ATTACH_TICK.size} < length(t.trainers);\n")
+    return unpacked_view("trainer_ticks", "attach_ticks", "trainers", ATTACH_TICK, named,
+                         f" LEFT JOIN trainer_changes c ON c.trainer = {columns['trainer']} "
+                         f"AND {change}")
 
 
 TRAINER_TABLES = """
