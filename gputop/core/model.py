@@ -14,10 +14,11 @@ from gputop.core.frozen import frozen
 
 GpuSourceKind = Literal["nvml", "simulated", "none"]
 Role = Literal["trainer", "worker", "launcher", "other"]
-Verdict = Literal["data-bound", "compute-bound", "unknown"]
+# a step's and a window's verdicts; "cpu-starved" is a trainer's (its main thread waits for a core)
+Verdict = Literal["data-bound", "compute-bound", "host-bound", "cpu-starved", "unknown"]
 Band = Literal["highly", "moderately", "not", "unknown"]
 Severity = Literal["info", "warn", "critical"]
-TrainerState = Literal["running", "stalled", "exited"]
+TrainerState = Literal["running", "evaluating", "saving", "stalled", "exited"]
 SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler",
                      "record"]
 
@@ -232,6 +233,19 @@ class StepRecord:
     # data_ns is the host time before the model's forward, not a loader's wait: the loop has
     # no DataLoader (the ring's F_INPUT_OUTSIDE_MODEL)
     input_outside_model: bool = False
+    # The rest of the partition: every ns of duration_ns is in exactly one of data, h2d,
+    # forward, backward, optimizer, sync (waiting on the device outside those) and host
+    # (Python outside the model and the loader); None where the probe did not partition it
+    host_ns: int | None = None
+    sync_ns: int | None = None
+    at_backward: bool = False  # closed where the next backward began (no optimizer: manual SGD)
+    # The probe's stack samples in this step: how many, and the function most sampled in its
+    # host phase and in its data phase, as "function (file:line)", with its sample count
+    samples: int = 0
+    host_site: str | None = None
+    host_site_samples: int = 0
+    data_site: str | None = None
+    data_site_samples: int = 0
 
     @property
     def input_ns(self) -> int | None:
