@@ -1,7 +1,8 @@
 """Command line: the table of commands, and the one place errors become exit codes.
 
 Each command lives in one module of gputop.app: `parser()` builds its options and
-`handle(args)` runs it. Exit codes: 0 ok, 2 bad input (one line on stderr), 1 internal error.
+`handle(args)` runs it. Exit codes: 0 ok, 2 bad input (one line on stderr), 1 internal error
+or no terminal.
 A command module loads the rest of gputop in its handler, not at import: the live view looks
 at the processes before the rest of gputop loads.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from gputop.app import export, live, probe_path, record, replay, report, run, serve
-from gputop.app.options import EXIT_INTERNAL, EXIT_USAGE, BadInput
+from gputop.app.options import EXIT_INTERNAL, EXIT_USAGE, BadInput, NoTerminal
 
 
 class Command(NamedTuple):
@@ -46,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         print(f"gputop: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except NoTerminal as exc:
+        print(f"gputop: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
     except KeyboardInterrupt:
         if os.environ.get("GPUTOP_DEBUG"):
             raise

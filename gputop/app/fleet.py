@@ -33,6 +33,7 @@ def handle(args: argparse.Namespace) -> int:
                        "--demo or --attach")
     _check_url(args.fleet)
     if not args.once:
+        options.need_terminal()
         try:
             return run_fleet(args.fleet, interval_s=args.interval, ascii=args.ascii,
                              timeout_s=args.fleet_timeout)

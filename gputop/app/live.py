@@ -99,6 +99,7 @@ def _after_look(args: argparse.Namespace, look: FirstSample | None) -> int:
         raise BadInput("--max-size and --keep go with --record FILE")
     if args.all_users and not args.record:
         raise BadInput("--all-users goes with --record FILE (the screen shows every user's)")
+    options.need_terminal()
     try:
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
                         membw=args.membw, attach_pid=args.attach, ascii=args.ascii,

@@ -26,6 +26,22 @@ class BadInput(Exception):
     """A choice the user made that cannot be honoured; the CLI prints it and exits 2."""
 
 
+class NoTerminal(Exception):
+    """A screen was asked for without a terminal; the CLI prints it and exits 1, as htop does."""
+
+
+NO_TERMINAL = "no terminal (stdin/stdout is not a tty): use `ssh -t`, or `gputop --once`"
+
+
+def need_terminal(words: str = NO_TERMINAL) -> None:
+    """Raise NoTerminal unless both stdin and stdout are terminals (checked before any byte
+    of a screen is written)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise NoTerminal(words)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line instead of the usage block."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from gputop.app import options
@@ -39,9 +38,8 @@ def _speed(text: str) -> float:
 def handle(args: argparse.Namespace) -> int:
     """The TUI over a recording; it needs a terminal."""
     open_playback(args.file).recording.close()  # a bad file is one line, terminal or not
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise BadInput("replay needs a terminal; query the file with sqlite3 instead "
-                       "(docs/recording.md)")
+    options.need_terminal("replay needs a terminal; query the file with sqlite3 instead "
+                          "(docs/recording.md), or use `ssh -t`")
     try:
         return run_replay(args.file, speed=args.speed, ascii=args.ascii)
     except KeyboardInterrupt:

@@ -58,7 +58,6 @@ def _files(tmp: Path) -> None:
     (("replay", "{tmp}/other.sqlite"), "{tmp}/other.sqlite is not a gputop recording"),
     (("replay", "{tmp}/empty.sqlite"), "{tmp}/empty.sqlite holds no ticks yet"),
     (("replay", "{tmp}/ok.sqlite", "--speed", "3"), "speed must be one of 0.25, 0.5, 1, 2"),
-    (("replay", "{tmp}/ok.sqlite"), "replay needs a terminal; query the file with sqlite3"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
                                           expect: str) -> None:
