@@ -357,6 +357,20 @@ class GputopApp(App[int]):
             self._set_state(replace(self.state, sort=key,
                                     ascending=_DEFAULT_ASCENDING.get(key, False)))
 
+    def action_kernel_threads(self) -> None:
+        """K: list the kernel's threads too, or hide them again (htop's default)."""
+        self._set_state(replace(self.state, kernel_threads=not self.state.kernel_threads))
+
+    def action_sort_chooser(self) -> None:
+        """F6: choose the sort column from a list, as htop's F6 does."""
+        from gputop.tui.widgets.sort_chooser import SortChooser
+
+        self.push_screen(SortChooser(self.state.sort), self._sort_chosen)
+
+    def _sort_chosen(self, key: str | None) -> None:
+        if key is not None and key != self.state.sort:
+            self.action_sort(key)
+
     def action_only_gpu(self) -> None:
         """Show only GPU processes, launchers, trainers and their workers (or everything)."""
         self._set_state(replace(self.state, only_gpu=not self.state.only_gpu))

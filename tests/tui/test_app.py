@@ -87,7 +87,7 @@ async def test_a_bug_drawing_a_frame_from_the_sampler_thread_ends_the_app_loudly
 async def test_sort_keys(key: str, first: int) -> None:
     app, _ = _app()
     async with running(app, *first_frames()) as pilot:
-        await pilot.press("t", key)  # from another key, so the key sorts rather than reverses
+        await pilot.press("T", key)  # from another key, so the key sorts rather than reverses
         assert _pids(app)[0] == first
         header = app.query_one(ProcessTable).lines[0]
         assert "▼" in "".join(t for t, _ in header) or "▲" in "".join(t for t, _ in header)

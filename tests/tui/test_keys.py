@@ -163,7 +163,7 @@ async def test_readonly_has_no_k() -> None:
         assert " kill " not in app.query_one("#footer", LinePane).text
     with_k = _app(RecordingSignaller())
     async with running(with_k, *first_frames(), size=(160, 40)) as pilot:
-        assert " k kill " in with_k.query_one("#footer", LinePane).text
+        assert " F9 kill " in with_k.query_one("#footer", LinePane).text
 
 
 @sync
@@ -174,13 +174,13 @@ async def test_k_no_longer_moves_the_cursor() -> None:
         assert _table(app).cursor == 2
 
 
-# ---- T: the full process tree -------------------------------------------------------------
+# ---- t: the full process tree (htop's key; F5 too) -----------------------------------------------
 
 @sync
-async def test_T_shows_every_process_under_its_parent_and_back() -> None:
+async def test_t_shows_every_process_under_its_parent_and_back() -> None:
     app = _app()
     async with running(app, *first_frames(), size=(160, 70)) as pilot:
-        await pilot.press("T")
+        await pilot.press("t")
         rows = {row.process.pid: row for row in _table(app).rows}
         assert rows[1].depth == 0 and rows[812].depth == 1 and rows[4100].depth == 2
         assert rows[TRAINER].depth == 3 and rows[4251].depth == 4 and rows[5321].depth == 5
@@ -189,7 +189,7 @@ async def test_T_shows_every_process_under_its_parent_and_back() -> None:
         text = _table(app).text
         assert "├─ ▾ sshd: /usr/sbin/sshd -D" in text and "│  └─ ▾ -bash" in text  # as htop F5
         assert "tree" in _title_row(app)
-        await pilot.press("T")
+        await pilot.press("t")
         assert _table(app).rows[0].process.pid == TRAINER and not _table(app).rows[0].tree
 
 
@@ -197,7 +197,7 @@ async def test_T_shows_every_process_under_its_parent_and_back() -> None:
 async def test_space_in_the_tree_folds_the_processes_beneath() -> None:
     app = _app()
     async with running(app, *first_frames(), size=(160, 70)) as pilot:
-        await pilot.press("T")
+        await pilot.press("t")
         await _cursor_to(app, pilot, 4100)
         await pilot.press("space")
         assert 4100 in _pids(app) and not {TRAINER, 5300, 4251} & set(_pids(app))
@@ -245,11 +245,11 @@ async def test_after_enter_a_badge_names_the_filter_and_the_sort() -> None:
 
 
 @sync
-async def test_t_at_80_columns_shows_the_time_column_it_sorts_by() -> None:
+async def test_T_at_80_columns_shows_the_time_column_it_sorts_by() -> None:
     app = _app()
     async with running(app, *first_frames(), size=(80, 24)) as pilot:
         assert "TIME" not in _title_row(app)  # no room for it unsorted
-        await pilot.press("t")
+        await pilot.press("T")
         title = _title_row(app)
         assert "TIME▼" in title and "sort: TIME▼" in title
         assert _pids(app)[0] == TRAINER  # the most CPU time: 1843.2 s

@@ -26,7 +26,7 @@ class Signaller(Protocol):
     def send(self, targets: Sequence[tuple[int, int]], signum: int) -> str | None: ...
 
 
-SIGNAL = Binding("k,f9", "mode('signal')", "kill", key_display="k")
+SIGNAL = Binding("k,f9", "mode('signal')", "kill", key_display="F9")
 
 
 class LiveMode(Mode):

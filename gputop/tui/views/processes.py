@@ -28,6 +28,7 @@ class TableState:
     only_gpu: bool = False
     collapsed: frozenset[int] = field(default_factory=frozenset)
     tree: bool = False  # every process under its parent (htop's F5), not trainer groups
+    kernel_threads: bool = False  # list the kernel's threads (htop's K; hidden by default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +59,12 @@ class Rows(Sequence[Row]):
     drawn or looked at, since thousands are listed, a screenful is drawn, and a Row costs
     about a microsecond to make."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "hidden_kernel_threads")
 
-    def __init__(self, items: Sequence[ProcessSample | Row] = ()) -> None:
+    def __init__(self, items: Sequence[ProcessSample | Row] = (),
+                 hidden_kernel_threads: int = 0) -> None:
         self._items = items
+        self.hidden_kernel_threads = hidden_kernel_threads  # left out: the badge says how many
 
     def __len__(self) -> int:
         return len(self._items)
@@ -98,12 +101,14 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
     groups = {group.pid: group for group in frame.trainers
               if frame.process(group.pid) is not None}
     if state.tree:
-        return Rows(tree_rows(frame.processes, groups, state))
+        processes, hidden = _without_kernel_threads(list(frame.processes), state)
+        return Rows(tree_rows(processes, groups, state), hidden)
     needle = state.filter.strip().lower()
     value = _sort_value(state.sort, groups)
-    tops = _in_order(_listed(frame, groups), state, groups, value)
+    listed, hidden = _without_kernel_threads(_listed(frame, groups), state)
+    tops = _in_order(listed, state, groups, value)
     if not (needle or state.only_gpu or state.collapsed):  # every process listed
-        return Rows(_with_workers(tops, groups, frame, state, value) if groups else tops)
+        return Rows(_with_workers(tops, groups, frame, state, value) if groups else tops, hidden)
     rows: list[ProcessSample | Row] = []
     for proc in tops:
         group = groups.get(proc.pid)
@@ -116,7 +121,22 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
         rows.append(Row(proc, 0, group, collapsed) if group or collapsed else proc)
         if not collapsed:
             rows += _worker_rows(workers, state, value)
-    return Rows(rows)
+    return Rows(rows, hidden)
+
+
+def _without_kernel_threads(
+    processes: list[ProcessSample], state: TableState,
+) -> tuple[list[ProcessSample], int]:
+    """`processes` without the kernel's threads (kthreadd and its children, as htop hides
+    them) unless the user asked for them, and how many were left out."""
+    if state.kernel_threads:
+        return processes, 0
+    # kthreadd (PID 2, parent 0) and its children; one read for a row whose parent is neither
+    kept = [p for p in processes if (ppid := p.ppid) != KTHREADD and (ppid or p.pid != KTHREADD)]
+    return kept, len(processes) - len(kept)
+
+
+KTHREADD = 2  # the kernel's thread creator: every kernel thread is it or its child
 
 
 def _listed(frame: Frame, groups: dict[int, TrainerGroup]) -> list[ProcessSample]:
@@ -353,20 +373,23 @@ def sort_key_at(columns: Sequence[Column], x: int) -> str | None:
     return None
 
 
-def badge(state: TableState) -> str:
+def badge(state: TableState, hidden_kernel_threads: int = 0) -> str:
     """What the rows show when it is not the default view: the filter, the sort key, tree,
-    GPU only; empty otherwise."""
+    GPU only, kernel threads shown or how many are hidden; empty otherwise."""
+    hidden = [f"{hidden_kernel_threads} kernel threads hidden (K)"] * bool(hidden_kernel_threads)
     if state == TableState(collapsed=state.collapsed):
-        return ""
+        return " " + hidden[0] + " " if hidden else ""
     parts = [f"filter: {printable(state.filter.strip())}"] if state.filter.strip() else []
     parts.append(f"sort: {sorted_column(state)}{'▲' if state.ascending else '▼'}")
     parts += ["tree"] * state.tree + ["GPU only"] * state.only_gpu
+    parts += ["kernel threads"] * state.kernel_threads + hidden
     return " " + " · ".join(parts) + " "
 
 
-def header_line(columns: Sequence[Column], state: TableState, width: int) -> Line:
+def header_line(columns: Sequence[Column], state: TableState, width: int,
+                hidden_kernel_threads: int = 0) -> Line:
     """Column titles; the sort column is marked with its direction, and a badge at the right
-    names an active filter and the sort key."""
+    names an active filter, the sort key and the kernel threads left out."""
     arrow = "▲" if state.ascending else "▼"
     sorted_name = sorted_column(state)
     spans: list[Span] = []
@@ -375,7 +398,7 @@ def header_line(columns: Sequence[Column], state: TableState, width: int) -> Lin
         align = title.ljust if column.name in ("USER", "GPU") else title.rjust
         spans.append((align(column.width) + " ", "header"))
     room = max(0, width - sum(c.width + 1 for c in columns))
-    label = badge(state)
+    label = badge(state, hidden_kernel_threads)
     label = cells.fit(label, min(len(label), max(0, room - len("COMMAND ")))) if label else ""
     spans += [("COMMAND".ljust(room - len(label)), "header"), (label, "badge")]
     return clip(tuple(spans), width)

@@ -9,32 +9,35 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 HELP = """\
-[b]gputop keys[/b]
+[b]gputop keys[/b] (htop's where they do not clash)
 
-  [b]c m g n t[/b]   sort by %CPU, RSS, GPU MEM, PID, TIME (again: reverse), or
-              click a column title; the sorted column stays on screen
-  [b]/[/b]           filter by name, command, user or PID (Enter keeps, Esc clears);
-              a badge in the table's title row shows the filter and sort
-  [b]o[/b]           only GPU processes, trainers and their workers
-  [b]T[/b]           the full process tree, or back to trainer groups
-  [b]space[/b]       fold or unfold the trainer group (tree: what runs beneath)
-  [b]z[/b]           fold or unfold every trainer group (tree: every branch)
-  [b]k[/b] or [b]F9[/b]     signal the process under the cursor or its whole trainer;
-              asks first, naming each PID: [b]t[/b] SIGTERM [b]K[/b] SIGKILL [b]i[/b] SIGINT,
-              [b]w[/b] this process / whole trainer, [b]Esc[/b] cancel. Only your own
-              processes unless root; --readonly turns k off
-  [b]A[/b]           the advice whole, full width (Esc closes)
-  [b]enter[/b]       attach to a trainer with a probe (◆), else fold it
-  [b]a[/b]           attach to the trainer under the cursor (replaces one that exited)
-  [b]d[/b]           detach: stop showing the attached trainer and its final advice
-  [b]p[/b]           pause / resume sampling
+  [b]F1 ?[/b]         this help
+  [b]F3 F4 /[/b]      filter by name, command, user or PID (Enter keeps, Esc
+               clears); a badge in the table's title row names it
+  [b]F5 t[/b]         the full process tree, or back to trainer groups
+  [b]F6[/b]           sort by a column chosen from a list (or click its title)
+  [b]P c[/b] [b]M m[/b] [b]T[/b]    sort by %CPU, by RSS, by TIME (again: reverse)
+  [b]g n[/b]          sort by GPU MEM, by PID
+  [b]K[/b]            the kernel's threads too (hidden by default, as in htop)
+  [b]o[/b]            only GPU processes, trainers and their workers
+  [b]space z[/b]      fold the trainer group / every group (tree: branches)
+  [b]F9 k[/b]         signal the process under the cursor or its whole trainer;
+               asks first, naming each PID: [b]t[/b] SIGTERM [b]K[/b] SIGKILL [b]i[/b] SIGINT
+               [b]w[/b] this process / whole trainer, [b]Esc[/b] cancel. Your own
+               processes only unless root; --readonly turns it off
+  [b]A[/b]            the advice whole, full width (Esc closes)
+  [b]enter[/b]        attach to a trainer with a probe (◆), else fold it
+  [b]a[/b]            attach to the trainer under the cursor
+  [b]d[/b]            detach: stop showing the attached trainer
+  [b]p[/b]            pause / resume sampling
   [b]↑ ↓ PgUp PgDn Home End[/b]  move the cursor
-  [b]?[/b]           this help      [b]q[/b] or [b]ctrl+c[/b]  quit
+  [b]F10 q ctrl+c[/b] quit
 
 [b]gputop run[/b], while the command runs
   [b]q[/b] or [b]d[/b]      ask first: [b]Q[/b] stop it, [b]d[/b] leave it running, [b]Esc[/b] stay
               (Q sends Ctrl-C, then SIGTERM if it still runs 10 s later)
-  [b]ctrl+c[/b]      to the command (its KeyboardInterrupt runs); gputop quits after it
+  [b]ctrl+c[/b]      to the command (its KeyboardInterrupt runs); gputop quits
+              after it
 
 [b]gputop replay FILE[/b]
   [b]← →[/b]         pause and step one tick back / on
@@ -45,18 +48,19 @@ HELP = """\
 [b]Marks[/b]
   ▾ ▸   a trainer with its DataLoader workers (unfolded / folded); in the
         tree, a process with others beneath
-  [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads, pin-memory thread
+  [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads,
+        pin-memory thread
   ◆     the process runs the gputop probe: attachable
   n/a   not measured or not available; LOST: the GPU stopped answering
 
-[dim]Press Esc, q or ? to close.[/dim]"""
+[dim]Esc, q, ? or F1 closes.[/dim]"""
 
 
 class HelpScreen(ModalScreen[None]):
     """A modal listing the bindings."""
 
     BINDINGS = [
-        Binding("escape,q,question_mark", "dismiss", "close", show=False),
+        Binding("escape,q,question_mark,f1", "dismiss", "close", show=False),
     ]
 
     def compose(self) -> ComposeResult:

@@ -160,7 +160,8 @@ class ProcessTable(CursorTable):
         if self.rows:
             self._cursor_key = self.rows[self.cursor].key
         columns = self._columns()
-        lines: list[Line] = [header_line(columns, self.state, width)]
+        lines: list[Line] = [header_line(columns, self.state, width,
+                                         self.rows.hidden_kernel_threads)]
         before = self._drawn if self._drawn_for == (columns, width) else {}
         drawn: dict[tuple[int, int], tuple[ProcessSample | Row, Line]] = {}
         cursor = self.cursor if self.has_focus else -1
