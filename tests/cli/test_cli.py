@@ -152,7 +152,8 @@ def test_the_live_view_looks_at_the_processes_before_loading_the_rest_of_gputop(
             "    print(sorted(m for m in sys.modules if m.startswith('gputop')))\n"
             "    return real(*args, **kwargs)\n"
             "first_sample.take = take\n"
-            "from gputop.app import cli, live\n"
+            "from gputop.app import cli, live, options\n"
+            "options.need_terminal = lambda *words: None\n"  # no terminal here
             "live.run_live = lambda **kw: print(len(kw['first_sample'].stats) > 1) or 0\n"
             "cli.main([])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
