@@ -1,4 +1,10 @@
-"""A stand-in for nvidia-ml-py's `pynvml`, driven by a fake driver, for NVML's error paths.
+"""A stand-in for nvidia-ml-py's `pynvml`, kept only for what the C NVML cannot play.
+
+Every GPU row and NVML error runs through the real nvidia-ml-py over the C library in
+tests/nvml_c (tests/sources/test_nvml_c.py). This module remains for a *binding* unlike the
+installed one: one that lacks a function or `nvmlMemory_v2`, or an older one that hands back
+NVML's raw not-available marker (tests/sources/test_nvml.py), and for the in-process escape
+test in tests/sources/test_escape_injection.py.
 
 The names, constants, error classes and signatures that gputop uses mirror the real module
 (tests/sources/test_nvml.py checks that against the installed nvidia-ml-py); everything that is not
