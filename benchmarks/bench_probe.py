@@ -1,6 +1,8 @@
 """Probe cost: ns per event beside a bare pack_into floor, and a real training loop's slowdown.
 
-Run from the repository root: `python benchmarks/bench_probe.py [--json] [--rounds N]`.
+Run from the repository root: `python benchmarks/bench_probe.py [--json] [--rounds N]
+[--sampled]` (--sampled: the training loop's arms with the stack sampler running; the warm
+figures always give the probe with and without it).
 Every figure compares loops run interleaved in the same process, in a new random order
 each round, so the shared machine's drift (its speed changes 2x within seconds) hits all
 sides alike and no loop always follows the same one. Three figures:
@@ -22,6 +24,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -32,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gputop.probe as probe
 import gputop.probe.torch as probe_torch
 from gputop.probe import ring as ring_format
-from gputop.probe.steps import BACKWARD, OPTIMIZER, Recorder
+from gputop.probe.stack_sampler import INTERVAL_S as STACK_INTERVAL_S
+from gputop.probe.stack_sampler import StackSampler
+from gputop.probe.steps import BACKWARD, OPTIMIZER, SAMPLE_ENV, Recorder
 
 EVENTS_PER_STEP = 5  # one fetch (closes a step, opens the next) and four phases
 ROUND_STEPS = 5_000
@@ -77,11 +82,24 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
     pack = ring_format.RECORD.pack_into
     offset = ring_format.HEADER_SIZE
 
+    words = tuple(range(1, ring_format.RECORD_WORDS - 1))  # a record's words after seq, step
+
     def floor() -> None:
         for i in items:
-            pack(buf, offset, 2 * i + 1, i, 1, 2, 3, 4, 5, 6, 7, -1, -1, 32, 0, 2, 1, 0)
+            pack(buf, offset, 2 * i + 1, i, *words)
 
-    times = interleaved({"probed": probed, "bare": bare, "floor": floor}, rounds)
+    sampler = StackSampler(probe.recorder(), threading.main_thread().ident or 0)
+
+    def start_sampling() -> None:
+        sampler.running = True
+        threading.Thread(target=sampler.run, daemon=True).start()
+
+    def stop_sampling() -> None:
+        sampler.running = False
+        time.sleep(2 * STACK_INTERVAL_S)  # its thread sees it and ends
+
+    times = interleaved({"probed": probed, "sampled": probed, "bare": bare, "floor": floor},
+                        rounds, setups={"sampled": (start_sampling, stop_sampling)})
     fastest = {name: min(ns) / steps for name, ns in times.items()}
     median = {name: statistics.median(ns) / steps for name, ns in times.items()}
     overhead = fastest["probed"] - fastest["bare"]
@@ -90,6 +108,9 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
         "bare_loop_step_ns": fastest["bare"],
         "probe_overhead_per_step_ns": overhead,
         "probe_overhead_per_event_ns": overhead / EVENTS_PER_STEP,
+        "sampled_overhead_per_event_ns": (fastest["sampled"] - fastest["bare"]) / EVENTS_PER_STEP,
+        "sampled_median_round_per_event_ns": (median["sampled"] - median["bare"])
+        / EVENTS_PER_STEP,
         "median_round_per_event_ns": (median["probed"] - median["bare"]) / EVENTS_PER_STEP,
         "bare_pack_into_ns": fastest["floor"],
         "overhead_over_floor": overhead / fastest["floor"],
@@ -409,9 +430,13 @@ def main() -> int:
     rounds = ROUNDS_LOOP
     if "--rounds" in sys.argv:
         rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
+    os.environ[SAMPLE_ENV] = "0"  # the arms that sample start their own sampler
     with tempfile.TemporaryDirectory(dir=ring_format.ring_dir()) as directory:
         rec = use_private_recorder(directory)
         cost = probe_cost()
+        if "--sampled" in sys.argv:  # the training loop's probed arms with stack sampling
+            sampler = StackSampler(rec, threading.main_thread().ident or 0)
+            threading.Thread(target=sampler.run, daemon=True).start()
         try:
             loop = training_slowdown(directory, rounds=rounds)
         except ImportError:
@@ -425,6 +450,9 @@ def main() -> int:
     print(f"probe overhead:      {cost['probe_overhead_per_step_ns']:8.0f} ns/step, "
           f"{cost['probe_overhead_per_event_ns']:.0f} ns/event (median round "
           f"{cost['median_round_per_event_ns']:.0f}; target <= 1000)")
+    print(f"with stack sampling: {cost['sampled_overhead_per_event_ns']:8.0f} ns/event (median "
+          f"round {cost['sampled_median_round_per_event_ns']:.0f}; its thread at "
+          f"{1 / STACK_INTERVAL_S:.0f} Hz beside the same loop)")
     print(f"floor (pack_into):   {cost['bare_pack_into_ns']:8.0f} ns/record; "
           f"overhead = {cost['overhead_over_floor']:.1f}x the floor")
     if loop:

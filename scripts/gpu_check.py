@@ -229,7 +229,7 @@ def compare_load(raw: dict[str, Any], gpu: Any, ctx: Context) -> list[str]:
     problems = []
     if raw_memory[ctx.load.pid] is not None and ours[ctx.load.pid].memory_used_bytes is None:
         problems.append("load process memory is None but raw NVML gives it")
-    if not gpu.util_percent:
+    if not gpu.util_percent and not gpu.mig_enabled:  # MIG mode: drivers give no util
         problems.append(f"util_percent {gpu.util_percent} while the matmul load runs")
     if raw["gpm_supported"] is True and not gpu.tensor_active_percent:
         problems.append(f"tensor_active_percent {gpu.tensor_active_percent} under fp16 matmuls")
@@ -302,9 +302,49 @@ def json_load_problems(doc: dict[str, Any], ctx: Context) -> list[str]:
     return problems
 
 
+def raw_migs(nv: Any, handle: Any) -> list[tuple[Any, ...]]:
+    """Raw NVML's MIG devices of a GPU in MIG mode: (uuid, gi, ci, memory total) each."""
+    found = []
+    count = ask(nv.nvmlDeviceGetMaxMigDeviceCount, handle)
+    for index in range(0 if isinstance(count, Unavailable) else count):
+        mig = ask(nv.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+        if isinstance(mig, Unavailable):
+            continue  # no MIG device at this index
+        memory = ask(nv.nvmlDeviceGetMemoryInfo, mig)
+        found.append((text(ask(nv.nvmlDeviceGetUUID, mig)),
+                      ask(nv.nvmlDeviceGetGpuInstanceId, mig),
+                      ask(nv.nvmlDeviceGetComputeInstanceId, mig),
+                      memory if isinstance(memory, Unavailable) else memory.total))
+    return found
+
+
+def check_mig(ctx: Context) -> list[str]:
+    """On a GPU in MIG mode, gputop lists the MIG devices raw NVML lists (none: skipped)."""
+    failures = []
+    checked = 0
+    for gpu in ctx.report.gpus if ctx.report is not None else ():
+        handle = ctx.nv.nvmlDeviceGetHandleByIndex(gpu.index)
+        mode = ask(ctx.nv.nvmlDeviceGetMigMode, handle)
+        if isinstance(mode, Unavailable) or mode[0] != ctx.nv.NVML_DEVICE_MIG_ENABLE:
+            continue
+        checked += 1
+        raw = raw_migs(ctx.nv, handle)
+        ours = [(m.uuid, m.gpu_instance_id, m.compute_instance_id, m.memory_total_bytes)
+                for m in gpu.mig_instances]
+        print(f"GPU {gpu.index} MIG devices (uuid, gi, ci, memory):\n  raw NVML {raw}\n"
+              f"  gputop   {ours}")
+        if gpu.mig_enabled is not True:
+            failures.append(f"GPU {gpu.index}: MIG mode is on, gputop says {gpu.mig_enabled}")
+        if sorted(map(repr, raw)) != sorted(map(repr, ours)):
+            failures.append(f"GPU {gpu.index}: MIG devices {ours} != raw {raw}")
+    if not checked:
+        print("no GPU in MIG mode: nothing to check")
+    return failures
+
+
 Check = Callable[[Context], list[str]]
 # Append new parts here (e.g. check_probe_on_cuda); each runs with the load still going.
-CHECKS: list[Check] = [check_raw_vs_source, check_once_json]
+CHECKS: list[Check] = [check_raw_vs_source, check_once_json, check_mig]
 
 
 def _out_of_time(signum: int, frame: Any) -> None:

@@ -23,3 +23,28 @@ def test_every_relative_link_leads_to_a_file(page: Path) -> None:
     targets = [t for t in LINK.findall(page.read_text()) if "://" not in t]
     missing = [t for t in targets if not (page.parent / t).exists()]
     assert not missing, missing
+
+
+def test_the_quick_start_is_three_commands_on_a_gpu_server() -> None:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Quick start")
+    block = text[text.index("```sh", start):text.index("```\n", text.index("```sh", start) + 5)]
+    commands = [line.split("#")[0].strip() for line in block.splitlines()[1:] if line.strip()]
+    assert commands == ["pipx install .", "gputop", "gputop run -- python train.py"]
+
+
+def test_the_legend_explains_every_mark_the_screen_draws() -> None:
+    """The severity marks, the phase labels, the trainer chip and the row marks the TUI
+    draws each appear in the README's "Reading the screen"."""
+    from gputop.tui.views.advice import SEVERITY_MARK
+    from gputop.tui.views.steps import _LABELS
+
+    text = (ROOT / "README.md").read_text()
+    legend = text[text.index("## Reading the screen"):text.index("## Containers")]
+    marks = [mark.strip() for mark, _ in SEVERITY_MARK.values()]
+    marks += [f"█{label}" for phase, label in _LABELS.items() if phase != "other"]
+    marks += ["▾", "▸", "◆", "├─", "pin:off]", "kernel threads hidden (K)", "ctr:", "nspid:",
+              "LOST", "n/a", "STALLED", "evaluating", "saving", "step in progress",
+              "host-bound", "data-bound", "compute-bound", "cpu-starved"]
+    missing = [mark for mark in marks if mark not in legend]
+    assert not missing, missing

@@ -6,7 +6,16 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from gputop.advice import batch_rules, gpu_rules, host_rules, loader_rules, rank_rules
+from gputop.advice import (
+    batch_rules,
+    cpu_rules,
+    gpu_rules,
+    host_code_rules,
+    host_rules,
+    idle_rules,
+    loader_rules,
+    rank_rules,
+)
 from gputop.advice.context import Context
 from gputop.core.model import Advice, AttachState, Frame
 
@@ -16,6 +25,7 @@ TrainerRule = Callable[[Context, AttachState], list[Advice]]
 FRAME_RULES: tuple[FrameRule, ...] = (
     gpu_rules.gpu_starved,
     gpu_rules.gpu_shared,
+    idle_rules.gpu_idle,
     host_rules.host_memory_bandwidth,
     host_rules.memory_layout,
     host_rules.swap,
@@ -27,6 +37,8 @@ TRAINER_RULES: tuple[TrainerRule, ...] = (
     loader_rules.pin_memory_off,
     batch_rules.raise_batch_size,
     host_rules.cpu_threads,
+    cpu_rules.cpu_starved,
+    host_code_rules.host_bound,
 )
 AdviceKey = tuple[str, int | None]  # one piece of advice per rule and trainer
 SEVERITY_ORDER = {"critical": 0, "warn": 1, "info": 2}

@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean
 
-from gputop.advice.context import Context, StepShape, gpu_memory_fraction
+from gputop.advice.context import (
+    Context,
+    StepShape,
+    gpu_memory_fraction,
+    modes_words,
+    window_words,
+)
+from gputop.analysis.steps import STEP_STATISTIC
 from gputop.core.model import Advice, AttachState, GpuSample
 
 BATCH_MEMORY_TARGET = 0.90
@@ -53,7 +60,9 @@ def raise_batch_size(ctx: Context, state: AttachState) -> list[Advice]:
             title="GPU memory is mostly unused: a larger batch fits",
             evidence=f"compute-bound ({state.summary.input_bound_percent or 0:.0f}% input) with "
             f"GPU {gpu.index} memory at {fraction:.0%} and batch_size={batch}; {fixed.words}: "
-            f"{fixed.ms:.1f} ms of a {shape.step_ms:.1f} ms step does not grow with the batch",
+            f"{fixed.ms:.1f} ms of the {STEP_STATISTIC} step {shape.step_ms:.1f} ms "
+            f"{window_words(state.summary)}{modes_words(state.summary)} does not grow with the "
+            "batch",
             action=f"Try batch_size ≈ {estimate} (memory grows about linearly with batch size; "
             f"this leaves ~10% headroom) and retune the learning rate: {grow:.2f}x the samples "
             f"a step for {fixed.ms:.1f} + {grow:.2f} x {scaled:.1f} ms predicts at least "

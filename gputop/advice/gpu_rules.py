@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gputop.advice.context import Context, gpu_memory_fraction
-from gputop.core.model import Advice, GpuSample
+from gputop.analysis.idle_holders import active_holder
+from gputop.core.mig import instance_label, instance_of
+from gputop.core.model import Advice, GpuProcess, GpuSample
 
 MIN_HISTORY = 5
 HIGH_MEMORY = 0.80
@@ -32,7 +34,9 @@ class _Starved:
 
 
 def gpu_starved(ctx: Context) -> list[Advice]:
-    """Memory held but util near zero, or util spiking and falling: waiting for input."""
+    """Memory held but util near zero, or util spiking and falling: waiting for input. Only
+    where a process on it steps or uses CPU, or none is visible: a GPU whose holders do
+    nothing is not waiting for input (gpu-idle names them)."""
     starved = [s for gpu in ctx.frame.gpu.gpus if (s := _starved(ctx, gpu)) is not None]
     if not starved:
         return []
@@ -50,6 +54,8 @@ def _starved(ctx: Context, gpu: GpuSample) -> _Starved | None:
     history = ctx.gpu_util_history.get(gpu.index, ())
     fraction = gpu_memory_fraction(gpu)
     if gpu.lost or len(history) < MIN_HISTORY or fraction is None:
+        return None
+    if active_holder(ctx.frame, gpu) is False:
         return None
     idle_share = len([u for u in history if u <= IDLE_UTIL]) / len(history)
     peak = max(history)
@@ -93,16 +99,28 @@ def _span(values: list[float]) -> str:
 
 
 def _starved_action(ctx: Context, indices: list[int]) -> str:
-    """Point at the attached trainer's timings, or name the owner to attach to."""
+    """Point at the attached trainer's timings, or name the processes to attach to: the
+    ones on those GPUs that /proc shows; where there is none, say so."""
     owners = sorted({p.pid for g in ctx.frame.gpu.gpus if g.index in indices for p in g.processes})
     attached = [a.pid for a in ctx.frame.attached if a.pid in owners]
     if attached:
         return (f"Trainer {attached[0]} is attached: its step timings and the advice on its "
                 "input pipeline say what to change.")
-    who = f"trainer {owners[0]} (gputop --attach {owners[0]}" if owners else (
-        "the trainer (gputop --attach PID")
-    return (f"Time the steps of {who}, or start it with gputop run); the usual cause is the "
-            "DataLoader: raise num_workers, set pin_memory=True.")
+    visible = [pid for pid in owners if (row := ctx.process(pid)) is not None and row.in_proc]
+    if not visible:
+        hidden = (f" ({_pids(owners)} {'are' if len(owners) > 1 else 'is'} in another PID "
+                  "namespace)" if owners else "")
+        return (f"No process on {'these GPUs' if len(indices) > 1 else 'this GPU'} is visible "
+                f"to gputop{hidden}: run gputop where the trainer runs to see which one holds "
+                "it, or start the trainer with gputop run to time its steps.")
+    attach = " or ".join(f"gputop --attach {pid}" for pid in visible)
+    return (f"Time the steps of {_pids(visible)} ({attach}, or start it with gputop run): its "
+            "steps say whether the wait is the DataLoader, host code or a CPU it lacks.")
+
+
+def _pids(pids: list[int]) -> str:
+    """'PID 7', 'PIDs 7, 9'."""
+    return f"PID{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))}"
 
 
 def _rises(history: tuple[float, ...]) -> int:
@@ -117,22 +135,35 @@ def _rises(history: tuple[float, ...]) -> int:
 
 
 def gpu_shared(ctx: Context) -> list[Advice]:
-    """Several training processes on one GPU time-slice it and slow each other."""
+    """Several training processes on one GPU (on one MIG instance of a GPU in MIG mode: each
+    instance is a GPU of its own) time-slice it and slow each other."""
     out = []
     for gpu in ctx.frame.gpu.gpus:
-        users = [p for p in gpu.processes if (p.memory_used_bytes or 0) >= SHARED_MIN_BYTES]
-        if len(users) < 2:
-            continue
-        names = ", ".join(
-            f"{p.pid} ({(p.memory_used_bytes or 0) / GIB:.1f} GiB)" for p in users
-        )
-        util = "n/a" if gpu.util_percent is None else f"{gpu.util_percent:.0f}%"
-        out.append(Advice(
-            id="gpu-shared",
-            severity="warn",
-            title=f"GPU {gpu.index} is shared by {len(users)} processes",
-            evidence=f"GPU {gpu.index} (util {util}) holds memory of PIDs {names}",
-            action="Give each trainer its own GPU (CUDA_VISIBLE_DEVICES) or run them one after "
-            "the other: sharing a card makes both jobs slower.",
-        ))
+        for where, util_percent, users in _sharers(gpu):
+            names = ", ".join(
+                f"{p.pid} ({(p.memory_used_bytes or 0) / GIB:.1f} GiB)" for p in users
+            )
+            util = "n/a" if util_percent is None else f"{util_percent:.0f}%"
+            out.append(Advice(
+                id="gpu-shared",
+                severity="warn",
+                title=f"{where} is shared by {len(users)} processes",
+                evidence=f"{where} (util {util}) holds memory of PIDs {names}",
+                action="Give each trainer its own GPU (CUDA_VISIBLE_DEVICES) or run them one "
+                "after the other: sharing a card makes both jobs slower.",
+            ))
     return out
+
+
+def _sharers(gpu: GpuSample) -> list[tuple[str, float | None, list[GpuProcess]]]:
+    """Each GPU, or MIG instance, that two or more processes hold memory on: its name, its
+    util and those processes."""
+    places: dict[str, tuple[float | None, list[GpuProcess]]] = {}
+    for p in gpu.processes:
+        if (p.memory_used_bytes or 0) < SHARED_MIN_BYTES:
+            continue
+        instance = instance_of(gpu, p)
+        where, util = ((instance_label(gpu, instance), instance.util_percent) if instance
+                       else (f"GPU {gpu.index}", gpu.util_percent))
+        places.setdefault(where, (util, []))[1].append(p)
+    return [(where, util, users) for where, (util, users) in places.items() if len(users) > 1]

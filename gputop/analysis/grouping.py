@@ -255,3 +255,11 @@ def torch_version_below(version: str, major: int, minor: int) -> bool:
         return (int(parts[0]), int(parts[1])) < (major, minor)
     except (IndexError, ValueError):
         return False
+
+
+KTHREADD = 2  # the kernel's thread creator (parent 0): every kernel thread is it or its child
+
+
+def is_kernel_thread(row: ProcRow) -> bool:
+    """A kernel thread ([kworker/0:1] and kin), hidden by default as htop hides them."""
+    return row.ppid == KTHREADD or (row.pid == KTHREADD and not row.ppid)

@@ -16,11 +16,11 @@ from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 from functools import partial
-from operator import attrgetter, ge, itemgetter, lt
+from operator import attrgetter, itemgetter, lt
 from typing import Any
 
 from gputop.analysis import steps
-from gputop.core.model import InputWaits, PartTotals, StepRecord, StepSummary, Verdict
+from gputop.core.model import InputWaits, PartTotals, StepRecord, StepSummary
 
 _COMPUTE = itemgetter(0)
 _PHASES = attrgetter(*(f"{name}_ns" for name in steps.PHASE_NAMES))  # other_ns: never None
@@ -33,11 +33,12 @@ class _Entry:
     """One step in the window: what it counts toward and the values it put into the sorted
     lists (taken out again when it leaves)."""
 
-    __slots__ = ("counted", "log", "parts", "phases", "step", "timed", "wait")
+    __slots__ = ("counted", "log", "parts", "phases", "split", "step", "timed", "wait")
 
     def __init__(self, step: StepRecord, previous: StepRecord | None) -> None:
         self.step = step
-        self.parts = steps.split(step)  # (input, compute), or None
+        self.split = steps.split(step)  # (input, compute), or None
+        self.parts = steps.parts(step)  # (input, host, compute), or None
         self.counted = not step.warmup
         # a whole step (see steps._bounded), not warm-up; it may lose that, never gain it
         self.timed = self.counted and _linked(step, previous)
@@ -72,15 +73,22 @@ class StepWindow:
         self._split_input_ns = 0
         self._split_compute_ns = 0
         self._inputs: list[int] = []  # of the steps with a split, ascending (the straggler's)
+        self._samples = 0  # the probe's stack samples, and those of each top site
+        self._host_sites: dict[str, int] = {}
+        self._data_sites: dict[str, int] = {}
         self._counted_durations: list[int] = []
         # timed (whole, non-warm-up) steps
         self._timed = 0
         self._durations: list[int] = []
         self._logs: list[float] = []  # of the durations, for steps._modes
-        self._parts: list[tuple[int, int]] = []  # (compute, input), ascending
+        self._durations_ns = 0
+        self._parts: list[tuple[int, int, int]] = []  # (compute, input, host), ascending
         self._input_ns = 0
+        self._host_ns = 0
         self._compute_ns = 0
+        self._hosted = 0  # steps with parts whose host time the probe measured
         self._data_bound = 0
+        self._host_bound = 0
         self._batch = 0
         self._sized_ns = 0
 
@@ -160,7 +168,14 @@ class StepWindow:
         waits = [e.wait for e in entries if e.wait is not None]
         self._known_waits += sign * len(waits)
         self._waited += sign * sum(map(_WAITED, waits))
-        parts = [e.parts for e in entries if e.parts is not None]
+        for e in entries:
+            step = e.step
+            self._samples += sign * step.samples
+            if step.host_site is not None and step.host_site_samples > 0:
+                _add(self._host_sites, step.host_site, sign * step.host_site_samples)
+            if step.data_site is not None and step.data_site_samples > 0:
+                _add(self._data_sites, step.data_site, sign * step.data_site_samples)
+        parts = [e.split for e in entries if e.split is not None]
         if parts:
             inputs, computes = zip(*parts, strict=True)
             self._split += sign * len(parts)
@@ -173,16 +188,23 @@ class StepWindow:
         if not entries:
             return
         change = _put if sign > 0 else _take
-        change(self._durations, [e.step.duration_ns for e in entries])
+        durations = [e.step.duration_ns for e in entries]
+        change(self._durations, durations)
+        self._durations_ns += sign * sum(durations)
         change(self._logs, [e.log for e in entries])
         self._timed += sign * len(entries)
-        parts = [e.parts for e in entries if e.parts is not None]
-        if parts:
-            inputs, computes = zip(*parts, strict=True)
-            change(self._parts, list(zip(computes, inputs, strict=True)))
+        found = [e for e in entries if e.parts is not None]
+        if found:
+            parts = [e.parts for e in found if e.parts is not None]
+            inputs, hosts, computes = zip(*parts, strict=True)
+            change(self._parts, list(zip(computes, inputs, hosts, strict=True)))
             self._input_ns += sign * sum(inputs)
+            self._host_ns += sign * sum(hosts)
             self._compute_ns += sign * sum(computes)
-            self._data_bound += sign * sum(map(ge, inputs, computes))
+            self._hosted += sign * sum(e.step.host_ns is not None for e in found)
+            verdicts = [steps.verdict_of_parts(*p) for p in parts]
+            self._data_bound += sign * verdicts.count("data-bound")
+            self._host_bound += sign * verdicts.count("host-bound")
         sized = [e.step for e in entries
                  if e.step.batch_size is not None and e.step.batch_size > 0]
         if sized:
@@ -199,47 +221,53 @@ class StepWindow:
 
     def _summary(self) -> StepSummary:
         """What steps.summarize says of the window, from the kept values."""
-        share, outliers = self._robust_share()
-        verdict: Verdict = "unknown"
-        if share is not None:
-            verdict = "data-bound" if share >= steps.DATA_BOUND_PERCENT else "compute-bound"
+        kept, outliers = self._robust_parts()
         durations, percentile = self._durations, steps._percentile
-        return StepSummary(
-            steps=self._counted,
-            input_bound_percent=share,
-            band=steps.band(share),
-            verdict=verdict,
-            median_step_ns=percentile(durations, 50),
-            p95_step_ns=percentile(durations, 95),
-            samples_per_s=self._batch * 1e9 / self._sized_ns if self._sized_ns > 0 else None,
-            waited_percent=(100.0 * self._waited / self._known_waits
-                            if self._known_waits else None),
-            p95_data_ns=percentile(self._phases[_DATA], 95),
-            median_phase_ns=tuple((name, percentile(values, 50)) for name, values in zip(
-                steps.PHASE_NAMES, self._phases, strict=True)),
-            input_time_percent=_ratio(self._input_ns, self._compute_ns),
-            outlier_steps=outliers,
-            data_bound_steps=self._data_bound,
-            compute_bound_steps=len(self._parts) - self._data_bound,
-            step_modes=steps._modes(durations, self._logs),
-            unmeasured_reason=steps.UNBOUNDED if self._counted and not self._timed else None,
-            input_outside_model=2 * self._outside > self._measured,
-        )
+        return steps.window_summary(
+            StepSummary(
+                steps=self._counted,
+                input_bound_percent=None,
+                band="unknown",
+                verdict="unknown",
+                median_step_ns=percentile(durations, 50),
+                p95_step_ns=percentile(durations, 95),
+                samples_per_s=self._batch * 1e9 / self._sized_ns if self._sized_ns > 0 else None,
+                waited_percent=(100.0 * self._waited / self._known_waits
+                                if self._known_waits else None),
+                p95_data_ns=percentile(self._phases[_DATA], 95),
+                median_phase_ns=tuple((name, percentile(values, 50)) for name, values in zip(
+                    steps.PHASE_NAMES, self._phases, strict=True)),
+                input_time_percent=_ratio(self._input_ns, self._host_ns + self._compute_ns),
+                outlier_steps=outliers,
+                data_bound_steps=self._data_bound,
+                compute_bound_steps=len(self._parts) - self._data_bound - self._host_bound,
+                step_modes=steps._modes(durations, self._logs),
+                unmeasured_reason=steps.UNBOUNDED if self._counted and not self._timed else None,
+                input_outside_model=2 * self._outside > self._measured,
+                host_bound_steps=self._host_bound,
+                mean_step_ns=round(self._durations_ns / self._timed) if self._timed else None,
+                stack_samples=self._samples,
+            ),
+            kept, self._hosted > 0, self._host_sites, self._data_sites)
 
-    def _robust_share(self) -> tuple[float | None, int]:
-        """steps._robust_share from the parts kept ordered by compute: the runaway ones
+    def _robust_parts(self) -> tuple[steps.Parts | None, int]:
+        """steps._robust_parts from the parts kept ordered by compute: the runaway ones
         are the tail past OUTLIER_FACTOR times the median."""
         parts = self._parts
+        if not parts:
+            return None, 0
+        whole = (self._input_ns, self._host_ns, self._compute_ns)
         median = steps._percentile(parts, 50)
         if not median or not median[0]:
-            return _ratio(self._input_ns, self._compute_ns), 0
+            return whole, 0
         cut = bisect_right(parts, steps.OUTLIER_FACTOR * median[0], key=_COMPUTE)
         left_out = len(parts) - cut
         if left_out > steps.MAX_OUTLIER_SHARE * len(parts):
-            return _ratio(self._input_ns, self._compute_ns), 0
+            return whole, 0
         runaway = parts[cut:]
-        return _ratio(self._input_ns - sum(i for _, i in runaway),
-                      self._compute_ns - sum(c for c, _ in runaway)), left_out
+        return (self._input_ns - sum(p[1] for p in runaway),
+                self._host_ns - sum(p[2] for p in runaway),
+                self._compute_ns - sum(p[0] for p in runaway)), left_out
 
 
 def start_in(old: tuple[StepRecord, ...], window: tuple[StepRecord, ...]) -> int | None:
@@ -272,6 +300,15 @@ def _ratio(input_ns: int, compute_ns: int) -> float | None:
     """steps._ratio from the sums."""
     total = input_ns + compute_ns
     return 100.0 * input_ns / total if total > 0 else None
+
+
+def _add(counts: dict[str, int], key: str, change: int) -> None:
+    """Add `change` to `counts[key]`, dropping a key that falls to 0."""
+    left = counts.get(key, 0) + change
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 def _put(values: list[Any], new: Sequence[Any]) -> None:

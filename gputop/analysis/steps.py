@@ -1,8 +1,14 @@
-"""Step classification: did each step wait for data or for compute, and what does a window say.
+"""Step classification: did each step wait for data, for host code or for compute, and what
+does a window say.
 
-Per step, input = data wait + host-to-device copy and compute = the rest. On CUDA, when the
-probe resolved the GPU timeline, the GPU's idle gap before the step is the input and its
-busy time the compute (host wait can overstate starvation while queued work still runs).
+Per step, input = data wait + host-to-device copy, host = the Python outside the model and
+the loader (where the probe partitioned the step: host_ns) and compute = the rest (forward,
+backward, optimizer, waiting on the device). The largest part is the step's verdict; ties go
+to input, then host (input >= host and input >= compute: data-bound; else host >= compute:
+host-bound). Without host_ns, host is 0: data-bound when input >= compute, as before. On
+CUDA, when the probe resolved the GPU timeline, the GPU's idle gap before the step stands for
+input and host (split between them as their host times are) and its busy time for compute
+(host wait can overstate starvation while queued work still runs).
 
 A window's share is the input time over the step time of its steps, leaving out the few
 whose compute ran away (over OUTLIER_FACTOR times the median compute: CPU contention, a
@@ -13,14 +19,15 @@ never left out: a loader's workers deliver in bursts, and those waits are the fi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields, replace
 from operator import attrgetter, sub
 from typing import Any, NamedTuple, TypeVar
 
 from gputop.core.model import (
     AttachState,
     Band,
+    CpuStarvation,
     InputStraggler,
     InputWaits,
     PartTotals,
@@ -60,6 +67,41 @@ def input_words(s: StepSummary) -> str:
     return OUTSIDE_MODEL_WORDS if s.input_outside_model else INPUT_WORDS
 
 
+def part_words(s: StepSummary) -> str:
+    """What the verdict's share is a share of: the input (a loader's wait, or the time outside
+    the model), the host code, the compute, or a trainer-level verdict's own part."""
+    if s.verdict == "data-bound":
+        return input_words(s)
+    return {"host-bound": "host", "compute-bound": "compute"}.get(s.verdict,
+                                                                  s.verdict_part or "")
+
+
+def verdict_site(s: StepSummary) -> str | None:
+    """'get_batch (train.py:116) 84%': the function the probe sampled most in the verdict's
+    part (host code; input outside the model), with its share of the window's samples."""
+    if s.verdict == "host-bound" and s.host_site and s.host_site_percent is not None:
+        return f"{s.host_site} {s.host_site_percent:.0f}%"
+    if (s.verdict == "data-bound" and s.input_outside_model and s.data_site
+            and s.data_site_percent is not None):
+        return f"{s.data_site} {s.data_site_percent:.0f}%"
+    return None
+
+
+def other_parts(s: StepSummary) -> str:
+    """The parts the verdict does not name: 'input 48%, host 10%'."""
+    words = [f"input {s.input_bound_percent:.0f}%"] if s.input_bound_percent is not None else []
+    if s.host_percent is not None:
+        words.append(f"host {s.host_percent:.0f}%")
+    return ", ".join(words)
+
+
+def steps_of_verdict(s: StepSummary) -> float | None:
+    """Of the steps judged one by one, the share whose verdict is the window's."""
+    return {"data-bound": s.data_bound_steps_percent,
+            "compute-bound": s.compute_bound_steps_percent,
+            "host-bound": s.host_bound_steps_percent}.get(s.verdict)
+
+
 def split(step: StepRecord) -> tuple[int, int] | None:
     """(input_ns, compute_ns) that decide the verdict, or None without a data phase."""
     return split_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns)
@@ -76,19 +118,49 @@ def split_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns: 
     return input_ns, max(0, duration_ns - input_ns)
 
 
+Parts = tuple[int, int, int]  # (input, host, compute) ns of a step, or of a window summed
+
+
+def parts(step: StepRecord) -> Parts | None:
+    """(input, host, compute) that decide the verdict, or None without a data phase (and
+    without the probe's partition)."""
+    return parts_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns,
+                    step.host_ns)
+
+
+def parts_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns: int | None,
+             gpu_gap_ns: int | None, host_ns: int | None = None) -> Parts | None:
+    """parts() from the fields it reads, before there is a record."""
+    if host_ns is None:
+        two = split_of(duration_ns, data_ns, h2d_ns, gpu_ns, gpu_gap_ns)
+        return None if two is None else (two[0], 0, two[1])
+    input_ns = (data_ns or 0) + (h2d_ns or 0)
+    if gpu_gap_ns is not None and gpu_ns is not None:
+        waited = input_ns + host_ns  # the gap split as the host's own times are
+        host_part = gpu_gap_ns * host_ns // waited if waited > 0 else 0
+        return gpu_gap_ns - host_part, host_part, gpu_ns
+    return input_ns, host_ns, max(0, duration_ns - input_ns - host_ns)
+
+
+def verdict_of_parts(input_ns: float, host_ns: float, compute_ns: float) -> Verdict:
+    """The largest part's verdict; ties go to input, then to host."""
+    if input_ns >= host_ns and input_ns >= compute_ns:
+        return "data-bound"
+    return "host-bound" if host_ns >= compute_ns else "compute-bound"
+
+
 def classify(step: StepRecord) -> Verdict:
-    """data-bound when input ≥ compute, compute-bound otherwise, unknown without data."""
-    return verdict_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns)
+    """The step's largest part: data-bound, host-bound or compute-bound; unknown without data."""
+    return verdict_of(step.duration_ns, step.data_ns, step.h2d_ns, step.gpu_ns, step.gpu_gap_ns,
+                      step.host_ns)
 
 
 def verdict_of(duration_ns: int, data_ns: int | None, h2d_ns: int | None, gpu_ns: int | None,
-               gpu_gap_ns: int | None) -> Verdict:
+               gpu_gap_ns: int | None, host_ns: int | None = None) -> Verdict:
     """classify() from the fields it reads, before there is a record: the attach source
     classifies each step as it makes it (wiring hands it this), and no second record is made."""
-    parts = split_of(duration_ns, data_ns, h2d_ns, gpu_ns, gpu_gap_ns)
-    if parts is None:
-        return "unknown"
-    return "data-bound" if parts[0] >= parts[1] else "compute-bound"
+    found = parts_of(duration_ns, data_ns, h2d_ns, gpu_ns, gpu_gap_ns, host_ns)
+    return "unknown" if found is None else verdict_of_parts(*found)
 
 
 def classified(steps: Iterable[StepRecord]) -> tuple[StepRecord, ...]:
@@ -131,41 +203,164 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
     bounded = _bounded(steps)
     counted = [s for s in steps if not s.warmup]
     timed = [s for s, real in zip(steps, bounded, strict=True) if real and not s.warmup]
-    parts = [p for p in map(split, timed) if p is not None]
-    share, outliers = _robust_share(parts)
-    verdict: Verdict = "unknown"
-    if share is not None:
-        verdict = "data-bound" if share >= DATA_BOUND_PERCENT else "compute-bound"
+    found = [p for p in map(parts, timed) if p is not None]
+    kept, outliers = _robust_parts(found)
+    hosted = sum(s.host_ns is not None for s in timed if parts(s) is not None)
     durations = sorted(s.duration_ns for s in timed)
     sized = [s for s in timed if s.batch_size is not None and s.batch_size > 0]
     sized_ns = sum(s.duration_ns for s in sized)
     waits = [_wait_ns(s) for s in counted]
     known_waits = [w for w in waits if w is not None]
     data = sorted(s.data_ns for s in counted if s.data_ns is not None)
-    return StepSummary(
-        steps=len(counted),
-        input_bound_percent=share,
-        band=band(share),
-        verdict=verdict,
-        median_step_ns=_percentile(durations, 50),
-        p95_step_ns=_percentile(durations, 95),
-        samples_per_s=(
-            sum(s.batch_size or 0 for s in sized) * 1e9 / sized_ns if sized_ns > 0 else None
+    verdicts = [verdict_of_parts(*p) for p in found]
+    host_sites, data_sites, samples = _site_counts(counted)
+    return window_summary(
+        StepSummary(
+            steps=len(counted),
+            input_bound_percent=None,
+            band="unknown",
+            verdict="unknown",
+            median_step_ns=_percentile(durations, 50),
+            p95_step_ns=_percentile(durations, 95),
+            samples_per_s=(
+                sum(s.batch_size or 0 for s in sized) * 1e9 / sized_ns if sized_ns > 0 else None
+            ),
+            waited_percent=(
+                100.0 * sum(w > WAIT_FLOOR_NS for w in known_waits) / len(known_waits)
+                if known_waits else None
+            ),
+            p95_data_ns=_percentile(data, 95),
+            median_phase_ns=tuple((name, _median_phase(counted, name)) for name in PHASE_NAMES),
+            input_time_percent=_ratio([(i, h + c) for i, h, c in found]),
+            outlier_steps=outliers,
+            data_bound_steps=verdicts.count("data-bound"),
+            compute_bound_steps=verdicts.count("compute-bound"),
+            step_modes=_modes(durations),
+            unmeasured_reason=UNBOUNDED if counted and not timed else None,
+            input_outside_model=_input_outside_model(counted),
+            host_bound_steps=verdicts.count("host-bound"),
+            mean_step_ns=round(sum(durations) / len(durations)) if durations else None,
+            stack_samples=samples,
         ),
-        waited_percent=(
-            100.0 * sum(w > WAIT_FLOOR_NS for w in known_waits) / len(known_waits)
-            if known_waits else None
-        ),
-        p95_data_ns=_percentile(data, 95),
-        median_phase_ns=tuple((name, _median_phase(counted, name)) for name in PHASE_NAMES),
-        input_time_percent=_ratio(parts),
-        outlier_steps=outliers,
-        data_bound_steps=sum(i >= c for i, c in parts),
-        compute_bound_steps=sum(i < c for i, c in parts),
-        step_modes=_modes(durations),
-        unmeasured_reason=UNBOUNDED if counted and not timed else None,
-        input_outside_model=_input_outside_model(counted),
-    )
+        kept, hosted > 0, host_sites, data_sites)
+
+
+def window_summary(s: StepSummary, kept: Parts | None, hosted: bool,
+                   host_sites: Mapping[str, int], data_sites: Mapping[str, int]) -> StepSummary:
+    """`s` with what the window's summed parts (None: no step has them) decide: the input and
+    host shares, the band, the verdict with its own part's share, and the top sites."""
+    total = sum(kept) if kept is not None else 0
+    if kept is None or total <= 0:
+        return s  # no share: the verdict is unknown, and no part's site has a share
+    input_ns, host_ns, compute_ns = kept
+    shares = (100.0 * input_ns / total, 100.0 * host_ns / total, 100.0 * compute_ns / total)
+    verdict = verdict_of_parts(*kept)
+    part = {"data-bound": 0, "host-bound": 1}.get(verdict, 2)
+    host_site, host_site_percent = _top_site(host_sites, shares[1] if hosted else None)
+    data_site, data_site_percent = _top_site(data_sites, shares[0])
+    return replace(
+        s, input_bound_percent=shares[0], band=band(shares[0]), verdict=verdict,
+        host_percent=shares[1] if hosted else None, verdict_percent=shares[part],
+        verdict_part=("input", "host", "compute")[part], host_site=host_site,
+        host_site_percent=host_site_percent, data_site=data_site,
+        data_site_percent=data_site_percent)
+
+
+def with_trainer_verdict(s: StepSummary, verdict: Verdict | None, percent: float | None = None,
+                         part: str | None = None) -> StepSummary:
+    """`s` with a trainer-level verdict in place of the steps' (a cpu-starved finding: `part`
+    names what `percent` is a share of, e.g. "run-queue wait"); `s` itself when `verdict` is
+    None. The header shows the summary's verdict with its part's share, so it reads this."""
+    if verdict is None:
+        return s
+    return replace(s, verdict=verdict, verdict_percent=percent, verdict_part=part)
+
+
+def with_starvation(s: StepSummary, starved: CpuStarvation | None) -> StepSummary:
+    """`s` with the cpu-starved verdict where the trainer's main thread waits for a core
+    (analysis.starvation's finding), its share of the time named; `s` itself otherwise."""
+    if starved is None:
+        return s
+    return with_trainer_verdict(s, "cpu-starved", starved.main_thread_wait_percent,
+                                "main thread waiting for a core")
+
+
+def share_of(s: StepSummary) -> str:
+    """What the verdict's share is of: step time for the steps' own parts, else wall time."""
+    return "of step time" if s.verdict in _STEP_VERDICTS else "of the time"
+
+
+_STEP_VERDICTS = frozenset(("data-bound", "host-bound", "compute-bound"))
+STEP_STATISTIC = "mean"  # the one step time every screen, the JSON and the exit summary give
+
+
+def step_time_words(s: StepSummary, duration: Callable[[int | None], str]) -> str:
+    """'mean 18.0ms over the last 256 steps' (or both groups' times where the steps are
+    bimodal); 'mean n/a over the last N steps' without one."""
+    window = f"over the last {s.steps} steps"
+    statistic, step_ns = step_figure(s)
+    if step_ns is None:
+        return f"{statistic} n/a {window}"
+    text = f"{statistic} {duration(step_ns)} {window}"
+    return f"{text} ({bimodal_note(s, duration)})" if s.step_modes else text
+
+
+def step_figure(s: StepSummary) -> tuple[str, int | None]:
+    """The window's one step time and its statistic; a summary made without the mean (by
+    hand, elsewhere) gives its median, and says so."""
+    if s.mean_step_ns is None and s.median_step_ns is not None:
+        return "median", s.median_step_ns
+    return STEP_STATISTIC, s.mean_step_ns
+
+
+def verdict_share(s: StepSummary) -> float | None:
+    """The share of step time of the verdict's own part (a summary made by hand may not
+    carry it: then from its input and host shares)."""
+    if s.verdict_percent is not None or s.input_bound_percent is None:
+        return s.verdict_percent
+    if s.verdict == "data-bound":
+        return s.input_bound_percent
+    if s.verdict == "host-bound":
+        return s.host_percent
+    if s.verdict == "compute-bound":
+        return 100.0 - s.input_bound_percent - (s.host_percent or 0.0)
+    return None
+
+
+def _site_counts(steps: Iterable[StepRecord]) -> tuple[dict[str, int], dict[str, int], int]:
+    """The stack samples of each step's top host and data sites, summed per site, and all
+    the steps' samples."""
+    host: dict[str, int] = {}
+    data: dict[str, int] = {}
+    total = 0
+    for step in steps:
+        total += step.samples
+        if step.host_site is not None and step.host_site_samples > 0:
+            host[step.host_site] = host.get(step.host_site, 0) + step.host_site_samples
+        if step.data_site is not None and step.data_site_samples > 0:
+            data[step.data_site] = data.get(step.data_site, 0) + step.data_site_samples
+    return host, data, total
+
+
+def _top_site(sites: Mapping[str, int],
+              part_percent: float | None) -> tuple[str | None, float | None]:
+    """The most sampled site of a part (ties: the first by name) and its share of step time:
+    the part's share (measured by the probe's clocks) times the site's share of the part's
+    named samples. Samples are not compared across parts: the sampler takes the GIL where
+    the training thread lets go of it (a C call, backward), so its samples fall in those
+    parts more than their time says, but within one part they still say where time went."""
+    named = sum(count for count in sites.values() if count > 0)
+    if not named or part_percent is None:
+        return None, None
+    site, count = min(sites.items(), key=_MOST_SAMPLED)
+    return site, part_percent * count / named
+
+
+def _most_sampled(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
+
+
+_MOST_SAMPLED = _most_sampled
 
 
 def input_waits(steps: Iterable[StepRecord]) -> InputWaits:
@@ -213,20 +408,29 @@ def _ratio(parts: Sequence[tuple[int, int]]) -> float | None:
     return 100.0 * sum(i for i, _ in parts) / total if total > 0 else None
 
 
-def _robust_share(parts: Sequence[tuple[int, int]]) -> tuple[float | None, int]:
-    """The input share without the steps whose compute ran away, and how many those were.
+def _robust_parts(found: Sequence[Parts]) -> tuple[Parts | None, int]:
+    """The parts summed without the steps whose compute ran away, and how many those were
+    (None without steps).
 
     When more than MAX_OUTLIER_SHARE of the steps are that slow, they are the loop's own
     rhythm (a heavy step every few), not outliers: every step counts then.
     """
-    median = _percentile(sorted(c for _, c in parts), 50)
-    if not median:
-        return _ratio(parts), 0
-    kept = [p for p in parts if p[1] <= OUTLIER_FACTOR * median]
-    left_out = len(parts) - len(kept)
-    if left_out > MAX_OUTLIER_SHARE * len(parts):
-        return _ratio(parts), 0
-    return _ratio(kept), left_out
+    if not found:
+        return None, 0
+    median = _percentile(sorted(c for _, _, c in found), 50)
+    kept = [p for p in found if p[2] <= OUTLIER_FACTOR * median] if median else list(found)
+    left_out = len(found) - len(kept)
+    if left_out > MAX_OUTLIER_SHARE * len(found):
+        kept, left_out = list(found), 0
+    return _summed(kept), left_out
+
+
+def _summed(found: Iterable[Parts]) -> Parts:
+    """Each part summed over the steps."""
+    i = h = c = 0
+    for a, b, d in found:
+        i, h, c = i + a, h + b, c + d
+    return i, h, c
 
 
 def _modes(ordered: Sequence[int], logs: Sequence[float] | None = None
@@ -339,13 +543,15 @@ def quiet_limit_s(state: AttachState) -> float:
 def trainer_state(
     state: AttachState, now_ns: int, busy_ns: int | None = None
 ) -> tuple[TrainerState, float | None]:
-    """running, stalled (no progress for `quiet_limit_s`) or exited, and the seconds since the
-    newest step closed (None before the first step).
+    """running, evaluating, saving, stalled (no progress for `quiet_limit_s`) or exited, and
+    the seconds since the newest step closed (None before the first step).
 
     Progress is a step closing or the trainer (with its workers) using CPU: `busy_ns` is when
     it was last seen doing so (None: not measured, and the steps alone decide). A long step
-    still computing (an LBFGS step, an evaluation) is running, its step in progress. The ring
-    holds no time of the probe's last phase event, so phases in flight are not asked.
+    still computing (an LBFGS step) is running, its step in progress. The ring holds no time
+    of the probe's last phase event, so phases in flight are not asked. An evaluation the
+    probe named is evaluating while it began within the limit or uses CPU (else it hangs:
+    stalled); a torch.save is saving however long it takes (it waits on I/O no CPU shows).
 
     Every clock is CLOCK_MONOTONIC (the probe's perf_counter_ns), shared by every process.
     """
@@ -353,10 +559,16 @@ def trainer_state(
     idle_s = None if newest is None else max(0.0, (now_ns - newest) / 1e9)
     if not state.alive:
         return "exited", idle_s
+    limit = quiet_limit_s(state)
+    busy = busy_ns is not None and (now_ns - busy_ns) / 1e9 <= limit
+    if state.activity == "saving":
+        return "saving", idle_s
+    if state.activity is not None:
+        begun = state.activity_s is not None and state.activity_s <= limit
+        return (state.activity if begun or busy else "stalled"), idle_s
     if idle_s is None:
         return "running", None  # nothing to judge before the first step closes
-    limit = quiet_limit_s(state)
-    if idle_s <= limit or (busy_ns is not None and (now_ns - busy_ns) / 1e9 <= limit):
+    if idle_s <= limit or busy:
         return "running", idle_s
     return "stalled", idle_s
 

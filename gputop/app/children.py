@@ -13,20 +13,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import NamedTuple
 
-import gputop.probe
 from gputop.core.safe_files import PRIVATE, WriteRefused, create_new, open_own
+from gputop.probe.inherit import probe_env  # the environment `python -m gputop.probe` sets
 
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
-BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(gputop.probe.__file__)), "_boot")
-
-
-def probe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: ours) with GPUTOP_PROBE=1 and the sitecustomize directory first."""
-    env = dict(os.environ if base is None else base)
-    env["GPUTOP_PROBE"] = "1"
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != BOOT_DIR]
-    env["PYTHONPATH"] = os.pathsep.join([BOOT_DIR, *rest])
-    return env
 
 
 class LogError(Exception):
@@ -224,7 +214,7 @@ def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = (
     """Start the demo trainer quietly in the background, with this gputop on its path
     (`workers`: override its scenario's count)."""
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     count = () if workers is None else ("--workers", str(workers))
     process = subprocess.Popen(

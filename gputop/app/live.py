@@ -99,6 +99,10 @@ def _after_look(args: argparse.Namespace, look: FirstSample | None) -> int:
         raise BadInput("--max-size and --keep go with --record FILE")
     if args.all_users and not args.record:
         raise BadInput("--all-users goes with --record FILE (the screen shows every user's)")
+    if args.record:
+        from gputop.app.wiring import check_record_path
+
+        check_record_path(args.record)  # bad input is bad input, terminal or not
     options.need_terminal()
     try:
         return run_live(interval_s=args.interval, demo=args.demo, gpus=args.gpus,
@@ -116,18 +120,29 @@ def _once(args: argparse.Namespace) -> int:
     """`--once [--json]`: sample one interval and print it."""
     from gputop.app.wiring import build_sampler
 
-    sampler = build_sampler(
-        demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval,
-        advice_after=1,
-    )
+    holder, owners = None, []
+    if args.demo is not None:  # the demo's idle holder, on a simulated GPU
+        from gputop.app.demo_holder import demo_owners, holder_gpu, start_demo_holder
+
+        held = holder_gpu(args.demo, args.gpus)
+        holder = start_demo_holder(held)
+        owners = demo_owners(None, holder, held)
     try:
-        if args.attach is not None:
-            sampler.attach(args.attach)
-        sampler.prime()
-        sampler.wait(args.interval)
-        frame = sampler.sample()
+        sampler = build_sampler(
+            demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval,
+            advice_after=1, owner_pids=owners,
+        )
+        try:
+            if args.attach is not None:
+                sampler.attach(args.attach)
+            sampler.prime()
+            sampler.wait(args.interval)
+            frame = sampler.sample()
+        finally:
+            sampler.close()
     finally:
-        sampler.close()
+        if holder is not None:
+            holder.stop()
     if args.json:
         from gputop.export.snapshot import dumps
 
@@ -171,16 +186,21 @@ def run_live(
     scope = scope or TrainerScope.of_caller()
     recorder = (open_recorder(record, retention, scope.label, mode) if record is not None
                 else None)
-    trainer = None
+    trainer = holder = None
+    owners: list[int] = []
     if demo is not None:
         from gputop.app.children import start_demo_trainer
+        from gputop.app.demo_holder import demo_owners, holder_gpu, start_demo_holder
         from gputop.app.demo_trainer import NO_TRAINER
 
         if demo not in NO_TRAINER:  # the trainer behaves as the scenario's GPUs look
             trainer = start_demo_trainer(extra_args=("--scenario", demo))
+        held = holder_gpu(demo, gpus)  # the demo's idle holder, on a simulated GPU
+        holder = start_demo_holder(held)
+        owners = demo_owners(trainer.pid if trainer else None, holder, held)
     try:
         sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
-                                defer=True, owner_pids=[trainer.pid] if trainer else (),
+                                defer=True, owner_pids=owners,
                                 early=True, first_sample=first_sample)
         if recorder is not None:
             sampler.add_sink(ScopedSink(recorder, scope))
@@ -190,5 +210,7 @@ def run_live(
     finally:
         if trainer is not None:
             trainer.stop()
+        if holder is not None:
+            holder.stop()
         if recorder is not None:
             recorder.close()

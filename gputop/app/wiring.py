@@ -31,10 +31,12 @@ def check_scenario(name: str) -> None:
 
 
 def check_attach(pid: int) -> None:
-    """Refuse `--attach PID` when PID is gone, has no probe, or belongs to someone else."""
+    """Refuse `--attach PID` when PID is gone, has no probe, or belongs to someone else; one
+    under the probe with no ring yet is attached, its state says so (and its children's
+    rings, spawned trainers', join as they appear)."""
     from gputop.sources.attach import check_attachable
 
-    reason = check_attachable(pid)
+    reason = check_attachable(pid, accept_pending=True)
     if reason is not None:
         raise BadInput(reason)
 
@@ -119,6 +121,16 @@ def signaller(readonly: bool) -> ProcessSignaller | None:
     from gputop.app.signalling import ProcessSignaller
 
     return ProcessSignaller()
+
+
+def check_record_path(path: str) -> None:
+    """What can be said of a recording's path before a file is made: bad input now."""
+    from gputop.recording.writer import RecordError, refuse_directory
+
+    try:
+        refuse_directory(path)
+    except RecordError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def open_recorder(path: str, retention: Retention | None = None,

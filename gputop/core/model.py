@@ -19,6 +19,7 @@ Verdict = Literal["data-bound", "compute-bound", "host-bound", "cpu-starved", "u
 Band = Literal["highly", "moderately", "not", "unknown"]
 Severity = Literal["info", "warn", "critical"]
 TrainerState = Literal["running", "evaluating", "saving", "stalled", "exited"]
+Activity = Literal["evaluating", "saving"]  # a trainer's states that its probe names
 SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler",
                      "record"]
 
@@ -30,6 +31,22 @@ class GpuProcess:
     pid: int
     memory_used_bytes: int | None
     sm_util_percent: float | None = None
+    # the MIG instance it runs on (GPU instance, compute instance); None on a GPU without MIG
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@frozen
+class MigInstance:
+    """One MIG device (a compute instance) of a GPU in MIG mode; its processes carry its ids."""
+
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    uuid: str
+    profile: str  # e.g. "1g.10gb", from the name the driver gives it ("n/a" without one)
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    util_percent: float | None = None  # drivers give none for a MIG device
 
 
 @frozen
@@ -55,6 +72,9 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
     lost: bool = False
     processes_known: bool = True  # False: NVML refused every process query, so () means n/a
+    mig_enabled: bool | None = None  # MIG mode on; None where the GPU has no MIG or said nothing
+    mig_instances: tuple[MigInstance, ...] = ()
+    minor_number: int | None = None  # the N of its /dev/nvidiaN, where NVML gives it
 
 
 @frozen
@@ -66,6 +86,16 @@ class GpuReport:
     note: str | None = None
     driver_version: str | None = None
     scenario: str | None = None
+
+
+@frozen
+class ForeignGpuPid:
+    """An NVML PID /proc does not show; `pid` ours for it where proven, and how."""
+
+    host_pid: int
+    gpu_index: int
+    pid: int | None = None
+    how: str | None = None
 
 
 @frozen
@@ -112,6 +142,16 @@ class ProcessSample:
     read_bytes_per_s: float | None = None  # bytes storage read for it (/proc/PID/io)
     main_thread_busy_percent: float | None = None  # its main thread running or runnable
     major_faults_per_s: float | None = None  # its own major page faults (/proc/PID/stat majflt)
+    # GPU holders only (derived): seconds it and its workers used no CPU, as long as gputop
+    # watched; 0.0 when they used some this tick, None elsewhere or unknown
+    cpu_idle_s: float | None = None
+    # cores it may run on: its CPU affinity, capped by its cgroup's cpu.max quota (trainers)
+    cores_allowed: float | None = None
+    # the container it runs in (/proc/PID/cgroup): its id, 12 hex digits, and its Kubernetes
+    # pod's uid where the cgroup path gives it; its PID inside its PID namespace (NSpid)
+    container: str | None = None
+    container_pod: str | None = None
+    container_pid: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -283,18 +323,44 @@ class StepSummary:
     step_modes: tuple[tuple[float, int], ...] = ()  # (% of steps, median ns) when bimodal
     unmeasured_reason: str | None = None  # why step time, samples/s and share are None
     input_outside_model: bool = False  # the input is the host time before the model's forward
+    host_percent: float | None = None  # host code's share of step time (None: not partitioned)
+    host_bound_steps: int = 0
+    # the share of step time of the part the verdict names (what a header shows beside it), and
+    # that part: "input", "host", "compute", or a trainer-level verdict's (analysis.steps.
+    # with_trainer_verdict); None where no share decides the verdict
+    verdict_percent: float | None = None
+    verdict_part: str | None = None
+    mean_step_ns: int | None = None  # the window's one step time (steps.STEP_STATISTIC)
+    stack_samples: int = 0  # the probe's stack samples in the window's steps
+    # the most sampled function of the host phases and of the data phases, "function
+    # (file:line)", with its share of the window's stack samples
+    host_site: str | None = None
+    host_site_percent: float | None = None
+    data_site: str | None = None
+    data_site_percent: float | None = None
+
+    @property
+    def judged_steps(self) -> int:
+        """Steps with a verdict of their own."""
+        return self.data_bound_steps + self.compute_bound_steps + self.host_bound_steps
 
     @property
     def data_bound_steps_percent(self) -> float | None:
         """Share of the steps with a verdict that were data-bound."""
-        judged = self.data_bound_steps + self.compute_bound_steps
+        judged = self.judged_steps
         return 100.0 * self.data_bound_steps / judged if judged else None
 
     @property
     def compute_bound_steps_percent(self) -> float | None:
         """Share of the steps with a verdict that were compute-bound."""
-        judged = self.data_bound_steps + self.compute_bound_steps
+        judged = self.judged_steps
         return 100.0 * self.compute_bound_steps / judged if judged else None
+
+    @property
+    def host_bound_steps_percent(self) -> float | None:
+        """Share of the steps with a verdict that were host-bound."""
+        judged = self.judged_steps
+        return 100.0 * self.host_bound_steps / judged if judged else None
 
 
 EMPTY_STEP_SUMMARY = StepSummary(0, None, "unknown", "unknown", None, None, None)
@@ -324,6 +390,31 @@ class InputWaits:
 
 
 @frozen
+class CpuCompetitor:
+    """A process outside a trainer's job that runs on the CPUs the trainer may use."""
+
+    pid: int
+    username: str | None
+    command: str  # its command line, shortened
+    cpu_percent: float  # of one core, over the interval
+
+
+@frozen
+class CpuStarvation:
+    """A trainer whose main thread waits for a core a large share of the time while other
+    processes run on its CPUs (analysis/starvation.py says when); shares are of wall time."""
+
+    main_thread_wait_percent: float  # runnable, waiting for a core (100 = the whole interval)
+    main_thread_run_percent: float  # on a core
+    runqueue_wait_percent: float  # every thread of it and its workers, summed
+    cores_got: float  # it and its workers, on a core
+    cores_wanted: float  # running or waiting for one, no more than it may use
+    cores_allowed: int  # the CPUs its affinity allows
+    competitors: tuple[CpuCompetitor, ...] = ()  # the busiest others on its CPUs, most first
+    competitors_cores: float = 0.0  # what all the others took of its CPUs
+
+
+@frozen
 class AttachState:
     """What the ring of one attached trainer says right now.
 
@@ -346,14 +437,20 @@ class AttachState:
     # LBFGS step, an evaluation): how long it has run so far; None otherwise or unknown
     step_in_progress_s: float | None = None
     job: int | None = None  # the PID the job was attached by; ranks of one job share it
+    # what the probe says the trainer does outside its steps (evaluating, saving; None: it
+    # trains, or no probe said) and how long it had done so when the ring was read
+    activity: Activity | None = None
+    activity_s: float | None = None
     # derived with `summary`; None: not derived (the advice sums the steps itself)
     part_totals: PartTotals | None = field(default=None, compare=False, repr=False)
     input_waits: InputWaits | None = field(default=None, compare=False, repr=False)
+    # derived from its processes' run-queue waits; None: not starved, or not known
+    cpu_starvation: CpuStarvation | None = None
 
     @property
     def current(self) -> bool:
         """Whether its numbers describe the trainer now (not stalled, not exited)."""
-        return self.state == "running"
+        return self.state not in ("stalled", "exited")
 
     @property
     def judged(self) -> bool:
@@ -447,6 +544,12 @@ class FleetHost:
     stragglers: int | None = None
     memory_pressure_ratio: float | None = None
     advice: int | None = None
+    # from Prometheus's target list: did it answer (gputop_exporter_info) in the last hour,
+    # its target's health ("up", "down", "unknown"), last scrape (Unix time) and last error
+    seen: bool = True
+    scrape_health: str | None = None
+    last_scrape: float | None = None
+    scrape_error: str | None = None  # printable, bounded
 
     @property
     def trouble(self) -> int:
@@ -549,6 +652,8 @@ class Frame:
     straggler: InputStraggler | None = None
     errors: tuple[SourceError, ...] = ()
     fleet: FleetReport | None = None  # `--prometheus URL`: the hosts Prometheus scrapes
+    # NVML's PIDs /proc does not show (gputop in a container), matched to ours where proven
+    foreign_gpu_pids: tuple[ForeignGpuPid, ...] = ()
     # The rows and where each PID's is in them (the process source's, else made on first
     # use); a frame made by replace() with other rows makes its own.
     process_index: tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None = field(

@@ -139,7 +139,7 @@ def _steps(rows: Iterable[StepRow], track: Track, origin_ns: int
     overlap the one before it (clocks of a restarted trainer) starts where that one ended."""
     previous_end: int | None = None
     for (step, _frame, end_ns, duration, data, h2d, forward, backward, optimizer, gpu, gap,
-         batch, epoch, flags, verdict) in rows:
+         batch, epoch, flags, verdict, *_partition_and_samples) in rows:
         end = end_ns if end_ns is not None else (previous_end or origin_ns) + duration
         start = end - duration
         if previous_end is not None and start < previous_end:

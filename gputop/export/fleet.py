@@ -1,5 +1,6 @@
 """The fleet (`gputop --prometheus URL --once [--json]`) as a text table or a JSON document:
-one row per host, worst first; a host that is down says so and shows no figures."""
+one row per host, worst first; a host that is down says so and shows no figures, and under
+the table, what Prometheus last said when it scraped it."""
 
 from __future__ import annotations
 
@@ -39,11 +40,26 @@ def render(report: FleetReport) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in rows]
-    return head + "\n".join(lines) + "\n"
+    return head + "\n".join([*lines, *_down_notes(report.hosts)]) + "\n"
+
+
+def _down_notes(hosts: tuple[FleetHost, ...]) -> list[str]:
+    """Why each down host is down, as Prometheus says, after a blank line."""
+    notes = [f"{h.instance}: {down_reason(h)}" for h in hosts if not h.up]
+    return ["", *notes] if notes else []
+
+
+def down_reason(host: FleetHost) -> str:
+    """A down host: whether it ever answered (within the last hour), and Prometheus's last
+    error for it."""
+    said = (f"Prometheus's last scrape failed: {host.scrape_error}" if host.scrape_error
+            else "Prometheus names no error (scrapes fail, or the target is gone)")
+    return ("DOWN, never answered in the last hour; " if not host.seen else "DOWN; ") + said
 
 
 def _row(h: FleetHost) -> tuple[str, ...]:
-    name = f"{h.hostname} ({h.instance})" + (" SIMULATED" if h.simulated else "")
+    name = (h.instance if h.hostname == h.instance else f"{h.hostname} ({h.instance})") + (
+        " SIMULATED" if h.simulated else "")
     if not h.up:
         return (name, "DOWN", *("—",) * (len(COLUMNS) - 2))
     return (

@@ -5,9 +5,11 @@ Frame cannot say (steps counted since the exporter started, step-time histograms
 seconds of workers that have since exited) is accumulated by `Totals` as frames arrive.
 
 Conventions: `gputop_` prefix, base units (bytes, seconds, 0..1 ratios, hertz), counters end
-in `_total`, metadata in `_info`. GPU series carry dcgm-exporter's labels (`gpu`, `UUID`,
-`Hostname`) so that the two join; every series carries `Hostname`. A value the
-Frame does not know (None) is no sample, never a zero.
+in `_total`, metadata in `_info`, an enum as one gauge per value named by a label (1 for the
+current value, 0 for the others). GPU series carry dcgm-exporter's labels (`gpu`, `UUID`,
+`Hostname`) so that the two join; every series carries `Hostname`. Trainer series carry
+`trainer`, a hash that stays the same when the trainer restarts (export.identity); its PID is
+in `gputop_trainer_info`. A value the Frame does not know (None) is no sample, never a zero.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, get_args
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -23,23 +25,27 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     InfoMetricFamily,
     Metric,
-    StateSetMetricFamily,
     SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
 from gputop import __version__
+from gputop.analysis.steps import STEP_STATISTIC, step_figure
 from gputop.core import debuglog
 from gputop.core.masking import mask_command
 from gputop.core.model import (
     AttachState,
+    Band,
     Frame,
     GpuSample,
     HostSample,
     MemoryBandwidthSample,
     ProcessSample,
     TrainerGroup,
+    TrainerState,
+    Verdict,
 )
+from gputop.export.identity import job_id, shown_command, trainer_ids
 from gputop.export.totals import (
     NS,
     PHASES,
@@ -55,9 +61,9 @@ T = TypeVar("T")
 GPU_LABELS = ["Hostname", "gpu", "UUID"]
 TRAINER_LABELS = ["Hostname", "trainer"]
 SOURCES = ("gpu", "host", "processes", "membw", "attach", "advice", "sampler", "exporter")
-VERDICTS = ("data-bound", "compute-bound", "unknown")
-BANDS = ("highly", "moderately", "not", "unknown")
-STATES = ("running", "stalled")
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+BANDS: tuple[str, ...] = get_args(Band)
+STATES: tuple[str, ...] = get_args(TrainerState)
 
 Section = Callable[["View"], list[Metric]]
 Kind = type[GaugeMetricFamily] | type[CounterMetricFamily]
@@ -327,6 +333,17 @@ TRAINER_SERIES: tuple[Series[_Trainer], ...] = (
 )
 
 
+def exported_trainer_ids(frame: Frame) -> dict[int, str]:
+    """The `trainer` label of each trainer the frame exports (grouped or probed), by PID."""
+    return trainer_ids(frame, {g.pid for g in frame.trainers}
+                       | {a.pid for a in exported_attached(frame)})
+
+
+def _trainer_label(ids: dict[int, str], frame: Frame, pid: int) -> str:
+    """The `trainer` label of `pid`, also for one the frame exports no series of."""
+    return ids.get(pid) or trainer_ids(frame, (pid,))[pid]
+
+
 def _trainers(view: View) -> list[Metric]:
     frame = view.frame
     host = frame.host.hostname
@@ -334,17 +351,21 @@ def _trainers(view: View) -> list[Metric]:
     probed = {a.pid for a in exported_attached(frame)}
     groups = {g.pid: g for g in frame.trainers}
     pids = sorted(groups.keys() | probed)
-    trainers = [([host, str(pid)], _Trainer(rows.get(pid), groups.get(pid),
+    ids = exported_trainer_ids(frame)
+    trainers = [([host, ids[pid]], _Trainer(rows.get(pid), groups.get(pid),
                                             view.worker_cpu.get(pid) if pid in groups else None))
                 for pid in pids]
-    info = InfoMetricFamily("gputop_trainer", "A training process: its name, user, launcher "
-                            "and whether the step probe runs in it", labels=TRAINER_LABELS)
+    info = InfoMetricFamily("gputop_trainer", "A training process: its PID, command line "
+                            "(secrets masked), name, user, launcher PID and whether the step "
+                            "probe runs in it; the PID changes when it restarts, `trainer` "
+                            "does not", labels=TRAINER_LABELS)
     on_gpu = GaugeMetricFamily("gputop_trainer_gpu", "1 per GPU the trainer holds memory on "
                                "(joins trainers to GPU series)",
                                labels=[*TRAINER_LABELS, "gpu", "UUID"])
     uuids = {g.index: g.uuid for g in frame.gpu.gpus}
     for pid, (key, (row, group, _)) in zip(pids, trainers, strict=True):
         info.add_metric(key, {
+            "pid": str(pid), "command": shown_command(row),
             "name": mask_command(row.name) if row else "",
             "user": (row.username or "") if row else "",
             "probe": "true" if pid in probed else "false",
@@ -369,9 +390,11 @@ def _workers(view: View) -> list[Metric]:
     """Per-worker series, only with --per-worker (one series per worker process)."""
     if not view.per_worker:
         return []
-    host = view.frame.host.hostname
-    workers = [([host, str(row.trainer_pid), str(row.pid)], row) for row in view.frame.processes
-               if row.role == "worker" and row.trainer_pid is not None]
+    frame = view.frame
+    host = frame.host.hostname
+    ids = exported_trainer_ids(frame)
+    workers = [([host, _trainer_label(ids, frame, row.trainer_pid), str(row.pid)], row)
+               for row in frame.processes if row.role == "worker" and row.trainer_pid is not None]
     return families(WORKER_SERIES, [*TRAINER_LABELS, "worker"], workers)
 
 
@@ -389,8 +412,9 @@ def _steps(view: View) -> list[Metric]:
                                 labels=[*TRAINER_LABELS, "phase"])
     dropped = CounterMetricFamily("gputop_trainer_dropped_steps_total", "Step records "
                                   "overwritten before gputop read them", labels=TRAINER_LABELS)
+    ids = exported_trainer_ids(frame)
     for state in exported_attached(frame):
-        key = [host, str(state.pid)]
+        key = [host, ids[state.pid]]
         totals = view.steps.get(state.pid)
         dropped.add_metric(key, state.dropped_records)
         if totals is None:
@@ -410,8 +434,14 @@ def _le(bound: float) -> str:
 WINDOW_GAUGES: tuple[Series[AttachState], ...] = (
     Series("gputop_trainer_data_wait_ratio", "Input time (data wait + host-to-device copy) "
            "over step time, rolling window", lambda a: _ratio(a.summary.input_bound_percent)),
+    Series("gputop_trainer_host_ratio", "Host code's share of step time (Python outside "
+           "the model and the loader), rolling window; absent where steps are not partitioned",
+           lambda a: _ratio(a.summary.host_percent)),
     Series("gputop_trainer_waited_steps_ratio", "Share of the window's steps that waited for "
            "input", lambda a: _ratio(a.summary.waited_percent)),
+    Series("gputop_trainer_mean_step_seconds", f"The trainer's step time as gputop's screens "
+           f"show it: the {STEP_STATISTIC} over the window's last steps (warm-up left out)",
+           lambda a: _seconds(step_figure(a.summary)[1])),
     Series("gputop_trainer_median_step_seconds", "Median step time over the window",
            lambda a: _seconds(a.summary.median_step_ns)),
     Series("gputop_trainer_p95_data_wait_seconds", "95th percentile data wait over the window",
@@ -434,39 +464,51 @@ def _window(view: View) -> list[Metric]:
     """The rolling window's verdict and the numbers it rests on, per probed trainer."""
     frame = view.frame
     host = frame.host.hostname
-    states = [([host, str(state.pid)], state) for state in exported_attached(frame)]
-    verdict = StateSetMetricFamily("gputop_trainer_verdict", "The window's verdict: did "
-                                   "steps wait for data or for compute", labels=TRAINER_LABELS)
-    band = StateSetMetricFamily("gputop_trainer_input_band", "Input-bound band (>= 20 % "
-                                "highly, >= 5 % moderately)", labels=TRAINER_LABELS)
-    state_set = StateSetMetricFamily("gputop_trainer_state", "running, or stalled (no step "
-                                     "closed for max(5 s, 10x the median step))",
-                                     labels=TRAINER_LABELS)
+    ids = exported_trainer_ids(frame)
+    states = [([host, ids[state.pid]], state) for state in exported_attached(frame)]
+    verdict = GaugeMetricFamily("gputop_trainer_verdict", "The window's verdict, 1 for the "
+                                f"current one of {', '.join(VERDICTS)}, 0 for the others",
+                                labels=[*TRAINER_LABELS, "verdict"])
+    band = GaugeMetricFamily("gputop_trainer_input_band", "Input-bound band (>= 20 % highly, "
+                             ">= 5 % moderately), 1 for the current one, 0 for the others",
+                             labels=[*TRAINER_LABELS, "band"])
+    state_set = GaugeMetricFamily("gputop_trainer_state", "1 for the trainer's state, 0 for "
+                                  f"the others of {', '.join(STATES)} (stalled: no step closed "
+                                  "nor CPU used for max(5 s, 10x the median step))",
+                                  labels=[*TRAINER_LABELS, "state"])
     config = InfoMetricFamily("gputop_trainer_config", "DataLoader and threading settings "
                               "the probe read", labels=TRAINER_LABELS)
-    job = InfoMetricFamily("gputop_trainer_job", "Rank, world size and job (launcher) of a "
-                           "trainer; rendezvous names its job across hosts",
+    job = InfoMetricFamily("gputop_trainer_job", "Rank, world size and job of a trainer "
+                           "(job: a hash of its launcher's host and command line, stable "
+                           "across restarts); rendezvous names its job across hosts",
                            labels=TRAINER_LABELS)
     straggler = GaugeMetricFamily("gputop_trainer_input_straggler", "1 for the rank whose "
                                   "input waits hold its job back", labels=TRAINER_LABELS)
     groups = {g.pid: g for g in frame.trainers}
     for key, state in states:
         s = state.summary
-        verdict.add_metric(key, {v: s.verdict == v for v in VERDICTS})
-        band.add_metric(key, {b: s.band == b for b in BANDS})
-        state_set.add_metric(key, {k: state.state == k for k in STATES})
+        _enum(verdict, key, VERDICTS, s.verdict)
+        _enum(band, key, BANDS, s.band)
+        _enum(state_set, key, STATES, state.state)
         config.add_metric(key, _config_labels(state, s.input_outside_model))
         group = groups.get(state.pid)
         launcher = group.launcher_pid if group is not None else None
         job.add_metric(key, {
             "rank": _text(state.config.rank), "world_size": _text(state.config.world_size),
-            "job": f"{host}:{launcher or state.pid}",
+            "job": job_id(frame, launcher or state.pid),
             "rendezvous": dict(state.config.extra).get("rendezvous", ""),
         })
         if frame.straggler is not None:
             straggler.add_metric(key, 1 if frame.straggler.pid == state.pid else 0)
     return [*families(WINDOW_GAUGES, TRAINER_LABELS, states), verdict, band, state_set, config,
             job, straggler]
+
+
+def _enum(family: GaugeMetricFamily, key: list[str], values: tuple[str, ...],
+          current: str) -> None:
+    """One sample per value of an enum: 1 for `current`, 0 for the others."""
+    for value in values:
+        family.add_metric([*key, value], 1 if value == current else 0)
 
 
 def _config_labels(state: AttachState, outside_model: bool) -> dict[str, str]:
@@ -493,8 +535,10 @@ def _advice(view: View) -> list[Metric]:
     active = GaugeMetricFamily("gputop_advice_active", "1 for each piece of advice shown now "
                                "(trainer=\"\" for host-wide advice)",
                                labels=["Hostname", "id", "severity", "trainer"])
+    ids = exported_trainer_ids(frame)
     for advice in frame.advice:
-        trainer = "" if advice.trainer_pid is None else str(advice.trainer_pid)
+        pid = advice.trainer_pid
+        trainer = "" if pid is None else _trainer_label(ids, frame, pid)
         active.add_metric([frame.host.hostname, advice.id, advice.severity, trainer], 1)
     return [active]
 

@@ -6,14 +6,18 @@ import json
 import math
 from typing import Any
 
+from gputop.analysis.steps import STEP_STATISTIC
+from gputop.core.mig import instance_label, process_places, processes_on
 from gputop.core.model import (
     Advice,
     AttachState,
+    CpuStarvation,
     Frame,
     GpuSample,
     HostSample,
     MemoryBandwidthSample,
     MemoryLayoutCheck,
+    MigInstance,
     ProcessSample,
     StepRecord,
     StepSummary,
@@ -26,6 +30,7 @@ SCHEMA = "gputop.snapshot/1"
 
 def snapshot(frame: Frame) -> dict[str, Any]:
     """The whole frame as plain JSON-ready data, keys and units as the contract fixes them."""
+    places = process_places(frame.gpu)  # PID -> its GPUs, or MIG instances, by name
     return {
         "schema": SCHEMA,
         "time": frame.time,
@@ -38,12 +43,14 @@ def snapshot(frame: Frame) -> dict[str, Any]:
         "driver_version": frame.gpu.driver_version,
         "gpus": [gpu_json(g) for g in frame.gpu.gpus],
         "host": host_json(frame.host),
-        "processes": [process_json(p) for p in frame.processes],
-        "trainers": [trainer_json(t) for t in frame.trainers],
+        "processes": [process_json(p, places.get(p.pid, ())) for p in frame.processes],
+        "trainers": [trainer_json(t, places.get(t.pid, ())) for t in frame.trainers],
         "memory_bandwidth": membw_json(frame.memory_bandwidth),
         "attach": attach_json(frame.attached[0]) if frame.attached else None,
         "attach_ranks": [attach_json(a) for a in frame.attached[1:]],
         "advice": [advice_json(a) for a in frame.advice],
+        "foreign_gpu_pids": [{"host_pid": f.host_pid, "gpu_index": f.gpu_index, "pid": f.pid,
+                              "how": f.how} for f in frame.foreign_gpu_pids],
         "sample_cost_s": frame.sample_cost_s,
     }
 
@@ -79,9 +86,29 @@ def gpu_json(gpu: GpuSample) -> dict[str, Any]:
                 "pid": p.pid,
                 "memory_used_bytes": p.memory_used_bytes,
                 "sm_util_percent": p.sm_util_percent,
+                "gpu_instance_id": p.gpu_instance_id,
+                "compute_instance_id": p.compute_instance_id,
             }
             for p in gpu.processes
         ],
+        "mig_enabled": gpu.mig_enabled,
+        "mig_instances": [mig_json(gpu, m) for m in gpu.mig_instances],
+    }
+
+
+def mig_json(gpu: GpuSample, m: MigInstance) -> dict[str, Any]:
+    """One MIG instance of a GPU in MIG mode, with the processes on it."""
+    return {
+        "label": instance_label(gpu, m),
+        "gpu_instance_id": m.gpu_instance_id,
+        "compute_instance_id": m.compute_instance_id,
+        "uuid": m.uuid,
+        "profile": m.profile,
+        "memory_used_bytes": m.memory_used_bytes,
+        "memory_total_bytes": m.memory_total_bytes,
+        "util_percent": m.util_percent,
+        "processes": [{"pid": p.pid, "memory_used_bytes": p.memory_used_bytes}
+                      for p in processes_on(gpu, m)],
     }
 
 
@@ -100,8 +127,8 @@ def host_json(host: HostSample) -> dict[str, Any]:
     }
 
 
-def process_json(p: ProcessSample) -> dict[str, Any]:
-    """One process row."""
+def process_json(p: ProcessSample, gpu_devices: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One process row; `gpu_devices` names where it runs ("GPU 0", or its MIG instance)."""
     return {
         "pid": p.pid,
         "ppid": p.ppid,
@@ -123,11 +150,15 @@ def process_json(p: ProcessSample) -> dict[str, Any]:
         "io_wait_percent": p.io_wait_percent,
         "read_bytes_per_s": p.read_bytes_per_s,
         "main_thread_busy_percent": p.main_thread_busy_percent,
+        "container": p.container,
+        "container_pod": p.container_pod,
+        "container_pid": p.container_pid,
+        "gpu_devices": list(gpu_devices),
     }
 
 
-def trainer_json(t: TrainerGroup) -> dict[str, Any]:
-    """A trainer with its DataLoader workers."""
+def trainer_json(t: TrainerGroup, gpu_devices: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A trainer with its DataLoader workers, and where it runs (its GPUs or MIG instances)."""
     return {
         "pid": t.pid,
         "worker_pids": list(t.worker_pids),
@@ -135,6 +166,7 @@ def trainer_json(t: TrainerGroup) -> dict[str, Any]:
         "num_threads_total": t.num_threads_total,
         "pin_memory_thread": t.pin_memory_thread,
         "launcher_pid": t.launcher_pid,
+        "gpu_devices": list(gpu_devices),
     }
 
 
@@ -220,6 +252,14 @@ def step_json(s: StepRecord) -> dict[str, Any]:
         "verdict": s.verdict,
         "implicit": s.implicit,
         "input_outside_model": s.input_outside_model,
+        "host_ns": s.host_ns,
+        "sync_ns": s.sync_ns,
+        "at_backward": s.at_backward,
+        "samples": s.samples,
+        "host_site": s.host_site,
+        "host_site_samples": s.host_site_samples,
+        "data_site": s.data_site,
+        "data_site_samples": s.data_site_samples,
     }
 
 
@@ -252,6 +292,19 @@ def summary_json(s: StepSummary) -> dict[str, Any]:
         ],
         "unmeasured_reason": s.unmeasured_reason,
         "input_outside_model": s.input_outside_model,
+        # the window's one step time: the screen's, the advice's and the exit summary's
+        "step_ns": s.mean_step_ns,
+        "step_statistic": STEP_STATISTIC,
+        "host_percent": s.host_percent,
+        "host_bound_steps": s.host_bound_steps,
+        "host_bound_steps_percent": s.host_bound_steps_percent,
+        "verdict_percent": s.verdict_percent,
+        "verdict_part": s.verdict_part,
+        "stack_samples": s.stack_samples,
+        "host_site": s.host_site,
+        "host_site_percent": s.host_site_percent,
+        "data_site": s.data_site,
+        "data_site_percent": s.data_site_percent,
     }
 
 
@@ -262,11 +315,32 @@ def attach_json(a: AttachState) -> dict[str, Any]:
         "alive": a.alive,
         "state": a.state,
         "idle_s": a.idle_s,
+        "step_in_progress_s": a.step_in_progress_s,
+        "activity": a.activity,  # what the probe says the trainer does outside its steps
+        "activity_s": a.activity_s,  # ... and for how long so far
         "error": a.error,
         "config": config_json(a.config),
         "dropped_records": a.dropped_records,
         "steps": [step_json(s) for s in a.steps],
         "summary": summary_json(a.summary),
+        "cpu_starved": cpu_starved_json(a.cpu_starvation),
+    }
+
+
+def cpu_starved_json(c: CpuStarvation | None) -> dict[str, Any] | None:
+    """Why the trainer is CPU-starved (None: it is not, or it is not known)."""
+    if c is None:
+        return None
+    return {
+        "main_thread_wait_percent": c.main_thread_wait_percent,
+        "main_thread_run_percent": c.main_thread_run_percent,
+        "runqueue_wait_percent": c.runqueue_wait_percent,
+        "cores_got": c.cores_got,
+        "cores_wanted": c.cores_wanted,
+        "cores_allowed": c.cores_allowed,
+        "competitors_cores": c.competitors_cores,
+        "competitors": [{"pid": o.pid, "username": o.username, "command": o.command,
+                         "cpu_percent": o.cpu_percent} for o in c.competitors],
     }
 
 

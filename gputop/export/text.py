@@ -6,14 +6,22 @@ import time
 import unicodedata
 from typing import TextIO
 
+from gputop.analysis.foreign_gpu_pids import match_line, outside_line
+from gputop.analysis.grouping import is_kernel_thread
 from gputop.analysis.steps import (
     BAND_WORDS,
     NO_DATA_PHASE,
     OUTLIER_FACTOR,
-    bimodal_note,
-    input_words,
+    other_parts,
+    part_words,
+    share_of,
+    step_time_words,
+    steps_of_verdict,
+    verdict_share,
+    verdict_site,
 )
 from gputop.core import fmt
+from gputop.core.mig import process_places, processes_on
 from gputop.core.model import (
     AttachState,
     Frame,
@@ -40,7 +48,7 @@ _ASCII_SUBSTITUTES = str.maketrans({
 
 def render(frame: Frame, width: int = 100) -> str:
     """The whole frame as plain text lines."""
-    lines = [*_header(frame), "", *_gpus(frame), ""]
+    lines = [*_header(frame), "", *_gpus(frame), *_foreign(frame), ""]
     if frame.trainers:
         lines += [*_trainers(frame), ""]
     lines += [*_processes(frame, width), ""]
@@ -83,27 +91,52 @@ def _header(frame: Frame) -> list[str]:
 def _gpus(frame: Frame) -> list[str]:
     if not frame.gpu.gpus:
         return ["GPUs: none"]
-    lines = [f"{'GPU':>3}  {'NAME':<24} {'UTIL':>5}  {'MEMORY':<24} {'TEMP':>5}  "
+    name_w = max(24, *(len(g.name) for g in frame.gpu.gpus))  # every name whole
+    lines = [f"{'GPU':>3}  {'NAME':<{name_w}} {'UTIL':>5}  {'MEMORY':<24} {'TEMP':>5}  "
              f"{'POWER':<13} PCIe RX / TX"]
-    lines += [_gpu_line(g) for g in frame.gpu.gpus]
+    for g in frame.gpu.gpus:
+        lines += [_gpu_line(g, name_w), *_mig_lines(g)]
     return lines
 
 
-def _gpu_line(g: GpuSample) -> str:
+def _gpu_line(g: GpuSample, name_w: int = 24) -> str:
     if g.lost:
-        return f"{g.index:>3}  {g.name[:24]:<24} LOST: the GPU fell off the bus; no longer polled"
+        return (f"{g.index:>3}  {g.name:<{name_w}} "
+                "LOST: the GPU fell off the bus; no longer polled")
     memory = f"{fmt.size(g.memory_used_bytes)} / {fmt.size(g.memory_total_bytes)}"
     if g.memory_used_bytes is not None and g.memory_total_bytes:
         memory += f" ({100 * g.memory_used_bytes / g.memory_total_bytes:.0f}%)"
     temp = fmt.NA if g.temperature_c is None else f"{g.temperature_c:.0f}C"
     power = f"{_num(g.power_w)} / {_num(g.power_limit_w)} W"
     pcie = f"{fmt.rate(g.pcie_rx_bytes_per_s)} / {fmt.rate(g.pcie_tx_bytes_per_s)}"
-    return (f"{g.index:>3}  {g.name[:24]:<24} {fmt.percent(g.util_percent):>5}  {memory:<24} "
+    return (f"{g.index:>3}  {g.name:<{name_w}} {fmt.percent(g.util_percent):>5}  {memory:<24} "
             f"{temp:>5}  {power:<13} {pcie}")
+
+
+def _foreign(frame: Frame) -> list[str]:
+    """The NVML PIDs /proc does not show: each match and how it was made, else the line."""
+    found = frame.foreign_gpu_pids
+    matched = [line for f in found if (line := match_line(f)) is not None]
+    outside = outside_line(found)
+    return [f"  {line}" for line in (*matched, *([outside] if outside else []))]
+
+
+def _mig_lines(g: GpuSample) -> list[str]:
+    """A line per MIG instance of a GPU in MIG mode, with the PIDs on it."""
+    lines = []
+    for m in g.mig_instances:
+        gi = fmt.NA if m.gpu_instance_id is None else m.gpu_instance_id
+        ci = fmt.NA if m.compute_instance_id is None else m.compute_instance_id
+        pids = " ".join(str(p.pid) for p in processes_on(g, m)) or "-"
+        lines.append(f"       MIG {m.profile} gi {gi} ci {ci}  util {fmt.percent(m.util_percent)}"
+                     f"  memory {fmt.size(m.memory_used_bytes)} / {fmt.size(m.memory_total_bytes)}"
+                     f"  PIDs {pids}")
+    return lines
 
 
 def _trainers(frame: Frame) -> list[str]:
     by_pid = {p.pid: p for p in frame.processes}
+    places = process_places(frame.gpu)  # its GPUs, or MIG instances, by name
     lines = ["TRAINERS"]
     for t in frame.trainers:
         trainer = by_pid.get(t.pid)
@@ -116,13 +149,17 @@ def _trainers(frame: Frame) -> list[str]:
         )
         if t.worker_pids:
             lines.append(f"           worker PIDs: {' '.join(map(str, t.worker_pids))}")
+        if t.pid in places:
+            lines.append(f"           on {', '.join(places[t.pid])}")
     return lines
 
 
 def _processes(frame: Frame, width: int) -> list[str]:
-    rows = sorted(frame.processes, key=lambda p: (p.cpu_percent or 0.0), reverse=True)
-    rows = rows[:TOP_PROCESSES]
-    lines = [f"PROCESSES (top {len(rows)} of {len(frame.processes)} by %CPU)",
+    listed = [p for p in frame.processes if not is_kernel_thread(p)]
+    hidden = len(frame.processes) - len(listed)
+    rows = sorted(listed, key=lambda p: (p.cpu_percent or 0.0), reverse=True)[:TOP_PROCESSES]
+    kernel = f"; {hidden} kernel threads not listed" if hidden else ""
+    lines = [f"PROCESSES (top {len(rows)} of {len(listed)} by %CPU{kernel})",
              f"{'PID':>7} {'USER':<9} {'ROLE':<8} {'%CPU':>6} {'THR':>4} {'RSS':>10} "
              f"{'GPU MEM':>10}  COMMAND"]
     for p in rows:
@@ -196,8 +233,7 @@ def _attached(state: AttachState, slowest: int | None) -> list[str]:
     lines = [
         f"{head}: verdict {s.verdict} over the last {s.steps} steps, {_share(s)}"
         + ("  <- slowest: waits for input" if state.pid == slowest else ""),
-        f"  step time: median {fmt.duration_ns(s.median_step_ns)}"
-        + (f" ({bimodal_note(s, fmt.duration_ns)})" if s.step_modes else "")
+        f"  step time: {step_time_words(s, fmt.duration_ns)}"
         + f", p95 {fmt.duration_ns(s.p95_step_ns)}, {_num(s.samples_per_s, 1)} samples/s, "
         f"dropped {state.dropped_records}",
         f"  settings: num_workers={_opt(c.num_workers)} {_pin(c)} "
@@ -209,18 +245,43 @@ def _attached(state: AttachState, slowest: int | None) -> list[str]:
 
 
 def _share(s: StepSummary) -> str:
-    """The input share in words, with the steps' own verdicts and any steps left out."""
-    if s.input_bound_percent is None:
-        return f"input-bound n/a ({s.unmeasured_reason or NO_DATA_PHASE})"
-    text = (f"{input_words(s)} {fmt.percent(s.input_bound_percent, 1)} of step time "
-            f"({BAND_WORDS[s.band]})")
-    data, compute = s.data_bound_steps_percent, s.compute_bound_steps_percent
-    if data is not None and compute is not None:
-        text += f"; {data:.0f}% of steps data-bound, {compute:.0f}% compute-bound"
+    """The verdict's own part's share in words, the other parts, the steps' own verdicts and
+    any steps left out (the TUI's pane says the same)."""
+    share = verdict_share(s)
+    if share is None:
+        if s.input_bound_percent is None:
+            return f"input-bound n/a ({s.unmeasured_reason or NO_DATA_PHASE})"
+        return other_parts(s)
+    text = f"{part_words(s)} {fmt.percent(share, 1)} {share_of(s)}"
+    if s.verdict == "data-bound":
+        text += f" ({BAND_WORDS[s.band]})"
+    site = verdict_site(s)
+    if site:
+        text += f": {site}"
+    elif s.verdict == "compute-bound":
+        text += f" ({other_parts(s)})"
+    elif s.verdict == "cpu-starved" and (parts := other_parts(s)):
+        text += f"; of step time {parts}"
+    mine = steps_of_verdict(s)
+    if mine is not None:
+        text += f"; {_step_mix(s)}"
+        if mine < 50.0:
+            text += f" (fewer {s.verdict} steps, but most of the time)"
     if s.outlier_steps:
         text += (f"; {s.outlier_steps} slow steps (compute over {OUTLIER_FACTOR:.0f}x the "
                  "median) left out of the share")
     return text
+
+
+def _step_mix(s: StepSummary) -> str:
+    """'68% of steps data-bound, 32% compute-bound', the window's verdict first."""
+    shares = [(s.verdict, steps_of_verdict(s))] + [
+        (kind, share) for kind, share in (("data-bound", s.data_bound_steps_percent),
+                                          ("compute-bound", s.compute_bound_steps_percent),
+                                          ("host-bound", s.host_bound_steps_percent))
+        if kind != s.verdict and share and (kind != "host-bound" or s.host_bound_steps)]
+    first, *rest = (f"{share or 0:.0f}% {kind}" for kind, share in shares)
+    return ", ".join([first.replace("% ", "% of steps ", 1), *rest])
 
 
 def _pin(c: TrainerConfig) -> str:
@@ -231,12 +292,17 @@ def _pin(c: TrainerConfig) -> str:
 
 
 def _state_note(state: AttachState) -> str:
-    """Nothing while running; says when the numbers are final or old."""
+    """Nothing while running; says when the numbers are final or old, or what the trainer
+    does outside its steps."""
     if state.state == "exited":
         return " (exited, final summary)"
     if state.state == "stalled":
         idle = "" if state.idle_s is None else f" for {state.idle_s:.0f} s"
-        return f" (STALLED: no step closed{idle}; the numbers are old)"
+        hung = ", in an evaluation" if state.activity == "evaluating" else ""
+        return f" (STALLED: no step closed{idle}{hung}; the numbers are old)"
+    if state.state in ("evaluating", "saving"):
+        took = "" if state.activity_s is None else f" for {state.activity_s:.1f} s"
+        return f" ({state.state}{took})"
     if state.step_in_progress_s is not None:
         return f" (step in progress {state.step_in_progress_s:.1f} s)"
     return ""

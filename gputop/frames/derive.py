@@ -8,19 +8,26 @@ a replay names the straggler and the verdicts the live view named.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gputop.analysis import grouping, step_window, steps
+from gputop.analysis import grouping, idle_holders, starvation, step_window, steps
 from gputop.core.model import (
     AttachState,
+    CpuStarvation,
+    GpuReport,
     InputStraggler,
     ProcessSample,
     TrainerGroup,
 )
+from gputop.sources import cpu_quota
+from gputop.sources.affinity import cpus_allowed
 from gputop.sources.base import ProcessFacts, ProcessScan, ProcessWaits
 
 LEGACY_TORCH = (2, 5)  # torch below this names no DataLoader threads
+CORES_REREAD_S = 10.0
+MAX_CORES_KEPT = 256  # trainers whose allowed cores are remembered (gone ones drop out)
 
 
 class Derivation:
@@ -34,6 +41,9 @@ class Derivation:
         self._marked: dict[int, tuple[ProcessSample, ProcessSample]] = {}
         self._windows: dict[int, step_window.StepWindow] = {}  # trainer PID -> its window
         self._busy: dict[int, int] = {}  # trainer PID -> when it last used CPU (monotonic ns)
+        self._starved: dict[int, CpuStarvation] = {}  # trainer PID -> this tick's finding
+        self._idle = idle_holders.IdleClock()  # since when each GPU holder used no CPU
+        self._cores: dict[int, tuple[float, float | None]] = {}  # trainer -> (read at, cores)
 
     def processes(
         self, scan: ProcessScan, probe_pids: frozenset[int], source: ProcessFacts
@@ -68,11 +78,31 @@ class Derivation:
                     changed[at] = self._mark(rows[at], groups, probe_pids, waits, marked)
             out = tuple(changed)
         self._marked = marked
+        self._starved = _starved(trainers, groups, waits, marked, out)
         if not trainers:
             return out, ()
         pins = source.threads_named(trainers, grouping.PIN_THREAD_COMM)
         members = {pid: marked[pid][1] for pid in groups.roles if pid in marked}
         return out, grouping.trainer_groups(groups, members, pins)
+
+    def holders_idle(
+        self, rows: tuple[ProcessSample, ...], gpu: GpuReport,
+        positions: Mapping[int, int] | None, groups: Sequence[TrainerGroup], now: float,
+    ) -> tuple[ProcessSample, ...]:
+        """`rows` with each GPU holder's seconds without CPU, its workers' counted (`now`:
+        the monotonic clock; `positions`: where each PID's row is, else looked for)."""
+        pids = {p.pid for g in gpu.gpus for p in g.processes}
+        if positions is None and pids:
+            positions = {row.pid: at for at, row in enumerate(rows) if row.pid in pids}
+        places = {pid: at for pid in pids if (at := (positions or {}).get(pid)) is not None}
+        holders = [rows[at] for at in places.values() if rows[at].in_proc]
+        idle = self._idle.idle_s(holders, {g.pid: g for g in groups}, now)
+        if not idle:
+            return rows
+        out = list(rows)
+        for pid, seconds in idle.items():
+            out[places[pid]] = replace(out[places[pid]], cpu_idle_s=seconds)
+        return tuple(out)
 
     def _regroup(self, scan: ProcessScan) -> bool:
         """Whether what changed may change the grouping: a process that matters, or one
@@ -92,16 +122,30 @@ class Derivation:
         them changed); a row not waited keeps its own waits."""
         pid = row.pid
         wait = waits.get(pid)
-        shown = (groups.role(pid), groups.trainer_of.get(pid), pid in probe_pids,
-                 *(_row_waits(row) if wait is None else wait))
+        role = groups.role(pid)
+        shown = (role, groups.trainer_of.get(pid), pid in probe_pids,
+                 *(_row_waits(row) if wait is None else wait)[:5],
+                 self._cores_allowed(pid) if role == "trainer" else row.cores_allowed)
         raw, done = self._marked.get(pid, (None, None))
         if raw is not row or done is None or _marks(done) != shown:
             done = replace(row, role=shown[0], trainer_pid=shown[1], has_probe=shown[2],
                            runqueue_wait_percent=shown[3], io_wait_percent=shown[4],
                            read_bytes_per_s=shown[5], main_thread_busy_percent=shown[6],
-                           major_faults_per_s=shown[7])
+                           major_faults_per_s=shown[7], cores_allowed=shown[8])
         marked[pid] = (row, done)
         return done
+
+    def _cores_allowed(self, pid: int) -> float | None:
+        """The cores trainer `pid` may use (affinity capped by its cgroup's quota), read again
+        every CORES_REREAD_S: they change when someone runs taskset or resizes a container."""
+        now = time.monotonic()
+        read_at, cores = self._cores.get(pid, (-CORES_REREAD_S, None))
+        if now - read_at >= CORES_REREAD_S:
+            cores = cpu_quota.cores_allowed(pid)
+            if len(self._cores) > MAX_CORES_KEPT:
+                self._cores.clear()
+            self._cores[pid] = (now, cores)
+        return cores
 
     def attached(
         self, states: Sequence[AttachState], now_ns: int,
@@ -126,8 +170,11 @@ class Derivation:
             if seen is not None:
                 busy[pid] = seen
             kind, idle_s = steps.trainer_state(state, now_ns, seen or None)
+            starved = self._starved.get(pid)
             out.append(replace(state, state=kind, idle_s=idle_s,
-                               step_in_progress_s=steps.step_in_progress_s(state, kind, idle_s)))
+                               step_in_progress_s=steps.step_in_progress_s(state, kind, idle_s),
+                               cpu_starvation=starved,
+                               summary=steps.with_starvation(state.summary, starved)))
         self._windows = windows  # only the current trainers' windows are kept
         self._busy = busy
         return tuple(out), job_straggler(out)
@@ -194,6 +241,24 @@ def _waits(trainers: Sequence[int], groups: grouping.Grouping,
     return source.waits([*trainers, *(w for t in trainers for w in groups.workers_of.get(t, ()))])
 
 
+def _starved(trainers: Sequence[int], groups: grouping.Grouping,
+             waits: Mapping[int, ProcessWaits],
+             marked: Mapping[int, tuple[ProcessSample, ProcessSample]],
+             rows: Sequence[ProcessSample]) -> dict[int, CpuStarvation]:
+    """Each trainer whose main thread waits for cores other processes hold, and why."""
+    out = {}
+    for pid in trainers:
+        wait, row = waits.get(pid), marked.get(pid)
+        if wait is None or row is None or wait.main_thread_wait_percent is None:
+            continue
+        workers = [marked[w][1] for w in groups.workers_of.get(pid, ()) if w in marked]
+        found = starvation.cpu_starvation(row[1], wait.main_thread_wait_percent, workers, rows,
+                                          cpus_allowed)
+        if found is not None:
+            out[pid] = found
+    return out
+
+
 def _row_waits(row: ProcessSample) -> ProcessWaits:
     """The waits a row carries (a row derive did not ask waits for keeps its own)."""
     return ProcessWaits(row.runqueue_wait_percent, row.io_wait_percent, row.read_bytes_per_s,
@@ -201,10 +266,10 @@ def _row_waits(row: ProcessSample) -> ProcessWaits:
 
 
 def _marks(row: ProcessSample) -> tuple[object, ...]:
-    """What _mark sets on a row: role, trainer, probe mark, and the five waits."""
+    """What _mark sets on a row: role, trainer, probe mark, the five waits, allowed cores."""
     return (row.role, row.trainer_pid, row.has_probe, row.runqueue_wait_percent,
             row.io_wait_percent, row.read_bytes_per_s, row.main_thread_busy_percent,
-            row.major_faults_per_s)
+            row.major_faults_per_s, row.cores_allowed)
 
 
 def _legacy_workers(rows: Sequence[ProcessSample], source: ProcessFacts) -> dict[int, int]:

@@ -29,6 +29,7 @@ from gputop.core.model import (
     TrainerGroup,
 )
 from gputop.frames.derive import Derivation, trainer_cpu
+from gputop.frames.foreign import ForeignWatch
 from gputop.frames.ticker import PausableTicks, Ticker
 from gputop.sources.base import (
     AttachSource,
@@ -134,6 +135,7 @@ class Sampler(PausableTicks):
         self._deferred: Callable[[], DeferredSources] | None = None
         self._attach_requests: deque[tuple[bool, int]] = deque()  # (attach, pid); else detach
         self._derive = Derivation()
+        self._foreign = ForeignWatch()
         self._last_frame: Frame | None = None
         self._failed_ticks = 0
         self._sinks: list[FrameSink] = []
@@ -164,13 +166,15 @@ class Sampler(PausableTicks):
                 "attach", lambda: self._derived(raw, processes, trainers, index), raw, now)
             membw = (self._guarded("membw", self.membw.sample, None, now)
                      if self.membw is not None else None)
+            foreign = self._foreign.found(gpu, processes, None if index is None else index[1],
+                                          time.monotonic())
 
             def frame(**late: Any) -> Frame:
                 """The tick's Frame, built directly (replace() would cost more than this)."""
                 return Frame(time=now, interval_s=interval, host=host, gpu=gpu,
                              processes=processes, trainers=trainers, memory_bandwidth=membw,
                              attached=attach[1], straggler=attach[2], process_index=index,
-                             **late)
+                             foreign_gpu_pids=foreign, **late)
 
             advice: tuple[Advice, ...] = ()
             if self.advisor is not None:
@@ -208,9 +212,11 @@ class Sampler(PausableTicks):
         return attach[0], derived, straggler
 
     def _sample_processes(self, gpu: GpuReport, probe_pids: frozenset[int]) -> _Rows:
-        """The rows with their roles, the trainer groups, and where each PID's row is."""
+        """The rows with their roles, the trainer groups, and where each PID's row is (the
+        GPU holders' with how long they used no CPU)."""
         scan = self.processes.sample(gpu)
         rows, trainers = self._derive.processes(scan, probe_pids, self.processes)
+        rows = self._derive.holders_idle(rows, gpu, scan.positions, trainers, time.monotonic())
         return rows, trainers, None if scan.positions is None else (rows, scan.positions)
 
     def _take_attach_requests(self) -> None:

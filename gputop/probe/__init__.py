@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # typing costs milliseconds at import; the probe must start f
 
     T = TypeVar("T")
 
-__all__ = ["annotate", "install", "phase", "step_end", "unlink_ring", "watch"]
+__all__ = ["annotate", "install", "install_inherited", "phase", "step_end", "unlink_ring",
+           "watch"]
 LOADER_FACTS = ("num_workers", "pin_memory", "batch_size", "prefetch_factor",
                 "persistent_workers")
 
@@ -54,7 +55,7 @@ def _watched(
     it = iter(loader)
     begin, end, stop = rec.fetch_begin, rec.fetch_end, rec.fetch_stop
     while True:
-        begin()
+        begin(lid)
         try:
             item = next(it)
         except StopIteration:
@@ -71,20 +72,24 @@ class _Phase:
     """A reusable context manager timing one phase of the open step (kept lean: it runs
     four times a step)."""
 
-    __slots__ = ("_acc", "_index", "_rec", "_t0")
+    __slots__ = ("_acc", "_index", "_prev", "_rec", "_t0")
 
     def __init__(self, rec: Recorder, index: int) -> None:
         self._rec = rec
         self._acc = rec.acc
         self._index = index
         self._t0 = 0
+        self._prev = 0
 
     def __enter__(self) -> _Phase:
+        rec = self._rec
+        self._prev, rec.phase_now = rec.phase_now, self._index  # for the stack sampler
         self._t0 = perf_counter_ns()
         return self
 
     def __exit__(self, kind: object, value: object, tb: object) -> None:
         ns = perf_counter_ns() - self._t0
+        self._rec.phase_now = self._prev
         if self._rec.open:
             self._acc[self._index] += ns or 1  # 0 means "not seen", as in add_phase
         else:
@@ -156,6 +161,38 @@ def _use(rec: Recorder) -> None:
 def install() -> Recorder:
     """Zero-code mode: patch torch (now or once the program imports it), create the ring."""
     return recorder()
+
+
+def install_inherited() -> None:
+    """The probe in a Python child of a probed program (its sitecustomize): installed, but a
+    multiprocessing forkserver, which trains nothing, leaves it to the processes it forks
+    (a recorder of its own would be a DataLoader worker's, disabled, in each of them)."""
+    from gputop.probe.inherit import is_forkserver
+
+    if is_forkserver():
+        os.register_at_fork(after_in_child=_install_in_forked_process)
+    else:
+        install()
+
+
+def _install_in_forked_process() -> None:
+    """In a process a forkserver forked: its own probe; nothing in the processes it forks in
+    turn (they have a recorder: its fork handler disables it)."""
+    if _rec is not None:
+        return
+    install()
+    from multiprocessing.util import register_after_fork
+
+    register_after_fork(_close_with_multiprocessing, _close_with_multiprocessing)
+
+
+def _close_with_multiprocessing(_: object) -> None:
+    """Run by multiprocessing as the forked process starts its target: it will leave by
+    os._exit, which skips atexit, so the ring goes with multiprocessing's exit handlers."""
+    from multiprocessing.util import Finalize
+
+    if _rec is not None:
+        Finalize(None, _rec.close, exitpriority=-100)  # the last of them: after its children
 
 
 def _open_ring() -> _ring.RingWriter | None:

@@ -1,4 +1,5 @@
-"""`python -m gputop.probe script.py [args]` (or `-m module`): run a program under the probe."""
+"""`python -m gputop.probe script.py [args]` (or `-m module`): run a program under the probe,
+its Python children (multiprocessing spawn or forkserver, subprocesses) too."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ def main(argv: list[str]) -> int:
             print(f"gputop.probe: cannot find {target}", file=sys.stderr)
             return 2
     import gputop.probe
+    from gputop.probe.inherit import pass_on
 
     gputop.probe.install()
+    pass_on(os.environ)  # its Python children (spawned trainers, ranks) are probed too
     sys.argv = list(args)
     if argv[0] == "-m":
         runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -15,6 +15,7 @@ import os
 import stat
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -79,6 +80,14 @@ class RawRecord(NamedTuple):
     epoch: int
     flags: int
     loader: int
+    host_ns: int
+    sync_ns: int
+    samples: int
+    host_site: int
+    host_site_samples: int
+    data_site: int
+    data_site_samples: int
+    reserved: int
 
 
 assert RawRecord._fields == ("index", *ring_format.PAYLOAD_FIELDS)  # spelled out above for mypy
@@ -86,6 +95,8 @@ _always_set = operator.itemgetter(
     ring_format.STEP, ring_format.START_NS, ring_format.DURATION_NS, ring_format.EPOCH,
     ring_format.LOADER)
 _MEASURED = slice(ring_format.DATA_NS, ring_format.BATCH_SIZE + 1)
+_PARTITION = operator.itemgetter(ring_format.HOST_NS, ring_format.SYNC_NS)
+_SAMPLED = slice(ring_format.SAMPLES, ring_format.SAMPLES + len(ring_format.SAMPLED_FIELDS))
 
 
 class RingReader:
@@ -104,7 +115,7 @@ class RingReader:
             st = os.fstat(self._fd)
             owner = os.getuid() if owner is None else owner
             self.uid = st.st_uid
-            _check_file(st, path, owner, pid)
+            _check_file(st, path, owner, pid, self._fd)
             if _header_unwritten(self._pread(len(ring_format.MAGIC), 0), st):
                 raise _unfinished(path, pid, st)
             self.header = self.read_header()
@@ -126,8 +137,7 @@ class RingReader:
         if magic != ring_format.MAGIC:
             raise RingRefused(f"{self.path} is not a gputop ring")
         if version != ring_format.VERSION:
-            raise RingRefused(
-                f"{self.path} has ring version {version}, expected {ring_format.VERSION}")
+            raise RingRefused(version_refusal(self.path, version))
         if (header_size, record_size, slots) != (
             ring_format.HEADER_SIZE, ring_format.RECORD_SIZE, ring_format.SLOTS
         ):
@@ -140,11 +150,14 @@ class RingReader:
         return RingHeader(pid, ticks, start_time, head, slots, getattr(self, "uid", -1),
                           ring_format.header_namespace(raw))
 
-    def read_new(self, newest: int | None = None) -> list[RawRecord]:
+    def read_new(self, newest: int | None = None,
+                 kept: Callable[[RawRecord], bool] | None = None) -> list[RawRecord]:
         """Records published since the last call, oldest first; lost ones add to `dropped`.
         With `newest`, only that many of the latest are read: those before them, still in
         the ring but left unread on purpose, add to `skipped` (a reader that keeps a window
-        of that many would drop them at once).
+        of that many would drop them at once). With `kept` too, the window is of the records
+        it keeps: older ones are read back (newest first, as far as the ring and the last
+        call allow) until `newest` of those read are kept.
 
         `head` is only a hint (a read racing its update may see it torn): a slot whose
         sequence says "not written yet" ends the read, and the next call resumes there.
@@ -155,19 +168,36 @@ class RingReader:
             return []
         first = max(self.next_index, head - slots)
         self.dropped += first - self.next_index
+        oldest = first
         if newest is not None and head - first > newest:
-            self.skipped += head - newest - first
             first = head - newest
         self.next_index = first
         out: list[RawRecord] = []
         for lo, hi in _contiguous_slot_runs(first, head, slots):
             if not self._read_run(lo, hi, out):
                 break
+        if kept is not None and newest is not None and first > oldest:
+            have = sum(map(kept, out))
+            while have < newest and first > oldest:
+                lo, first = first, max(oldest, first - newest)
+                older = self._read_back(first, lo)
+                have += sum(map(kept, older))
+                out[:0] = older
+        self.skipped += first - oldest
         return out
 
-    def _read_run(self, lo: int, hi: int, out: list[RawRecord]) -> bool:
+    def _read_back(self, lo: int, hi: int) -> list[RawRecord]:
+        """Records lo..hi-1, before those the last read_new() began with: one the writer has
+        overwritten meanwhile is left out (not counted as lost: it was skipped on purpose)."""
+        out: list[RawRecord] = []
+        for run_lo, run_hi in _contiguous_slot_runs(lo, hi, ring_format.SLOTS):
+            self._read_run(run_lo, run_hi, out, resume=False)
+        return out
+
+    def _read_run(self, lo: int, hi: int, out: list[RawRecord], resume: bool = True) -> bool:
         """Records lo..hi-1 from adjacent slots: seqs, payload, seqs again (a seqlock),
-        the payload decoded in one call.
+        the payload decoded in one call; `resume`: the next call goes on after them, and
+        a record lost in them adds to `dropped`.
 
         Returns False when it met a record not yet written (reading stops there).
         """
@@ -188,11 +218,12 @@ class RingReader:
                 if record is None:  # its stores may not all be visible yet: look once more
                     again = self._pread(size, offset + i * size)
                     record = _verified(n, ring_format.RECORD.unpack(again), again, 0)
-            if record is None:
-                self.dropped += 1
-            else:
+            if record is not None:
                 out.append(record)
-            self.next_index = n + 1
+            elif resume:
+                self.dropped += 1
+            if resume:
+                self.next_index = n + 1
         return True
 
     @property
@@ -254,8 +285,8 @@ def _young(st: os.stat_result) -> bool:
     return time.time_ns() - st.st_ctime_ns < GRACE_NS
 
 
-def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None) -> None:
-    """Refuse what is not a regular file of the ring's size owned by `owner`."""
+def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None, fd: int) -> None:
+    """Refuse what is not a regular file of the ring's size and version owned by `owner`."""
     who = _who(path, pid)
     if not stat.S_ISREG(st.st_mode):
         raise RingRefused(f"{who} ({path}) is not a regular file: ignored")
@@ -264,10 +295,35 @@ def _check_file(st: os.stat_result, path: str, owner: int, pid: int | None) -> N
         raise RingRefused(f"{who} is owned by uid {st.st_uid}, not by {whose} (uid {owner}): "
                           "ignored")
     if st.st_size != ring_format.FILE_SIZE:
+        _check_version(fd, path, pid)
         reason = f"{who} has {st.st_size} bytes, not a ring's {ring_format.FILE_SIZE}"
         if st.st_size == 0 and _young(st):  # created, not yet sized
             raise _unfinished(path, pid, st)
         raise RingRefused(reason)
+
+
+def _check_version(fd: int, path: str, pid: int | None) -> None:
+    """Refuse, in one line that says so, a ring another gputop's probe wrote (another layout,
+    so another size: checked before the size is, which would only say "bytes")."""
+    try:
+        raw = os.pread(fd, ring_format.HEADER.size, 0)
+    except OSError:
+        return
+    if len(raw) < ring_format.HEADER.size or raw[: len(ring_format.MAGIC)] != ring_format.MAGIC:
+        return
+    version = ring_format.HEADER.unpack_from(raw)[1]
+    if version != ring_format.VERSION:
+        raise RingRefused(version_refusal(_who(path, pid), version))
+
+
+def version_refusal(who: str, version: int) -> str:
+    """One line on a ring of another layout: an older gputop's probe, or a newer one's."""
+    if 0 < version < ring_format.VERSION:
+        return (f"{who} was written by the probe of an older gputop (ring version {version}, "
+                f"this gputop reads {ring_format.VERSION}): restart the trainer under this "
+                "gputop's probe, or watch it with the gputop it runs under")
+    return (f"{who} has ring version {version}, which this gputop does not read (it reads "
+            f"{ring_format.VERSION}): a newer gputop's probe wrote it")
 
 
 def _unfinished(path: str, pid: int | None, st: os.stat_result) -> RingUnfinished:
@@ -321,6 +377,11 @@ def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:
         return None
     measured = f[_MEASURED]
     if min(measured) < -1 or max(measured) >= MAX_VALUE:
+        return None
+    if min(_PARTITION(f)) < -1 or max(_PARTITION(f)) >= MAX_VALUE:
+        return None
+    sampled = f[_SAMPLED]
+    if min(sampled) < 0 or max(sampled) >= MAX_VALUE:
         return None
     return RawRecord(index, *f[ring_format.STEP : ring_format.CHECK_WORD])
 

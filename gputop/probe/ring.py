@@ -22,7 +22,7 @@ import time
 from zlib import crc32
 
 MAGIC = b"GPUTOPRG"
-VERSION = 2  # 2: the record's last field is a check (v1: reserved, zero)
+VERSION = 3  # 3: the step's partition and stack samples; 2: a check ends the record (1: zero)
 HEADER_SIZE = 4096
 SLOTS = 1024
 META_OFFSET = 128
@@ -53,7 +53,8 @@ NAMESPACE_OFFSET = HEADER.size
 FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
     "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
-    "flags", "loader", "check",
+    "flags", "loader", "host_ns", "sync_ns", "samples", "host_site", "host_site_samples",
+    "data_site", "data_site_samples", "reserved", "check",
 )
 PAYLOAD_FIELDS = FIELDS[1:-1]  # what the writer packs and the check covers
 STEP = FIELDS.index("step")
@@ -64,6 +65,12 @@ BATCH_SIZE = FIELDS.index("batch_size")
 EPOCH = FIELDS.index("epoch")
 FLAGS = FIELDS.index("flags")
 LOADER = FIELDS.index("loader")
+HOST_NS = FIELDS.index("host_ns")
+SYNC_NS = FIELDS.index("sync_ns")
+SAMPLES = FIELDS.index("samples")
+# The stack sampler's words: sample counts, and sites as ids of the metadata's META_SITES table
+# (0: no site)
+SAMPLED_FIELDS = FIELDS[SAMPLES : FIELDS.index("data_site_samples") + 1]
 CHECK_WORD = FIELDS.index("check")
 MEASURED_FIELDS = FIELDS[DATA_NS : BATCH_SIZE + 1]  # NONE when the probe did not measure it
 RECORD = struct.Struct(f"@{len(FIELDS)}q")
@@ -90,8 +97,11 @@ F_INPUT_OUTSIDE_MODEL = 16
 F_AT_BACKWARD = 32
 # the metadata key under which the probe says what it saw while no step has closed yet
 META_STATUS = "probe_status"
+# the metadata key of the stack sampler's site table: {"ID": "function (file:line)"}
+META_SITES = "sites"
+NO_SITE = 0
 
-assert NAMESPACE_OFFSET + NAMESPACE.size <= META_OFFSET and RECORD_SIZE == 128
+assert NAMESPACE_OFFSET + NAMESPACE.size <= META_OFFSET and RECORD_SIZE % 64 == 0
 assert PAYLOAD_OFFSET + PAYLOAD.size == CHECK_WORD * 8
 
 

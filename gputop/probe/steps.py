@@ -45,6 +45,12 @@ STAGE_MAX = 64  # steps staged before publishing regardless of time (bounds memo
 STALL_CHECK_S = 0.1  # how often the publisher thread looks for steps a pause left staged
 H2D, FORWARD, BACKWARD, OPTIMIZER = range(4)
 PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
+# What the training thread runs now (Recorder.phase_now, read by the stack sampler): a phase
+# above, a loader's next() (DATA), a loader-less step's input before the model's forward
+# (INPUT: its data), or anything else (HOST: Python outside the model and the loader)
+DATA, INPUT, HOST = 4, 5, 6
+NO_SAMPLES = (-1, 0, 0, 0, 0, 0)  # the sampler's hand-over before it has sampled a step
+SAMPLE_ENV = "GPUTOP_PROBE_SAMPLE"  # "0": no stack sampling
 NONE = ring_format.NONE
 MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
 MAX_INT_BITS = 640  # about 190 digits; a longer int is recorded as its size
@@ -64,10 +70,11 @@ class Recorder:
     __slots__ = (
         "_awaiting_forward", "_batch", "_close_flags", "_closed_at", "_data", "_epoch",
         "_epoch_mark", "_facts_written", "_fetch_closed", "_fetch_t0", "_first_loader", "_gpu_lock",
-        "_in_epoch", "_loader", "_loader_facts", "_lock", "_open_ring", "_publish_at",
-        "_staged", "_status_shown", "_step", "_t_open", "_train_loader", "_trains", "acc",
-        "backward_closes", "enabled", "facts", "fetching", "gpu", "manual", "open", "owner", "ring",
-        "times_own_training",
+        "_in_epoch", "_loader", "_loader_facts", "_lock", "_meta_lock", "_open_ring",
+        "_publish_at", "_staged", "_status_shown", "_step", "_t_open", "_train_loader",
+        "_trains", "acc", "backward_closes", "enabled", "end_evaluation", "evaluating", "facts",
+        "fetching", "gpu", "manual", "open", "optimizer_t0", "owner", "phase_now", "ring",
+        "site_counts", "sync", "sync_known", "times_own_training",
     )
 
     def __init__(self, open_ring: Callable[[], ring_format.RingWriter | None]) -> None:
@@ -108,6 +115,20 @@ class Recorder:
         # that holds one already (the torch patch clears it at each optimizer's first step).
         self.backward_closes = True
         self._close_flags = 0  # flags the step closing now gets beside _flags()'s
+        self.phase_now = HOST
+        self.optimizer_t0 = 0  # when the optimizer step in progress (or the last one) began
+        # ns the open step waited on the device outside the model's phases (the torch patch
+        # times it once CUDA is in use); sync_known: written as measured, else NONE
+        self.sync = 0
+        self.sync_known = False
+        # The stack sampler's counts of the step it sampled last, swapped in whole (no lock):
+        # (step, samples, host site, its samples, data site, its samples)
+        self.site_counts: tuple[int, int, int, int, int, int] = NO_SAMPLES
+        self._meta_lock = allocate_lock()  # the sampler thread writes its sites there too
+        # An evaluation is under way (activity.py); the training loader's next fetch ends it
+        # by calling end_evaluation (set with it)
+        self.evaluating = False
+        self.end_evaluation: Callable[[], None] | None = None
 
     # -- loaders ---------------------------------------------------------------------------
 
@@ -127,12 +148,17 @@ class Recorder:
             if facts:
                 self.annotate(facts)
 
-    def fetch_begin(self) -> None:
-        """`next()` on a loader starts: the open step ends here."""
+    def fetch_begin(self, loader: int = 0) -> None:
+        """`next()` on a loader (`loader`, where known) starts: the open step ends here, and
+        so does an evaluation when the loader is the training loader."""
         depth = self.fetching = self.fetching + 1
         if depth > 1:  # a watched iterable whose own iterator is patched too
             return
+        if (self.evaluating and loader and self._is_training_loader(loader)
+                and self.end_evaluation is not None):
+            self.end_evaluation()
         t = self._fetch_t0 = perf_counter_ns()
+        self.phase_now = DATA
         if self.open:
             self._fetch_closed = True
             self._close(t)
@@ -144,6 +170,7 @@ class Recorder:
         depth = self.fetching = self.fetching - 1
         if depth:
             return
+        self.phase_now = HOST
         t0 = self._t_open = self._fetch_t0
         self._data = perf_counter_ns() - t0
         self.open = True
@@ -156,6 +183,8 @@ class Recorder:
     def fetch_stop(self) -> None:
         """`next()` raised (StopIteration or an error): no step opens."""
         self.fetching = max(0, self.fetching - 1)
+        if not self.fetching:
+            self.phase_now = HOST
 
     # -- phases and explicit boundaries ----------------------------------------------------
 
@@ -179,7 +208,8 @@ class Recorder:
         is open): a backward in a loader-less step that holds one closes that step where the
         new backward began and opens the next there, so the update between them and the next
         batch's input belong to the step of the backward before."""
-        if phase == BACKWARD and self.open and not self._loader and self.acc[BACKWARD]:
+        if (phase == BACKWARD and self.open and not self._loader and self.acc[BACKWARD]
+                and self.phase_now != OPTIMIZER):  # not a closure's: its step holds them all
             t = perf_counter_ns() - ns
             self._close_flags = F_AT_BACKWARD
             try:
@@ -208,17 +238,28 @@ class Recorder:
             self._close(t)
             self._open_implicit(t)
             self._awaiting_forward = True
+            self.phase_now = INPUT
 
-    def forward_begin(self, t: int) -> None:
-        """The stepped model's forward starts at `t` (the torch patch, outermost calls)."""
+    def forward_begin(self, t: int) -> bool:
+        """The stepped model's forward starts at `t` (the torch patch, outermost calls);
+        returns whether the open step lacks its batch size (no loader gave one), which the
+        forward's input then gives (forward_batch)."""
         if self._awaiting_forward:
             self._end_input(t)
+        return self.open and self._batch == NONE
+
+    def forward_batch(self, size: int) -> None:
+        """The open step's batch size, from the first dimension of its model's input."""
+        self._batch = size
 
     def _end_input(self, t: int) -> None:
-        """The first forward since an optimizer step: the input of a loader-less step ends."""
+        """The first forward since an optimizer step: the input of a loader-less step ends
+        (where the optimizer step began, for a closure's forward), less the device waits in it."""
         self._awaiting_forward = False
         if self.open and not self._loader and not self.manual:
-            self._data = t - self._t_open
+            if self.phase_now == OPTIMIZER:
+                t = max(self._t_open, self.optimizer_t0)
+            self._data = max(0, t - self._t_open - self.sync)
             if self.gpu is not None:
                 with self._gpu_lock:
                     self.gpu.step_opened(True)
@@ -262,10 +303,17 @@ class Recorder:
             self._trains = False
         else:
             flags = self._flags(loader, acc)
-        t_open = self._t_open
+        t_open, data, sync = self._t_open, self._data, self.sync
+        # host: the rest of the step (each phase is timed outside the others; nested ones,
+        # a closure's inside its optimizer step, are taken out where they nest)
+        host = t - t_open - (data if data > 0 else 0) - acc[0] - acc[1] - acc[2] - acc[3] - sync
+        sampled = self.site_counts
+        if sampled[0] != self._step:
+            sampled = NO_SAMPLES
         record = (  # ring_format.PAYLOAD_FIELDS in order; the phases in PHASES order
-            self._step, t_open, t - t_open, self._data, acc[0] or NONE, acc[1] or NONE,
+            self._step, t_open, t - t_open, data, acc[0] or NONE, acc[1] or NONE,
             acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags, loader,
+            host if host > 0 else 0, sync if self.sync_known else NONE, *sampled[1:], 0,
         )
         if self.gpu is None:  # staged as stage() does, spelled out: this runs every step
             self._staged.append(record)
@@ -276,7 +324,7 @@ class Recorder:
             with self._gpu_lock:
                 self.gpu.step_closed(self, record)
         self._step += 1
-        acc[0] = acc[1] = acc[2] = acc[3] = 0
+        acc[0] = acc[1] = acc[2] = acc[3] = self.sync = 0
 
     def _flags(self, loader: int, acc: list[int]) -> int:
         """A step's flags in general: implicit, training, another loader's, warm-up."""
@@ -368,10 +416,17 @@ class Recorder:
             annotate_failed(exc)
 
     def _write_facts(self) -> None:
-        if self.ring is None or self.facts == self._facts_written:
-            return
-        self._facts_written = dict(self.facts)
-        self.ring.set_meta(bounded_json(self.facts, ring_format.META_CAP))
+        with self._meta_lock:
+            if self.ring is None or self.facts == self._facts_written:
+                return
+            self._facts_written = dict(self.facts)
+            self.ring.set_meta(bounded_json(self.facts, ring_format.META_CAP))
+
+    def set_sites(self, sites: dict[str, str]) -> None:
+        """The stack sampler's site table (id -> "function (file:line)") into the metadata."""
+        with self._meta_lock:
+            self.facts[ring_format.META_SITES] = sites
+        self._write_facts()
 
     def _start_before_steps(self, status: str) -> None:
         """Create the ring before any step closed, saying so (`status`) in the metadata: a
@@ -402,6 +457,10 @@ class Recorder:
         self._lock = threading.Lock()
         threading.Thread(target=self._publish_when_stalled, name="gputop-probe-publisher",
                          daemon=True).start()
+        if os.environ.get(SAMPLE_ENV) != "0":
+            from gputop.probe.stack_sampler import start_sampling
+
+            start_sampling(self)
         return self.ring
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -431,7 +490,8 @@ class Recorder:
         try:
             self.enabled = False
             if self.ring is not None:
-                self.ring.close()
+                with self._meta_lock:  # the sampler thread never writes its sites meanwhile
+                    self.ring.close()
         finally:
             if lock is not None:
                 lock.release()
@@ -474,8 +534,14 @@ def bounded_json(facts: dict[str, object], cap: int) -> bytes:
 
 
 def plain_facts(facts: dict[str, object]) -> dict[str, object]:
-    """Facts as JSON can always hold them: short text keys, bounded values."""
-    return {_text(key, MAX_KEY): _plain(value) for key, value in facts.items()}
+    """Facts as JSON can always hold them: short text keys, bounded values (the sampler's site
+    table a flat object of texts)."""
+    return {_text(key, MAX_KEY): _plain_table(value) if key == ring_format.META_SITES
+            and isinstance(value, dict) else _plain(value) for key, value in facts.items()}
+
+
+def _plain_table(table: dict[object, object]) -> dict[str, str]:
+    return {_text(key, MAX_KEY): _text(value, MAX_TEXT) for key, value in table.items()}
 
 
 def _plain(value: object) -> object:

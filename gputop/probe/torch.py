@@ -23,7 +23,8 @@ from time import perf_counter_ns
 from typing import Any
 
 from gputop.probe import loader_facts, loader_id
-from gputop.probe.steps import BACKWARD, FORWARD, NONE, Recorder
+from gputop.probe.activity import Activity
+from gputop.probe.steps import BACKWARD, FORWARD, HOST, INPUT, NONE, OPTIMIZER, Recorder
 
 SEARCH_STEPS = 2  # optimizer steps after a new optimizer's first during which modules are found
 
@@ -39,7 +40,9 @@ def install(rec: Recorder) -> None:
 
     _installed.append(rec)
     _patch_loaders(rec, torch)
-    _hook_optimizers(rec, torch, _patch_backward(rec, torch), _ModelForward(rec))
+    forward = _ModelForward(rec, torch.Tensor)
+    _watch_activity(rec, torch, forward)
+    _hook_optimizers(rec, torch, _patch_backward(rec, torch), forward)
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
 
 
@@ -78,16 +81,16 @@ def _patch_loaders(rec: Recorder, torch: Any) -> None:
     def __next__(self: Any) -> Any:
         if rec.fetching:  # inside probe.watch(), which times this very next()
             return orig_next(self)
-        rec.fetch_begin()
+        try:
+            lid, batch = self._gputop
+        except AttributeError:  # an iterator made before the patch, or one without __dict__
+            lid, batch = loader_id(self), NONE
+        rec.fetch_begin(lid)
         try:
             item = orig_next(self)
         except BaseException:
             rec.fetch_stop()
             raise
-        try:
-            lid, batch = self._gputop
-        except AttributeError:  # an iterator made before the patch, or one without __dict__
-            lid, batch = loader_id(self), NONE
         rec.fetch_end(lid, batch)
         return item
 
@@ -102,11 +105,14 @@ def _patch_backward(rec: Recorder, torch: Any) -> Callable[[], None]:
     def backward(*args: Any, **kwargs: Any) -> Any:
         if rec.times_own_training:  # the program's phase("backward"/"optimizer") say it
             return orig(*args, **kwargs)
+        prev, rec.phase_now = rec.phase_now, BACKWARD
         t0 = perf_counter_ns()
         try:
             return orig(*args, **kwargs)
         finally:
-            rec.auto_phase(BACKWARD, perf_counter_ns() - t0)
+            ns = perf_counter_ns() - t0
+            rec.phase_now = prev
+            rec.auto_phase(BACKWARD, ns)
 
     backward.__wrapped__ = orig  # type: ignore[attr-defined]
     backward.__doc__ = orig.__doc__
@@ -131,19 +137,22 @@ def _hook_optimizers(rec: Recorder, torch: Any, restore_backward: Callable[[], N
     """
     hooks = importlib.import_module("torch.optim.optimizer")
 
-    started = [0, 0]  # when the step began; forward + backward time of the open step then
+    # when the step began; forward + backward time of the open step then; the phase before it
+    started = [0, 0, HOST]
     acc = rec.acc
     seen: set[int] = set()
     handles: list[Any] = []
 
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         started[1] = acc[FORWARD] + acc[BACKWARD]
-        started[0] = perf_counter_ns()
+        started[2], rec.phase_now = rec.phase_now, OPTIMIZER
+        started[0] = rec.optimizer_t0 = perf_counter_ns()
 
     def post(opt: Any, args: Any, kwargs: Any) -> None:
         if not rec.times_own_training:
             ns = perf_counter_ns() - started[0]
             inner = acc[FORWARD] + acc[BACKWARD] - started[1]  # a closure's, inside the step
+            rec.phase_now = HOST if started[2] == INPUT else started[2]
             rec.auto_optimizer_done(ns - inner if 0 < inner < ns else ns)
         if forward.searching:
             forward.stepped()
@@ -170,10 +179,14 @@ class _ModelForward:
     They are found by a global forward pre-hook that lives from a new optimizer's first step
     for SEARCH_STEPS more steps (whole steps of module calls), then goes: every module call
     takes torch's slower hooked path while it lives. Only the modules found keep hooks.
+
+    A step whose batch size no loader gave takes it from the first dimension of its outermost
+    call's first tensor argument (positional, else keyword): nanoGPT's `model(X, Y)`.
     """
 
-    def __init__(self, rec: Recorder) -> None:
+    def __init__(self, rec: Recorder, tensor: Any = object) -> None:
         self.rec = rec
+        self.tensor = tensor  # torch.Tensor
         self.module_hooks = importlib.import_module("torch.nn.modules.module")
         self.depth = 0  # calls of found modules in progress (a found module inside another)
         self.t0 = 0
@@ -182,6 +195,7 @@ class _ModelForward:
         self.left = 0  # optimizer steps before the search ends
         self.finder: Any = None  # the global hook's handle while searching
         self.searching = False
+        self.prev = HOST  # the training thread's phase before the outermost call
 
     def search(self, opt: Any) -> None:
         """`opt` stepped for the first time: look for the modules holding its parameters."""
@@ -213,7 +227,7 @@ class _ModelForward:
         if self.depth or id(module) in self.found or not self._steps(module):
             return
         self.found.add(id(module))
-        handles = [module.register_forward_pre_hook(self.pre), self._post_hook(module)]
+        handles = [self._pre_hook(module), self._post_hook(module)]
         _undo.extend(handle.remove for handle in handles)
         self.pre(module, args)  # torch listed this call's pre-hooks already; its post-hook runs
 
@@ -224,6 +238,13 @@ class _ModelForward:
         except Exception:  # a module whose parameters() fails is not ours to judge
             return False
 
+    def _pre_hook(self, module: Any) -> Any:
+        """The forward pre-hook, given the call's keyword arguments too where torch can."""
+        try:
+            return module.register_forward_pre_hook(self.pre, with_kwargs=True)
+        except TypeError:
+            return module.register_forward_pre_hook(self.pre)
+
     def _post_hook(self, module: Any) -> Any:
         """The forward hook, run even when forward raises (torch 2.1+), so depth stays true."""
         try:
@@ -231,17 +252,56 @@ class _ModelForward:
         except TypeError:
             return module.register_forward_hook(self.post)
 
-    def pre(self, module: Any, args: Any) -> None:
+    def pre(self, module: Any, args: Any, kwargs: Any = None) -> None:
         if not self.depth:
+            rec = self.rec
+            prev = rec.phase_now
+            self.prev = HOST if prev == INPUT else prev  # the input ends at the forward
             t = self.t0 = perf_counter_ns()
-            self.rec.forward_begin(t)
+            if rec.forward_begin(t):  # no loader gave the step's batch size: its input does
+                first = args[0] if args else self._first_tensor(kwargs)
+                if isinstance(first, self.tensor):
+                    self._batch_of(first)
+            rec.phase_now = FORWARD
         self.depth += 1
+
+    def _first_tensor(self, kwargs: Any) -> Any:
+        """The first tensor among a call's keyword arguments, or None."""
+        tensor = self.tensor
+        return next((v for v in (kwargs or {}).values() if isinstance(v, tensor)), None)
+
+    def _batch_of(self, first: Any) -> None:
+        """The open step's batch size: the first dimension of its forward's first tensor."""
+        try:
+            size = first.shape[0] if first.ndim else None
+        except Exception:  # a tensor without sizes (a nested one): the size stays unknown
+            return
+        if type(size) is int:  # not a symbolic size (a compiled model's tracing)
+            self.rec.forward_batch(size)
 
     def post(self, module: Any, args: Any, output: Any) -> None:
         if self.depth:
             self.depth -= 1
             if not self.depth:
                 self.rec.forward_done(perf_counter_ns() - self.t0)
+                self.rec.phase_now = self.prev
+
+
+def _watch_activity(rec: Recorder, torch: Any, forward: _ModelForward) -> None:
+    """Note evaluation (the stepped model's forwards that do not train) and torch.save in
+    the metadata; see activity.py."""
+    activity = Activity(rec, torch.is_grad_enabled)
+    forward.pre = activity.forward_pre(forward.pre)  # type: ignore[method-assign]
+    orig = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        activity.backward()
+        return orig(*args, **kwargs)
+
+    backward.__wrapped__ = orig  # type: ignore[attr-defined]
+    backward.__doc__ = orig.__doc__
+    _replace(torch.autograd, "backward", backward)
+    _replace(torch, "save", activity.saving(torch.save))
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:
@@ -250,6 +310,8 @@ def _note_device(rec: Recorder, opt: Any) -> None:
         device = str(opt.param_groups[0]["params"][0].device)
     except (AttributeError, IndexError, KeyError, TypeError):
         return
+    if device == "cpu":
+        rec.sync_known = True  # CPU ops run in the calling thread: nothing waits on a device
     rec.annotate({"device": device})
 
 
@@ -265,3 +327,53 @@ def _maybe_time_gpu(rec: Recorder, torch: Any) -> None:
     from gputop.probe.gpu_timing import GpuTimer
 
     rec.gpu = GpuTimer(lambda: torch.cuda.Event(enable_timing=True))
+    _time_syncs(rec, torch)
+
+
+def _time_syncs(rec: Recorder, torch: Any) -> None:
+    """Time the program's waits on the device in its host time and input (sync_ns): calls of
+    torch.cuda.synchronize, and .item(), .cpu(), .tolist() of CUDA tensors. Waits inside the
+    model's phases are those phases' time."""
+
+    def timed(wait: Callable[..., Any]) -> Callable[..., Any]:
+        def synchronize(*args: Any, **kwargs: Any) -> Any:
+            if not rec.open or rec.phase_now not in (HOST, INPUT):
+                return wait(*args, **kwargs)
+            t0 = perf_counter_ns()
+            try:
+                return wait(*args, **kwargs)
+            finally:
+                rec.sync += perf_counter_ns() - t0
+
+        return synchronize
+
+    def timed_method(wait: Callable[..., Any]) -> Callable[..., Any]:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not rec.open or rec.phase_now not in (HOST, INPUT) or not self.is_cuda:
+                return wait(self, *args, **kwargs)
+            t0 = perf_counter_ns()
+            try:
+                return wait(self, *args, **kwargs)
+            finally:
+                rec.sync += perf_counter_ns() - t0
+
+        return method
+
+    _replace(torch.cuda, "synchronize", timed(torch.cuda.synchronize))
+    for name in ("item", "cpu", "tolist"):
+        _undo.append(_wrap_method(torch.Tensor, name, timed_method))
+    rec.sync_known = True
+
+
+def _wrap_method(cls: type, name: str, wrap: Callable[[Any], Any]) -> Callable[[], None]:
+    """Replace cls.name (maybe inherited) by wrap(it); returns how to put it back."""
+    own, old = name in cls.__dict__, getattr(cls, name)
+    setattr(cls, name, wrap(old))
+
+    def restore() -> None:
+        if own:
+            setattr(cls, name, old)
+        else:
+            delattr(cls, name)
+
+    return restore

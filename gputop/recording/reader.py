@@ -38,12 +38,20 @@ from gputop.recording.rows import (
     TrainerRow,
 )
 from gputop.recording.schema import GPU_PROCESS_TICK, PROCESS_TICK, gpu_values, open_read_only
-from gputop.recording.trainers import ATTACH_TICK, GROUP_TICK, RUN_STEPS, attach_state, run_steps
+from gputop.recording.trainers import (
+    ATTACH_TICK,
+    GROUP_TICK,
+    RUN_STEPS,
+    STEP_SITES,
+    attach_state,
+    run_steps,
+)
 from gputop.recording.values import Texts, checked, checked_rows, conforming, refusing, typed_rows
 
 _Row = TypeVar("_Row", bound=tuple[Any, ...])
 UNBOUNDED = (-(1 << 62), 1 << 62)  # the ticks or steps read when no first or last is given
 RUN_HINTS = (int, int, int | None, int, int | None, bytes)  # a `step_ticks` row as read
+_SITE_COLUMNS = tuple(StepRow._fields.index(name) for name in STEP_SITES)
 Devices = list[dict[str, int | None]]  # a tick's GPUs, as gputop.recording.schema.gpu_values
 
 
@@ -269,8 +277,15 @@ class Recording:
             "SELECT first_step, frame, end_ns, epoch, batch_size, steps FROM step_ticks "
             "WHERE trainer = ? AND first_step BETWEEN ? AND ? ORDER BY first_step",
             (trainer, low - RUN_STEPS + 1, high)), RUN_HINTS, "step_ticks")
-        return typed_rows((step for run in runs for step in run_steps(*run)
+        return typed_rows((self._sites_named(step) for run in runs for step in run_steps(*run)
                            if low <= step[0] <= high), StepRow, "step_ticks")
+
+    def _sites_named(self, step: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A stored step with its sampled sites' `texts` ids as their text."""
+        values = list(step)
+        for at in _SITE_COLUMNS:
+            values[at] = self.texts(values[at], str)
+        return tuple(values)
 
     def config_changes(self, trainer: int) -> list[ConfigChange]:
         """`trainer`'s settings as they changed, oldest first."""

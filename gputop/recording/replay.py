@@ -174,7 +174,9 @@ def _processes(recording: Recording, fid: int, gpus: GpuReport) -> tuple[Process
             rss_bytes=from_units(numbers.rss_kib, KIB),
             cpu_time_s=unscaled(numbers.cpu_time_s_x100, 100), start_ticks=who.start_ticks,
             gpu_memory_bytes=memory, gpu_indices=devices, role=who.role or "other",
-            trainer_pid=who.trainer_pid, has_probe=who.has_probe, in_proc=who.in_proc))
+            trainer_pid=who.trainer_pid, has_probe=who.has_probe, in_proc=who.in_proc,
+            container=who.container, container_pod=who.container_pod,
+            container_pid=who.container_pid))
     return tuple(out)
 
 

@@ -80,6 +80,9 @@ class Identity(NamedTuple):
     trainer_pid: int | None
     has_probe: bool
     in_proc: bool
+    container: str | None = None
+    container_pod: str | None = None
+    container_pid: int | None = None
 
 
 UNKNOWN_PROCESS = Identity(0, None, "?", None, None, 0, None, None, False, True)
@@ -185,6 +188,13 @@ class StepRow(NamedTuple):
     epoch: int
     flags: int
     verdict: Verdict
+    host_ns: int | None
+    sync_ns: int | None
+    samples: int | None
+    host_site: str | None
+    host_site_samples: int | None
+    data_site: str | None
+    data_site_samples: int | None
 
     def record(self) -> StepRecord:
         """The step as the model holds it."""
@@ -194,7 +204,10 @@ class StepRow(NamedTuple):
             optimizer_ns=self.optimizer_ns, gpu_ns=self.gpu_ns, gpu_gap_ns=self.gpu_gap_ns,
             batch_size=self.batch_size, epoch=self.epoch, warmup=bool(self.flags & 1),
             implicit=bool(self.flags & 2), input_outside_model=bool(self.flags & 4),
-            verdict=self.verdict, end_ns=self.end_ns)
+            verdict=self.verdict, end_ns=self.end_ns, host_ns=self.host_ns,
+            sync_ns=self.sync_ns, at_backward=bool(self.flags & 8), samples=self.samples or 0,
+            host_site=self.host_site, host_site_samples=self.host_site_samples or 0,
+            data_site=self.data_site, data_site_samples=self.data_site_samples or 0)
 
 
 class GapRow(NamedTuple):

@@ -17,26 +17,38 @@ back for SQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputop.core.model import StepRecord
 from gputop.recording.packing import Packing, unpacked_view
 
-STEP_FLAGS = ("warmup", "implicit", "input_outside_model")
-VERDICTS = ("unknown", "data-bound", "compute-bound")  # a step's verdict by its code
-TRAINER_STATES = ("running", "stalled", "exited")
-ALIVE = 4  # ATTACH_TICK `state` bit: the process is alive (the low bits: TRAINER_STATES)
+STEP_FLAGS = ("warmup", "implicit", "input_outside_model", "at_backward")
+FLAG_BITS = (1 << len(STEP_FLAGS)) - 1  # `marks`: the flags, then the verdict's code above them
+# a step's verdict by its code
+VERDICTS = ("unknown", "data-bound", "compute-bound", "host-bound", "cpu-starved")
+TRAINER_STATES = ("running", "stalled", "exited", "evaluating", "saving")
+ALIVE = 8  # ATTACH_TICK `state` bit: the process is alive (the low bits: TRAINER_STATES)
+STATE_BITS = ALIVE - 1
 RUN_STEPS = 64  # steps a `step_ticks` row holds at most
 STEP_PHASES = ("duration_ns", "data_ns", "h2d_ns", "forward_ns", "backward_ns",
                "optimizer_ns", "gpu_ns", "gpu_gap_ns")
-# A step in `step_ticks.steps`: its end after the run's `end_ns`, its phases, and `marks`:
-# the flags (STEP_FLAGS bits) plus 8 times the verdict's code in VERDICTS.
+STEP_PARTITION = ("host_ns", "sync_ns")  # the rest of the step's partition, in ns too
+# The stack sampler's counts, and its sites as `texts` ids (of "function (file:line)")
+STEP_SAMPLED = (("samples", 2), ("host_site", 4), ("host_site_samples", 2), ("data_site", 4),
+                ("data_site_samples", 2))
+STEP_SITES = ("host_site", "data_site")
+# A step in `step_ticks.steps`: its end after the run's `end_ns`, its phases, `marks` (the
+# flags, STEP_FLAGS bits, plus the verdict's code in VERDICTS above them), its partition's
+# other phases, its samples.
 STEP_TICK = Packing((("end_offset_ns", 4), *((name, 4) for name in STEP_PHASES),
-                     ("marks", 1)))
+                     ("marks", 1), *((name, 4) for name in STEP_PARTITION), *STEP_SAMPLED))
 STEP_WIDE = Packing((("end_offset_ns", 8), *((name, 8) for name in STEP_PHASES),
-                     ("marks", 1)))  # 73 bytes: not a whole number of STEP_TICK records
+                     ("marks", 1), *((name, 8) for name in STEP_PARTITION), *STEP_SAMPLED))
+STEP_TIMES = (*STEP_PHASES, *STEP_PARTITION)  # what a wide record holds wider
+# a wide record's length is never that of a run of narrow ones: the view tells them apart so
+assert all(STEP_WIDE.size != n * STEP_TICK.size for n in range(1, 65))
 # A trainer attached at a tick, in `attach_ticks.trainers` (idle: to the ms up to 2.3 h,
 # whole seconds beyond).
 ATTACH_TICK = Packing((("trainer", 3), ("state", 1), ("idle_ms", 3, 1000),
@@ -73,13 +85,15 @@ class StepRun:
                 (STEP_WIDE if self.wide else STEP_TICK).pack(self.records))
 
 
-def step_runs(steps: Iterable[StepRecord]) -> list[StepRun]:
-    """`steps` (in order) as runs of records."""
+def step_runs(steps: Iterable[StepRecord],
+              text_id: Callable[[str | None], int | None] = lambda site: None) -> list[StepRun]:
+    """`steps` (in order) as runs of records; `text_id` stores a sampled site's text."""
     runs: list[StepRun] = []
     for step in steps:
         phases = tuple(getattr(step, name) for name in STEP_PHASES)
-        if not all(STEP_TICK.exact(name, value)
-                   for name, value in zip(STEP_PHASES, phases, strict=True)):
+        partition = tuple(getattr(step, name) for name in STEP_PARTITION)
+        if not all(STEP_TICK.exact(name, value) for name, value in
+                   zip(STEP_TIMES, (*phases, *partition), strict=True)):
             runs.append(StepRun(step, wide=True))
         elif not runs or not runs[-1].takes(step):
             runs.append(StepRun(step))
@@ -87,25 +101,34 @@ def step_runs(steps: Iterable[StepRecord]) -> list[StepRun]:
         offset = None if step.end_ns is None or run.first.end_ns is None else (
             step.end_ns - run.first.end_ns)
         verdict = VERDICTS.index(step.verdict) if step.verdict in VERDICTS else 0
-        run.records.append((offset, *phases, step_flags(step) | 8 * verdict))
+        run.records.append((offset, *phases, step_flags(step) | (FLAG_BITS + 1) * verdict,
+                            *partition, step.samples, text_id(step.host_site),
+                            step.host_site_samples, text_id(step.data_site),
+                            step.data_site_samples))
     return runs
 
 
 def step_flags(step: StepRecord) -> int:
-    """The step's flags as bits, in STEP_FLAGS order (1 warm-up, 2 implicit, 4 input outside)."""
-    return int(step.warmup) | int(step.implicit) << 1 | int(step.input_outside_model) << 2
+    """The step's flags as bits, in STEP_FLAGS order (1 warm-up, 2 implicit, 4 input outside,
+    8 closed at backward)."""
+    return (int(step.warmup) | int(step.implicit) << 1 | int(step.input_outside_model) << 2
+            | int(step.at_backward) << 3)
 
 
 def run_steps(first_step: int, fid: int, end_ns: int | None, epoch: int, batch: int | None,
               blob: bytes) -> list[tuple[Any, ...]]:
-    """A `step_ticks` row's steps, each as StepRow's fields (gputop/recording/rows.py)."""
+    """A `step_ticks` row's steps, each as StepRow's fields (gputop/recording/rows.py; its
+    sites still `texts` ids)."""
     rows = []
     packing = STEP_WIDE if len(blob) == STEP_WIDE.size else STEP_TICK
-    for i, (offset, *phases, marks) in enumerate(packing.unpack(blob)):
+    marks_at = len(STEP_PHASES) + 1
+    for i, values in enumerate(packing.unpack(blob)):
+        offset, phases, marks = values[0], values[1:marks_at], values[marks_at] or 0
         end = None if offset is None or end_ns is None else end_ns + offset
-        code = (marks or 0) >> 3
-        rows.append((first_step + i, fid, end, *phases, batch, epoch, (marks or 0) & 7,
-                     VERDICTS[code] if code < len(VERDICTS) else "unknown"))
+        code = marks >> len(STEP_FLAGS)
+        rows.append((first_step + i, fid, end, *phases, batch, epoch, marks & FLAG_BITS,
+                     VERDICTS[code] if code < len(VERDICTS) else "unknown",
+                     *values[marks_at + 1 :]))
     return rows
 
 
@@ -133,8 +156,13 @@ def _steps_view() -> str:
     named = ["t.trainer AS trainer", "t.first_step + d.i AS step", "t.frame AS frame",
              f"t.end_ns + {columns['end_offset_ns']} AS end_ns",
              *(f"{columns[name]} AS {name}" for name in STEP_PHASES),
-             "t.batch_size AS batch_size", "t.epoch AS epoch", f"({marks}) & 7 AS flags",
-             f"CASE ({marks}) >> 3 {verdict} ELSE 'unknown' END AS verdict"]
+             "t.batch_size AS batch_size", "t.epoch AS epoch",
+             f"({marks}) & {FLAG_BITS} AS flags",
+             f"CASE ({marks}) >> {len(STEP_FLAGS)} {verdict} ELSE 'unknown' END AS verdict",
+             *(f"{columns[name]} AS {name}" for name in STEP_PARTITION),
+             *(f"(SELECT json_extract(x.text, '$') FROM texts x WHERE x.id = {columns[name]})"
+               f" AS {name}" if name in STEP_SITES else f"{columns[name]} AS {name}"
+               for name, _ in STEP_SAMPLED)]
     return ("CREATE VIEW IF NOT EXISTS steps AS WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL "
             f"SELECT i + 1 FROM d WHERE i + 1 < {RUN_STEPS}) SELECT {', '.join(named)} "
             f"FROM step_ticks t CROSS JOIN d WHERE d.i < length(t.steps) / {STEP_TICK.size};\n")
@@ -148,7 +176,8 @@ def _trainer_ticks_view() -> str:
     change = ("c.frame = (SELECT max(frame) FROM trainer_changes WHERE trainer = c.trainer "
               "AND frame <= t.frame)")
     named = ["t.frame AS frame", "d.i AS position", f"{columns['trainer']} AS trainer",
-             f"CASE ({state}) & 3 {words} END AS state", f"{columns['idle_ms']} AS idle_ms",
+             f"CASE ({state}) & {STATE_BITS} {words} END AS state",
+             f"{columns['idle_ms']} AS idle_ms",
              f"(({state}) & {ALIVE}) / {ALIVE} AS alive", "c.dropped_records AS dropped_records",
              f"{columns['first_step']} AS first_step", f"{columns['last_step']} AS last_step",
              "c.config_id AS config_id", "c.error_id AS error_id"]
@@ -202,7 +231,7 @@ CREATE TABLE IF NOT EXISTS step_ticks (
 
 def attach_state(code: int | None) -> tuple[str, bool]:
     """An ATTACH_TICK `state` read back: the trainer's state and whether it was alive."""
-    state = (code or 0) & 3
+    state = (code or 0) & STATE_BITS
     return (TRAINER_STATES[state] if state < len(TRAINER_STATES) else "exited",
             bool((code or 0) & ALIVE))
 

@@ -85,11 +85,16 @@ class RecordError(Exception):
     """A file that cannot be recorded to; one line saying why."""
 
 
+def refuse_directory(path: str) -> None:
+    """A directory can never be a recording: said before anything else is checked or made."""
+    if os.path.isdir(path):
+        raise RecordError(f"cannot record to {path}: it is a directory")
+
+
 def open_record(path: str, mode: int = PRIVATE) -> sqlite3.Connection:
     """`path` as a new recording (made with `mode`), or one of ours to append to; anything
     else is refused, and what gputop made for it is removed again."""
-    if os.path.isdir(path):
-        raise RecordError(f"cannot record to {path}: it is a directory")
+    refuse_directory(path)
     made: list[tuple[str, os.stat_result]] = []
     try:
         db = _connect(path, mode, made)
@@ -402,16 +407,18 @@ class RecordWriter:
         `process_info` row, a new one whenever any of that changes, its command line a text
         stored once. Its GPU memory and devices are the tick's GPU processes' records."""
         key = (p.pid, p.start_ticks, p.ppid, p.name, p.username, p.cmdline, p.role,
-               p.trainer_pid, p.has_probe, p.in_proc)
+               p.trainer_pid, p.has_probe, p.in_proc, p.container, p.container_pod,
+               p.container_pid)
         info_id: int | None = self._process_ids.get(key)
         if info_id is None:
             info_id = self.db.execute(
                 "INSERT INTO process_info (pid, start_ticks, ppid, name, username, cmdline_id, "
-                "role, trainer_pid, has_probe, in_proc) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                "role, trainer_pid, has_probe, in_proc, container, container_pod, container_pid) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (p.pid, p.start_ticks, p.ppid, p.name, p.username,
                  self._text(_command_shown(p.cmdline)),
                  None if p.role == "other" else p.role, p.trainer_pid, p.has_probe,
-                 p.in_proc)).fetchone()[0]
+                 p.in_proc, p.container, p.container_pod, p.container_pid)).fetchone()[0]
             self._process_ids.put(key, info_id)
         state = ord(p.state) if len(p.state) == 1 and ord(p.state) < 255 else None
         return (info_id, state, p.num_threads, scaled(p.cpu_percent, 10),
@@ -471,7 +478,7 @@ class RecordWriter:
         new = [s for s in state.steps if log.last_step is None or s.step > log.last_step]
         self._gaps(fid, log, state, new)
         self.db.executemany("INSERT INTO step_ticks VALUES (?,?,?,?,?,?,?)",
-                            [run.row(log.id, fid) for run in step_runs(new)])
+                            [run.row(log.id, fid) for run in step_runs(new, self._text)])
         change = (state.dropped_records, self._text(_config(state.config) | {"job": state.job}),
                   self._text(state.error))
         if change != log.change:

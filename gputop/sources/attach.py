@@ -5,6 +5,7 @@ summarizes them)."""
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import fields
@@ -12,17 +13,18 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import Any
 
-from gputop.core.model import AttachState, StepRecord, TrainerConfig, Verdict
+from gputop.core.model import Activity, AttachState, StepRecord, TrainerConfig, Verdict
 from gputop.core.printable import printable
 from gputop.probe import ring as ring_format
+from gputop.probe.activity import ACTIVITIES, META_ACTIVITY, META_SINCE
 from gputop.probe.reader import RawRecord, RingError, RingReader
 from gputop.sources.procfs import parse_stat, read_bytes
 from gputop.sources.rings import RingDirectory, process_owner
 
 WINDOW = 256
-# A step's verdict from (duration, data, h2d, gpu, gpu_gap) ns (analysis.steps.verdict_of,
+# A step's verdict from (duration, data, h2d, gpu, gpu_gap, host) ns (analysis.steps.verdict_of,
 # handed in by wiring: sources do not import the analysis).
-VerdictOf = Callable[[int, int | None, int | None, int | None, int | None], Verdict]
+VerdictOf = Callable[[int, int | None, int | None, int | None, int | None, int | None], Verdict]
 HOW_TO_START = "start it with `gputop run -- python train.py` or `python -m gputop.probe train.py`"
 RING_APPEARS = ("the probe makes it at the first DataLoader pass, backward or optimizer step; "
                 "try again once the model trains")
@@ -70,6 +72,7 @@ class RingAttachSource:
         `run`); a job whose processes have all exited makes way for it."""
         for target in [t for t in self._targets if t != pid and self._ended(t)]:
             self.detach(target)
+        self.rings.look_inside(pid)
         if pid not in self._targets:
             self._targets.append(pid)
             self._members[pid] = []
@@ -212,6 +215,7 @@ class _RingWindow:
         self.config = TrainerConfig()
         self.meta_seen = False
         self._meta: dict[str, object] | None = None  # the metadata `config` was built from
+        self.activity: tuple[Activity, float] | None = None  # activity_of() the metadata
 
     def sample(self, job: int) -> AttachState:
         """The window now, as a member of the job attached by PID `job`."""
@@ -224,8 +228,9 @@ class _RingWindow:
             steps = tuple(s for loader, s in zip(self.loaders, self.steps, strict=True)
                           if not loader or loader in train)
         dropped = self.reader.dropped if self.reader is not None else 0
+        activity, activity_s = self.activity or (None, None)
         return AttachState(self.pid, self.config, dropped, steps, alive=self.alive,
-                           error=self.error, job=job)
+                           error=self.error, job=job, activity=activity, activity_s=activity_s)
 
     def _read(self) -> None:
         ticks = self.rings.start_ticks(self.pid)  # no /proc read while its ring's process runs
@@ -235,22 +240,27 @@ class _RingWindow:
                     self.alive, self.error = False, f"no process with PID {self.pid}"
                     return
                 self.reader = self.rings.open(self.pid)  # checked against the live process
-            # Of more records than the window holds, the older would leave it at once.
-            for raw in self.reader.read_new(newest=self.steps.maxlen):
-                self._add(raw)
+            # Of more records than the window holds, the older would leave it at once; a
+            # loader that does not train (a long evaluation's) leaves its records out of it,
+            # so the training steps before them are read back to fill it.
+            records = self.reader.read_new(newest=self.steps.maxlen, kept=_kept_in_window)
             meta = self.reader.read_meta()  # the same object until the trainer writes anew
+            sites = meta.get(ring_format.META_SITES)  # after the records: it names their sites
+            for raw in records:
+                self._add(raw, sites if isinstance(sites, dict) else None)
             if meta is not self._meta:
                 self.config = config_from_meta(meta)
                 self._meta = meta
             self.meta_seen = self.reader.meta_written  # an empty area may be filled soon
             self.error = probe_status(meta)  # what a probe that closed no step yet saw
+            self.activity = activity_of(meta, time.monotonic_ns())
         except RingError as exc:  # shown in the pane: why there is no ring to read
             self.error = str(exc)
         if self.reader is not None and ticks != self.reader.header.start_ticks:
             self.alive = False  # the file stays readable through our descriptor: all read
             self.close()
 
-    def _add(self, raw: RawRecord) -> None:
+    def _add(self, raw: RawRecord, sites: dict[str, object] | None = None) -> None:
         if raw.flags & ring_format.F_OTHER:
             return
         loader, loaders, held = raw.loader, self.loaders, self.held
@@ -259,7 +269,7 @@ class _RingWindow:
             held[left] -= 1
             if not held[left]:
                 del held[left]
-        self.steps.append(to_step(raw, self.verdict_of))
+        self.steps.append(to_step(raw, self.verdict_of, sites))
         loaders.append(loader)
         held[loader] = held.get(loader, 0) + 1
         trains = raw.flags & ring_format.F_OPTIMIZER and loader
@@ -278,18 +288,41 @@ class _RingWindow:
             self.reader = None
 
 
-def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None) -> StepRecord:
+def _kept_in_window(raw: RawRecord) -> bool:
+    """Whether a record's step enters the window (_RingWindow._add): not another loader's."""
+    return not raw.flags & ring_format.F_OTHER
+
+
+def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None,
+            sites: dict[str, object] | None = None) -> StepRecord:
     """A ring record as a StepRecord, its fields taken by name (-1 becomes None), classified
-    by `verdict_of` where given (else "unknown", for the sampler's Derivation)."""
+    by `verdict_of` where given (else "unknown", for the sampler's Derivation); its sampled
+    sites named from the metadata's table `sites` (an id it lacks: None)."""
     flags, duration = raw.flags, raw.duration_ns
     measured = _raw_measured(raw)
     measured = tuple(map(_UNMEASURED.get, measured, measured))  # -1 (the reader's floor): None
-    verdict = "unknown" if verdict_of is None else verdict_of(duration, *_verdict_fields(measured))
+    host = _UNMEASURED.get(raw.host_ns, raw.host_ns)
+    if verdict_of is None:
+        verdict = "unknown"
+    else:
+        data, h2d, gpu, gpu_gap = _verdict_fields(measured)
+        verdict = verdict_of(duration, data, h2d, gpu, gpu_gap, host)
     values: tuple[Any, ...] = (
         raw.step, duration, *measured, raw.epoch, bool(flags & ring_format.F_WARMUP), verdict,
         raw.start_ns + duration, bool(flags & ring_format.F_IMPLICIT),
-        bool(flags & ring_format.F_INPUT_OUTSIDE_MODEL))
+        bool(flags & ring_format.F_INPUT_OUTSIDE_MODEL),
+        host, _UNMEASURED.get(raw.sync_ns, raw.sync_ns),
+        bool(flags & ring_format.F_AT_BACKWARD), raw.samples,
+        site_name(sites, raw.host_site), raw.host_site_samples,
+        site_name(sites, raw.data_site), raw.data_site_samples)
     return StepRecord(*values)
+
+
+def site_name(sites: dict[str, object] | None, site: int) -> str | None:
+    """A sampled site's "function (file:line)" from the metadata's table (printable,
+    bounded), or None: no site, or one the table does not hold."""
+    text = sites.get(str(site)) if sites and site != ring_format.NO_SITE else None
+    return printable(text[:200]) if isinstance(text, str) else None
 
 
 # The measured fields by name: where they sit in a RawRecord; StepRecord's fields in order,
@@ -301,15 +334,25 @@ _raw_measured = itemgetter(_RAW_MEASURED)
 _UNMEASURED: dict[int, None] = {ring_format.NONE: None}
 _verdict_fields = itemgetter(*map(ring_format.MEASURED_FIELDS.index,
                                   ("data_ns", "h2d_ns", "gpu_ns", "gpu_gap_ns")))
-assert tuple(f.name for f in fields(StepRecord))[:len(ring_format.MEASURED_FIELDS) + 8] == (
+assert tuple(f.name for f in fields(StepRecord))[:len(ring_format.MEASURED_FIELDS) + 16] == (
     "step", "duration_ns", *ring_format.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
-    "implicit", "input_outside_model")
+    "implicit", "input_outside_model", "host_ns", "sync_ns", "at_backward",
+    *ring_format.SAMPLED_FIELDS)
 
 
 def probe_status(meta: dict[str, object]) -> str | None:
     """The probe's word on why no step closed yet (printable, bounded), or None."""
     status = meta.get(ring_format.META_STATUS)
     return printable(status[:200]) if isinstance(status, str) else None
+
+
+def activity_of(meta: dict[str, object], now_ns: int) -> tuple[Activity, float] | None:
+    """What the probe says the trainer does outside its steps (evaluating, saving) and for
+    how many seconds by `now_ns` (CLOCK_MONOTONIC, the probe's clock); None while it trains."""
+    activity, since = meta.get(META_ACTIVITY), meta.get(META_SINCE)
+    if activity not in ACTIVITIES or not isinstance(since, int) or isinstance(since, bool):
+        return None
+    return activity, max(0.0, (now_ns - since) / 1e9)  # type: ignore[return-value]
 
 
 def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
@@ -320,7 +363,7 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
     known: dict[str, object] = {}
     extra = []
     for key, value in meta.items():
-        if key == ring_format.META_STATUS:
+        if key in _NOT_CONFIG:
             continue
         kind = CONFIG_FIELDS.get(key)
         if kind is None:
@@ -331,16 +374,24 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
     return TrainerConfig(**known, extra=tuple(sorted(extra)))  # type: ignore[arg-type]
 
 
-def check_attachable(pid: int, directory: str | None = None) -> str | None:
+_NOT_CONFIG = frozenset((ring_format.META_STATUS, META_ACTIVITY, META_SINCE))  # the probe's own
+
+
+def check_attachable(pid: int, directory: str | None = None,
+                     accept_pending: bool = False) -> str | None:
     """Why `--attach PID` must fail (one line), or None when PID has a ring we trust (or is
-    a launcher whose children do)."""
+    a launcher whose children do). `accept_pending`: a process running under the probe with
+    no ring yet is attachable too (its ring, or its children's, may appear: a parent of
+    spawned trainers), its state saying why it shows no steps."""
     if ring_format.start_ticks(pid) is None:
         return f"no process with PID {pid}"
     owner, me = process_owner(pid), os.getuid()
     if me != 0 and owner is not None and owner != me:
         return f"PID {pid} belongs to another user (uid {owner}); only root attaches to it"
     rings = RingDirectory(directory)
+    rings.look_inside(pid)  # a container's trainer whose ring is in its private /dev/shm
     rings.scan()
+    rings.close()  # what it found stays; the private /dev/shm's fd is let go
     if pid in rings.rings:
         return None
     if pid in rings.refusals:
@@ -348,7 +399,8 @@ def check_attachable(pid: int, directory: str | None = None) -> str | None:
     if _has_probed_descendant(pid, rings):
         return None  # a launcher (torchrun, a shell): its ranks are attached
     if _runs_under_probe(pid):
-        return f"PID {pid} runs under the probe but has no ring yet; {RING_APPEARS}"
+        return (None if accept_pending
+                else f"PID {pid} runs under the probe but has no ring yet; {RING_APPEARS}")
     return f"PID {pid} has no probe ring; {HOW_TO_START}"
 
 

@@ -55,6 +55,9 @@ class ProcessWaits(NamedTuple):
     # Major page faults per second: pages it touched that had to be read in from storage or
     # swap (/proc/PID/stat majflt), the process's own and no one else's.
     major_faults_per_s: float | None = None
+    # The main thread runnable but waiting for a CPU (100 = the whole interval): the share of
+    # wall time the trainer's own loop lost to whatever else held the cores.
+    main_thread_wait_percent: float | None = None
 
 
 class ProcessFacts(Protocol):

@@ -1,10 +1,15 @@
 """The fleet: every `gputop serve` target a Prometheus server scrapes, read back through
 PromQL over Prometheus's HTTP API (`/api/v1/query`), one row per target.
 
-Targets are the instances that exported `gputop_exporter_info` within the last hour; `up`
-says whether the last scrape of each worked. A target that is down keeps its row, marked
-down, with no figures: its series are stale, and stale is not zero. A target whose `up`
-series went stale (it left Prometheus's service discovery) is down too.
+The gputop jobs are the jobs (scrape pools) in which at least one target exported
+`gputop_exporter_info` within the last hour; while no target of any job has, the jobs
+whose name holds "gputop". The fleet is every target of those jobs that Prometheus knows
+(its `up` series and its active targets, `/api/v1/targets`), and every instance that
+exported `gputop_exporter_info` within the last hour. `up` says whether the last scrape of
+each worked. A target that is down keeps its row, marked down, with no figures: its series
+are stale, and stale is not zero. A target whose `up` series went stale (it left
+Prometheus's service discovery) is down too; one that never answered is down with
+Prometheus's last error for it.
 
 An answer is input like any other: each request has one deadline for all of it (connect,
 headers, body), an answer larger than ANSWER_CAP_BYTES is refused unread, a redirect is
@@ -24,6 +29,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, cast
 
 from gputop.core.model import FleetHost, FleetReport, Frame, GpuReport, HostSample
@@ -34,6 +40,9 @@ TIMEOUT_S = 10.0  # one deadline for a whole request: connect, headers and body
 ANSWER_CAP_BYTES = 32 << 20  # a larger answer is refused unread
 _CHUNK_BYTES = 1 << 16
 TARGETS = "last_over_time(gputop_exporter_info[1h])"
+JOB_WORD = "gputop"  # names the gputop jobs while no target has answered
+SCRAPE_ERROR_CHARS = 300  # Prometheus's last error for a target, cut to this
+HEALTHS = ("up", "down", "unknown")
 IDLE_UTIL_RATIO = 0.05
 HELD_BYTES = 1 << 30
 # FleetHost field -> PromQL giving one value per instance
@@ -47,7 +56,9 @@ QUERIES: dict[str, str] = {
         f"and gputop_gpu_memory_used_bytes > {HELD_BYTES})"),
     "trainers": "count by (instance) (gputop_trainer_info)",
     "probed_trainers": 'count by (instance) (gputop_trainer_info{probe="true"})',
-    "data_bound_trainers": ('count by (instance) (gputop_trainer_verdict'
+    # verdict="…" since the enum gauges; gputop_trainer_verdict="…" from older exporters
+    "data_bound_trainers": ('count by (instance) (gputop_trainer_verdict{verdict="data-bound"} '
+                            '== 1 or gputop_trainer_verdict'
                             '{gputop_trainer_verdict="data-bound"} == 1)'),
     "worst_data_wait_ratio": "max by (instance) (gputop_trainer_data_wait_ratio)",
     # the rank its own exporter named, or one judged against its job's ranks on other hosts
@@ -62,6 +73,7 @@ COUNTS = {"gpus", "idle_gpus_holding_memory", "trainers", "probed_trainers",
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
            "y": 31536000.0}
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
 _GLOBAL_INTERVAL = re.compile(r"^global:\n(?:[ \t]+.*\n)*?[ \t]+scrape_interval: *(\S+)", re.M)
 
 
@@ -219,6 +231,14 @@ class PrometheusClient:
                              f"{self.cap_bytes >> 20} MiB to {what!r}: refused")
 
 
+def _labels(item: object, key: str = "metric") -> dict[str, str]:
+    """The string labels under `key` of a result series or a target ({} when malformed)."""
+    labels = item.get(key) if isinstance(item, dict) else None
+    if not isinstance(labels, dict):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _by_instance(result: list[dict[str, Any]]) -> dict[str, float | None]:
     """Each instance's value; None where it is NaN or infinite (no figure to show)."""
     values: dict[str, float | None] = {}
@@ -245,8 +265,6 @@ class FleetSource:
         a Prometheus that cannot be asked gives a report with its error."""
         try:
             hosts = tuple(sorted(self._hosts(), key=_worst_first))
-            if self._interval_s is None:
-                self._interval_s = self._scrape_interval({h.instance for h in hosts})
             shown = (host_detail(self.client.query, detail) if detail is not None
                      and any(h.instance == detail and h.up for h in hosts) else None)
             return FleetReport(self.url, hosts, scrape_interval_s=self._interval_s,
@@ -257,42 +275,101 @@ class FleetSource:
                                answer_refused=isinstance(exc, AnswerRefused))
 
     def _hosts(self) -> list[FleetHost]:
-        targets = {}
+        """Every target of the gputop jobs, and every instance that answered in the last hour
+        (see the module's docstring)."""
+        seen: dict[str, dict[str, str]] = {}
         for series in self.client.query(TARGETS):
-            labels = series.get("metric", {})
-            instance = labels.get("instance")
-            if isinstance(instance, str):
-                targets[instance] = labels
-        up = _by_instance(self.client.query("up"))
+            labels = _labels(series)
+            if "instance" in labels:
+                seen[labels["instance"]] = labels
+        up_result = self.client.query("up")
+        up_series = [_labels(s) for s in up_result]
+        active = self._active_targets()
+        jobs = gputop_jobs({labels.get("job", "") for labels in seen.values()},
+                           [labels.get("job", "") for labels in up_series]
+                           + [_labels(t, "labels").get("job", "") for t in active])
+        scraped = {labels["instance"]: t for t in active
+                   if _in_jobs(labels := _labels(t, "labels"), jobs)}
+        if self._interval_s is None:
+            self._interval_s = self._scrape_interval(scraped.values())
+        listed = dict.fromkeys([*seen, *(labels["instance"] for labels in up_series
+                                         if _in_jobs(labels, jobs)), *scraped])
+        up = _by_instance(up_result)
         figures = {name: _by_instance(self.client.query(q)) for name, q in QUERIES.items()}
-        hosts = []
-        for instance, labels in targets.items():
-            host = FleetHost(
-                instance=printable(instance),
-                hostname=printable(str(labels.get("Hostname", instance))),
-                up=up.get(instance) == 1.0,
-                simulated=labels.get("simulated") == "true",
-            )
-            if host.up:
-                host = replace(host, **_figures(instance, figures))
-            hosts.append(host)
-        return hosts
+        return [_host(instance, seen.get(instance), up.get(instance) == 1.0,
+                      scraped.get(instance, {}), figures) for instance in listed]
 
-    def _scrape_interval(self, instances: Iterable[str]) -> float | None:
-        """How often Prometheus scrapes the gputop targets (the shortest, if they differ),
-        from its targets; else its global scrape_interval; None when it says neither."""
-        wanted = set(instances)
+    def _active_targets(self) -> list[dict[str, Any]]:
+        """Prometheus's active targets, as its targets API lists them."""
         data = self.client.get("/api/v1/targets", {"state": "active"})
         targets = data.get("activeTargets", []) if isinstance(data, dict) else []
-        intervals = [parse_duration(t.get("scrapeInterval")) for t in targets
-                     if isinstance(t, dict) and t.get("labels", {}).get("instance") in wanted]
-        known = [s for s in intervals if s is not None]
+        return [t for t in targets if isinstance(t, dict)] if isinstance(targets, list) else []
+
+    def _scrape_interval(self, targets: Iterable[dict[str, Any]]) -> float | None:
+        """How often Prometheus scrapes the gputop targets (the shortest, if they differ),
+        from its targets; else its global scrape_interval; None when it says neither."""
+        known = [s for s in (parse_duration(t.get("scrapeInterval")) for t in targets)
+                 if s is not None]
         if known:
             return min(known)
         config = self.client.get("/api/v1/status/config")
         found = _GLOBAL_INTERVAL.search(str(config.get("yaml", "")) if isinstance(config, dict)
                                         else "")
         return parse_duration(found.group(1)) if found else None
+
+
+def _in_jobs(labels: dict[str, str], jobs: set[str]) -> bool:
+    """Whether a target (its labels) has an instance and belongs to one of `jobs`."""
+    return "instance" in labels and labels.get("job", "") in jobs
+
+
+def gputop_jobs(answered: set[str], known: Iterable[str]) -> set[str]:
+    """The jobs gputop serves in: those of the targets that `answered` (exported
+    gputop_exporter_info within the last hour); while none has, the `known` jobs whose name
+    holds JOB_WORD ("gputop", as docs/prometheus.md names it)."""
+    return answered or {job for job in known if JOB_WORD in job.lower()}
+
+
+def _host(instance: str, seen: dict[str, str] | None, up: bool, target: dict[str, Any],
+          figures: dict[str, dict[str, float | None]]) -> FleetHost:
+    """One target: its figures when up, else none; what Prometheus says of its scrapes."""
+    labels = seen or {}
+    health = target.get("health")
+    error = target.get("lastError")
+    host = FleetHost(
+        instance=printable(instance),
+        hostname=printable(labels.get("Hostname", instance)),
+        up=up,
+        simulated=labels.get("simulated") == "true",
+        seen=seen is not None,
+        scrape_health=health if health in HEALTHS else None,
+        last_scrape=parse_time(target.get("lastScrape")),
+        scrape_error=bounded(error) if isinstance(error, str) and error else None,
+    )
+    return replace(host, **_figures(instance, figures)) if host.up else host
+
+
+def bounded(text: str, chars: int = SCRAPE_ERROR_CHARS) -> str:
+    """Outside `text` made printable and cut to `chars` (… marks a cut)."""
+    shown = printable(text[:chars * 2])
+    return shown if len(shown) <= chars else shown[:chars - 1] + "…"
+
+
+def parse_time(text: object) -> float | None:
+    """Unix time of an RFC 3339 time as Prometheus writes it ("2026-12-07T04:51:55.1Z");
+    None if it is not one, or is before 1970 (Prometheus's zero time: never)."""
+    if not isinstance(text, str) or len(text) > 40:
+        return None
+    found = _RFC3339.fullmatch(text)
+    if found is None:
+        return None
+    stamp, fraction, zone = found.groups()
+    try:
+        seconds = datetime.fromisoformat(stamp + ("+00:00" if zone == "Z" else zone)).timestamp()
+    except (ValueError, OverflowError):
+        return None
+    seconds += float(f"0.{fraction}") if fraction else 0.0
+    return seconds if seconds > 0 else None
 
 
 def parse_duration(text: object) -> float | None:

@@ -1,6 +1,10 @@
 """One fleet host in detail (its GPUs, trainers and advice), from one PromQL selector over
 its exporter's series; and the PromQL that names input stragglers across hosts.
 
+Series name a trainer by its `trainer` label, a hash stable across restarts;
+`gputop_trainer_info` gives its PID (`pid`), which the detail shows. An older exporter's
+`trainer` label is the PID itself, and its enums label the value with the metric's name.
+
 A rank straggles across hosts when its job (the `rendezvous` label: torchrun's run id and
 MASTER_ADDR:MASTER_PORT, shared by every rank of the job whatever its host) has another
 rank, and its data-wait ratio is more than twice the mean of the other ranks' and at least
@@ -31,6 +35,7 @@ _DETAIL = '{{__name__=~"gputop_(gpu|trainer)_.+|gputop_advice_active", instance=
 _TRAINER_VALUES = {  # FleetTrainer field -> its gauge
     "workers": "gputop_trainer_workers", "data_wait_ratio": "gputop_trainer_data_wait_ratio",
     "median_step_s": "gputop_trainer_median_step_seconds",
+    "mean_step_s": "gputop_trainer_mean_step_seconds",
     "samples_per_s": "gputop_trainer_samples_per_second",
     "gpu_memory_bytes": "gputop_trainer_gpu_memory_bytes",
 }
@@ -51,11 +56,14 @@ def host_detail(query: Query, instance: str) -> FleetHostDetail:
     across = {labels.get("trainer", "") for labels, _ in
               (p for p in map(_parsed, query(STRAGGLERS_ACROSS_HOSTS)) if p is not None)
               if labels.get("instance") == instance}
+    pids = {labels["trainer"]: labels["pid"] for labels, _ in rows
+            if labels["__name__"] == "gputop_trainer_info" and labels.get("pid")
+            and "trainer" in labels}
     return FleetHostDetail(
-        instance=printable(instance), gpus=_gpus(rows), trainers=_trainers(rows, across),
+        instance=printable(instance), gpus=_gpus(rows), trainers=_trainers(rows, across, pids),
         advice=tuple(sorted(
             (FleetAdvice(printable(labels.get("id", "")), printable(labels.get("severity", "")),
-                         printable(labels.get("trainer", "")))
+                         printable(_pid(pids, labels.get("trainer", ""))))
              for labels, value in rows
              if labels["__name__"] == "gputop_advice_active" and value == 1),
             key=lambda a: (a.severity != "critical", a.severity != "warn", a.id, a.trainer))),
@@ -95,19 +103,29 @@ def _gpu_order(item: tuple[tuple[str, str], object]) -> tuple[int, str]:
     return (int(index) if index.isdigit() else 1 << 30, index)
 
 
+def _pid(pids: dict[str, str], trainer: str) -> str:
+    """The PID of the trainer labelled `trainer` (an older exporter's label is the PID)."""
+    return pids.get(trainer, trainer)
+
+
 def _trainers(rows: list[tuple[Labels, float | None]], across: set[str],
-              ) -> tuple[FleetTrainer, ...]:
+              pids: dict[str, str]) -> tuple[FleetTrainer, ...]:
     found: dict[str, dict[str, Any]] = {}
     for labels, value in rows:
-        name, pid = labels["__name__"], labels.get("trainer")
-        if pid is None or not name.startswith("gputop_trainer_"):
+        name, trainer = labels["__name__"], labels.get("trainer")
+        if trainer is None or not name.startswith("gputop_trainer_"):
             continue
-        fields = found.setdefault(pid, {})
+        fields = found.setdefault(trainer, {})
         _trainer_field(fields, name, labels, value)
-    for pid in across & found.keys():
-        found[pid]["straggler"] = True
+    for trainer in across & found.keys():
+        found[trainer]["straggler"] = True
+    for fields in found.values():
+        mean = fields.pop("mean_step_s", None)
+        if mean is not None:  # the step time the screens show, where the exporter has it
+            fields["median_step_s"] = mean
+    shown = {_pid(pids, trainer): fields for trainer, fields in found.items()}
     return tuple(FleetTrainer(printable(pid), **fields) for pid, fields in
-                 sorted(found.items(), key=lambda item: _trainer_order(item[0], item[1])))
+                 sorted(shown.items(), key=lambda item: _trainer_order(item[0], item[1])))
 
 
 def _trainer_field(fields: dict[str, Any], name: str, labels: Labels,
@@ -121,7 +139,8 @@ def _trainer_field(fields: dict[str, Any], name: str, labels: Labels,
                       world_size=printable(labels.get("world_size", "")),
                       rendezvous=printable(labels.get("rendezvous", "")))
     elif name in ("gputop_trainer_verdict", "gputop_trainer_state") and value == 1:
-        fields[name.removeprefix("gputop_trainer_")] = printable(labels.get(name, ""))
+        field = name.removeprefix("gputop_trainer_")
+        fields[field] = printable(labels.get(field) or labels.get(name, ""))
     elif name == "gputop_trainer_input_straggler" and value == 1:
         fields["straggler"] = True
     for field, metric in _TRAINER_VALUES.items():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from gputop.core.model import GpuProcess, GpuReport, GpuSample
+from gputop.core.model import GpuProcess, GpuReport, GpuSample, MigInstance
 from gputop.core.printable import printable
 from gputop.sources.base import GpuSource
 
@@ -22,6 +22,7 @@ PCIE_KB = 1024
 MIB = 1 << 20
 PCIE_THROUGHPUT_EVERY = 5
 NOT_AVAILABLE_ULL = (1 << 64) - 1
+NO_INSTANCE = 0xFFFFFFFF  # a process's instance id on a GPU without MIG
 
 # Errors that will not go away by asking again: remember them per device and field.
 _PERMANENT = (
@@ -70,6 +71,17 @@ class _Gpm:
     have_previous: bool = False
 
 
+@dataclass(frozen=True)
+class _Mig:
+    """One MIG device of a GPU in MIG mode, as listed (its handle and what does not change)."""
+
+    handle: Any
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    uuid: str
+    profile: str
+
+
 @dataclass
 class _Device:
     """What we keep about one device between ticks."""
@@ -89,6 +101,9 @@ class _Device:
     pcie_counts: dict[int, tuple[int, float]] = field(default_factory=dict)
     pcie_kept: dict[str, float | None] = field(default_factory=dict)
     pcie_turn: int = 0
+    mig_enabled: bool | None = None
+    migs: tuple[_Mig, ...] = ()
+    minor: int | None = None  # the N of its /dev/nvidiaN
 
 
 def _text(value: Any) -> str:
@@ -213,9 +228,12 @@ class NvmlSource:
             return dev
         dev.name = _text(self._call(dev, "name", "nvmlDeviceGetName", dev.handle) or "n/a")
         dev.uuid = _text(self._call(dev, "uuid", "nvmlDeviceGetUUID", dev.handle) or "n/a")
+        minor = self._call(dev, "minor", "nvmlDeviceGetMinorNumber", dev.handle)
+        dev.minor = int(minor) if isinstance(minor, int) else None
         if self._memory_v2 is None:
-            dev.unsupported.add("memory_v2")
+            dev.unsupported.update(("memory_v2", "mig_memory_v2"))
         dev.gpm = self._open_gpm(dev)
+        dev.mig_enabled = self._mig_mode(dev)
         return dev
 
     def _call(self, dev: _Device, key: str, function: str, *args: Any, **kwargs: Any) -> Any:
@@ -257,6 +275,8 @@ class NvmlSource:
         if self._ticks % SLOW_REFRESH_TICKS == 0:
             limit = self._call(dev, "power_limit", "nvmlDeviceGetEnforcedPowerLimit", dev.handle)
             dev.power_limit_w = limit / 1000 if limit is not None else dev.power_limit_w
+            if dev.mig_enabled:  # instances come and go without a reset: list them again
+                dev.migs = self._list_migs(dev)
         sample = self._read(dev)
         dev.unknown_ticks = dev.unknown_ticks + 1 if dev.unknown_now else 0
         if dev.unknown_ticks >= LOST_AFTER_UNKNOWN_TICKS:
@@ -281,11 +301,16 @@ class NvmlSource:
         mem_clock = self._call(dev, "memory_clock", "nvmlDeviceGetClockInfo", h,
                                getattr(nv, "NVML_CLOCK_MEM", 2))
         rx, tx, occupancy, tensor = self._pcie_and_gpm(dev)
-        processes = self._processes(dev)
+        instances: tuple[MigInstance, ...] = ()
+        if dev.mig_enabled:
+            instances, processes = self._read_migs(dev)
+        else:
+            processes = self._processes(dev)
         return GpuSample(
             index=dev.index,
             name=dev.name,
             uuid=dev.uuid,
+            minor_number=dev.minor,
             util_percent=_percent(util.gpu) if util is not None else None,
             memory_util_percent=_percent(util.memory) if util is not None else None,
             memory_used_bytes=int(memory.used) if memory is not None else None,
@@ -301,6 +326,8 @@ class NvmlSource:
             tensor_active_percent=tensor,
             processes=processes or (),
             processes_known=processes is not None,
+            mig_enabled=dev.mig_enabled,
+            mig_instances=instances,
         )
 
     def _pcie_and_gpm(
@@ -380,34 +407,44 @@ class NvmlSource:
             dev.pcie_turn = 1 - dev.pcie_turn
         return dev.pcie_kept["pcie_rx"], dev.pcie_kept["pcie_tx"]
 
-    def _memory(self, dev: _Device) -> Any:
-        """v2 memory info (its `used` leaves out driver-reserved memory) where present, else v1."""
-        if "memory_v2" not in dev.unsupported:
-            memory = self._call(dev, "memory_v2", "nvmlDeviceGetMemoryInfo", dev.handle,
-                                version=self._memory_v2)
-            if memory is not None or "memory_v2" not in dev.unsupported:
-                return memory
-        return self._call(dev, "memory", "nvmlDeviceGetMemoryInfo", dev.handle)
+    def _memory(self, dev: _Device, mig: _Mig | None = None) -> Any:
+        """v2 memory info (its `used` leaves out driver-reserved memory) where present, else v1.
 
-    def _processes(self, dev: _Device) -> tuple[GpuProcess, ...] | None:
+        Of the MIG device `mig` where given (its own keys: one refusal does not stop the GPU's).
+        """
+        handle, prefix = (dev.handle, "") if mig is None else (mig.handle, "mig_")
+        if prefix + "memory_v2" not in dev.unsupported:
+            memory = self._call(dev, prefix + "memory_v2", "nvmlDeviceGetMemoryInfo", handle,
+                                version=self._memory_v2)
+            if memory is not None or prefix + "memory_v2" not in dev.unsupported:
+                return memory
+        return self._call(dev, prefix + "memory", "nvmlDeviceGetMemoryInfo", handle)
+
+    def _processes(
+        self, dev: _Device, mig: _Mig | None = None, sm_util: dict[int, float] | None = None
+    ) -> tuple[GpuProcess, ...] | None:
         """Compute processes with their GPU memory, newest API first, SM util joined in.
 
-        None when NVML refused every query: the process list is unknown, not empty.
+        Of the MIG device `mig` where given, each on its instance (`sm_util`: the GPU's, read
+        once for all its MIG devices). None when NVML refused every query: the process list is
+        unknown, not empty.
         """
+        handle, prefix = (dev.handle, "") if mig is None else (mig.handle, "mig_")
         infos = None
         for key, function in (
             ("processes_v3", "nvmlDeviceGetComputeRunningProcesses_v3"),
             ("processes_v2", "nvmlDeviceGetComputeRunningProcesses_v2"),
             ("processes", "nvmlDeviceGetComputeRunningProcesses"),
         ):
-            infos = self._call(dev, key, function, dev.handle)
-            if infos is not None or key not in dev.unsupported:
+            infos = self._call(dev, prefix + key, function, handle)
+            if infos is not None or prefix + key not in dev.unsupported:
                 break
         if infos is None:
             return None
         if not infos:
             return ()
         memory: dict[int, int | None] = {}
+        instance: dict[int, tuple[int | None, int | None]] = {}
         for info in infos:
             pid = int(info.pid)
             used = _bytes_or_none(info.usedGpuMemory)
@@ -415,11 +452,66 @@ class NvmlSource:
                 previous = memory[pid]
                 used = previous if used is None else used + (previous or 0)
             memory[pid] = used
-        sm_util = self._process_util(dev)
+            instance.setdefault(pid, _instance_of(info, mig))
+        if sm_util is None:
+            sm_util = self._process_util(dev)
         return tuple(
-            GpuProcess(pid=pid, memory_used_bytes=used, sm_util_percent=sm_util.get(pid))
+            GpuProcess(pid=pid, memory_used_bytes=used, sm_util_percent=sm_util.get(pid),
+                       gpu_instance_id=instance[pid][0], compute_instance_id=instance[pid][1])
             for pid, used in memory.items()
         )
+
+    def _mig_mode(self, dev: _Device) -> bool | None:
+        """Whether MIG mode is on (it changes only with a reset); None where the GPU has no MIG."""
+        mode = self._call(dev, "mig_mode", "nvmlDeviceGetMigMode", dev.handle)
+        if mode is None:
+            return None
+        return int(mode[0]) == getattr(self._nv, "NVML_DEVICE_MIG_ENABLE", 1)
+
+    def _list_migs(self, dev: _Device) -> tuple[_Mig, ...]:
+        """The GPU's MIG devices now: each index up to the most it can have (empty ones skipped)."""
+        count = self._call(dev, "mig_count", "nvmlDeviceGetMaxMigDeviceCount", dev.handle)
+        migs = []
+        for index in range(int(count or 0)):
+            handle = self._call(dev, "mig_handle", "nvmlDeviceGetMigDeviceHandleByIndex",
+                                dev.handle, index)
+            if handle is None:
+                continue
+            gi = self._call(dev, "mig_gi", "nvmlDeviceGetGpuInstanceId", handle)
+            ci = self._call(dev, "mig_ci", "nvmlDeviceGetComputeInstanceId", handle)
+            uuid = self._call(dev, "mig_uuid", "nvmlDeviceGetUUID", handle)
+            name = self._call(dev, "mig_name", "nvmlDeviceGetName", handle)
+            migs.append(_Mig(handle, _id_or_none(gi), _id_or_none(ci),
+                             _text(uuid) if uuid is not None else "n/a", _profile(name)))
+        return tuple(migs)
+
+    def _read_migs(
+        self, dev: _Device
+    ) -> tuple[tuple[MigInstance, ...], tuple[GpuProcess, ...] | None]:
+        """Each MIG device's memory and util, and the GPU's processes read from them.
+
+        The processes come from the MIG devices, which answer without the privileges the GPU's
+        own aggregate list needs; None when every one refused.
+        """
+        instances = []
+        processes: list[GpuProcess] = []
+        known = not dev.migs
+        sm_util = self._process_util(dev) if dev.migs else {}
+        for mig in dev.migs:
+            memory = self._memory(dev, mig)
+            util = self._call(dev, "mig_util", "nvmlDeviceGetUtilizationRates", mig.handle)
+            instances.append(MigInstance(
+                gpu_instance_id=mig.gpu_instance_id, compute_instance_id=mig.compute_instance_id,
+                uuid=mig.uuid, profile=mig.profile,
+                memory_used_bytes=int(memory.used) if memory is not None else None,
+                memory_total_bytes=int(memory.total) if memory is not None else None,
+                util_percent=_percent(util.gpu) if util is not None else None,
+            ))
+            on_it = self._processes(dev, mig, sm_util)
+            if on_it is not None:
+                known = True
+                processes.extend(on_it)
+        return tuple(instances), tuple(processes) if known else None
 
     def _process_util(self, dev: _Device) -> dict[int, float]:
         """SM util per PID from the driver's samples newer than the last one seen."""
@@ -522,6 +614,32 @@ def _rate(value: float | None, unit: int) -> float | None:
     if value is None or not math.isfinite(value) or value < 0:
         return None
     return value * unit
+
+
+def _id_or_none(value: Any) -> int | None:
+    """A GPU or compute instance id, or None for the no-instance marker."""
+    if value is None or not 0 <= int(value) < NO_INSTANCE:
+        return None
+    return int(value)
+
+
+def _instance_of(info: Any, mig: _Mig | None) -> tuple[int | None, int | None]:
+    """The (GPU, compute) instance a process record names; else that of the MIG device asked."""
+    gi = _id_or_none(getattr(info, "gpuInstanceId", None))
+    ci = _id_or_none(getattr(info, "computeInstanceId", None))
+    if gi is None and mig is not None:
+        return mig.gpu_instance_id, mig.compute_instance_id
+    return gi, ci
+
+
+def _profile(name: Any) -> str:
+    """The profile in a MIG device's name ("NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb")."""
+    if name is None:
+        return "n/a"
+    text = _text(name)
+    if " MIG " not in text:
+        return text
+    return text.split(" MIG ", 1)[1].strip() or "n/a"
 
 
 def _bytes_or_none(value: Any) -> int | None:

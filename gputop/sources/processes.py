@@ -23,6 +23,7 @@ from gputop.core.model import GpuReport, ProcessSample
 from gputop.core.printable import printable
 from gputop.sources import procfs
 from gputop.sources.base import ProcessScan, ProcessWaits
+from gputop.sources.containers import ContainerReader
 from gputop.sources.named_threads import NamedThreads
 from gputop.sources.torch_version import TorchVersions
 from gputop.sources.tracked_process import TrackedProcess
@@ -105,6 +106,7 @@ class ProcProcessSource:
         self._threads_ended_seen = 0  # ... of them seen this tick in processes read again
         self._named_threads = NamedThreads(proc_root)
         self._torch_versions = TorchVersions(proc_root)
+        self._containers = ContainerReader(proc_root)
         self._users: dict[int, str] = {}
         self._ticks = 0
         self._recheck: set[int] = set()  # read stat next tick: their parent vanished
@@ -418,6 +420,9 @@ class ProcProcessSource:
         age = now - st.starttime / procfs.CLOCK_TICKS
         self._read_cmdline(t, st, age)
         t.username = self._username(pid)
+        if not st.flags & procfs.PF_KTHREAD:  # a kernel thread runs in no container
+            t.container = self._containers.container_of(pid)
+            t.container_pid = self._containers.inner_pid(pid)
         if last is not None and now - age >= last and age >= MIN_LIFE_S:
             # Born during the interval: its whole life is the interval.
             t.cpu_percent = 100.0 * t.cpu_ticks / procfs.CLOCK_TICKS / age
@@ -435,6 +440,7 @@ class ProcProcessSource:
             changed |= st.comm != t.comm
             t.comm = t.name = st.comm
             self._read_cmdline(t, st, now - st.starttime / procfs.CLOCK_TICKS)
+            self._reread_container(t, st)
         t.raw, t.ppid, t.state = raw, st.ppid, st.state
         if t.num_threads is not None and st.num_threads is not None:
             self._threads_ended_seen += max(0, t.num_threads - st.num_threads)
@@ -456,6 +462,15 @@ class ProcProcessSource:
             return
         t.cmdline = tuple(map(printable, procfs.parse_cmdline(data)))
         t.name = display_name(t.comm, t.cmdline)
+
+    def _reread_container(self, t: TrackedProcess, st: procfs.ProcStat) -> None:
+        """Its container again after an exec (a runtime moves its process into the
+        container's cgroup before it execs the container's command)."""
+        if st.flags & procfs.PF_KTHREAD:
+            return
+        container = self._containers.container_of(t.pid)
+        if container != t.container:
+            t.container, t.sample = container, None  # its row is made anew
 
     def _username(self, pid: int) -> str | None:
         """The name of the user owning `pid`, escaped (a uid with no name: the number)."""

@@ -13,6 +13,11 @@ found under the PID /proc gives its process (through /proc/PID/status's NSpid), 
 its number; one whose process we cannot see is left alone. A ring is removed only when its
 header proves it of our namespace and its process gone (or another by start ticks): a
 ring whose header names no namespace (a probe before the field) is never removed.
+
+A container with a private /dev/shm (Docker's default) keeps its trainer's ring there: for a
+PID attached to by name, the /dev/shm its process sees is listed too, reached through
+/proc/PID/root with no symlink followed on the way (the container chose them, and one would
+resolve against our root), its rings under the same checks.
 """
 
 from __future__ import annotations
@@ -91,6 +96,31 @@ class TrustedRing:
 
     name: RingName
     namespace: Namespace | None
+
+
+_BENEATH = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def private_shm(pid: int) -> int | None:
+    """A directory fd on the /dev/shm process `pid` sees, when that is not the one we see
+    (a container's own); None where it is ours, or cannot be reached without a symlink."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in ring_format.DEFAULT_DIR.strip("/").split("/"):
+            fds.append(os.open(part, _BENEATH, dir_fd=fds[-1]))
+        theirs, ours = os.fstat(fds[-1]), os.stat(ring_format.DEFAULT_DIR)
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        return None
+    shm = fds.pop()
+    for fd in fds:
+        os.close(fd)
+    if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+        os.close(shm)
+        return None
+    return shm
 
 
 def proc_namespace() -> Namespace | None:
@@ -275,10 +305,34 @@ class RingDirectory:
         self._entries = 0  # what the directory held at the last listing
         self._unwatched_scans = 0  # scans left before a busy directory is watched again
         self._running = _Running(hold=watch)  # a live view holds its rings' processes
+        # attached PIDs -> (their start ticks, an fd on the private /dev/shm they see)
+        self._inside: dict[int, tuple[int, int]] = {}
 
     def path(self) -> str:
         """The directory: as given, else $GPUTOP_RING_DIR or /dev/shm."""
         return self.directory or ring_format.ring_dir()
+
+    def look_inside(self, pid: int) -> None:
+        """List, from the next scan on, the /dev/shm `pid` sees when it is a private one
+        (a container's) and we list /dev/shm, until `pid` exits."""
+        if pid in self._inside or self.path() != ring_format.DEFAULT_DIR:
+            return
+        ticks = ring_format.start_ticks(pid)
+        fd = None if ticks is None else private_shm(pid)
+        if ticks is not None and fd is not None:
+            self._inside[pid] = (ticks, fd)
+
+    def _names_inside(self) -> list[RingName]:
+        """The ring names of the private /dev/shm directories looked inside; those of
+        processes that exited are let go."""
+        names: list[RingName] = []
+        for pid, (ticks, fd) in list(self._inside.items()):
+            if ring_format.start_ticks(pid) != ticks:
+                del self._inside[pid]
+                os.close(fd)
+                continue
+            names += ring_names(f"/proc/self/fd/{fd}")[0]
+        return names
 
     def scan(self) -> None:
         """List the directory once and check each ring not judged before; files refused for
@@ -289,7 +343,7 @@ class RingDirectory:
         now = time.time_ns()
         running = self._running
         exited = running.exited()
-        for name in self._names():
+        for name in [*self._names(), *self._names_inside()]:
             key = (name.inode, name.pid)
             refused = self._last.refused.get(key)
             if refused is not None and refused.holds(now):
@@ -421,6 +475,9 @@ class RingDirectory:
         """Stop watching the directory and the trusted rings' processes."""
         self._unwatch()
         self._running.close()
+        for _, fd in self._inside.values():
+            os.close(fd)
+        self._inside = {}
 
     def _unwatch(self) -> None:
         """Stop watching the directory."""

@@ -13,6 +13,7 @@ from gputop.core.model import GpuProcess, GpuReport, GpuSample
 
 SCENARIOS = (
     "idle", "compute-bound", "data-starved", "memory-full-util-zero", "mixed", "small-batch",
+    "host-bound", "cpu-starved",
 )
 MAX_DEVICES = 16
 KIB = 1 << 10
@@ -23,8 +24,11 @@ MEMORY_TOTAL = 81_559 * MIB
 POWER_LIMIT_W = 700.0
 CONTEXT_BYTES = 518 * MIB
 SAWTOOTH_PERIOD = 6
-# In "mixed", device i behaves like _MIXED[i % 4]: GPU 0 (the demo trainer's) is starved.
+HOST_BURST_PERIOD = 4  # host-bound: a tick of every this many catches a run of short kernels
+# In "mixed", device i behaves like _MIXED[i % 4]: GPU 0 (the demo trainer's) is starved,
+# GPU 2's memory is held by an idle process (the demo's holder) that does nothing with it.
 _MIXED = ("data-starved", "compute-bound", "memory-full-util-zero", "idle")
+IDLE_HOLDER_PLAYS = "memory-full-util-zero"
 _UUID_NAMESPACE = bytes.fromhex("6f1c2a525d1e4c579a43000000000000")
 
 
@@ -103,12 +107,40 @@ def _small_batch(tick: int, rng: random.Random) -> _Reading:
     return busy
 
 
+def _waiting_on_host(util: float, tick: int, rng: random.Random) -> _Reading:
+    """A GPU whose kernels come as fast as the host launches them: its model's memory held,
+    busy `util` % of the time, clocks and power following."""
+    return _Reading(
+        util=float(round(util)), memory_util=float(round(util * 0.6)),
+        used_bytes=int(24.3 * GIB) + rng.randrange(0, 32) * MIB,
+        temperature_c=44 + _drift(tick, 2.0) + util / 20, power_w=105 + 4.0 * util,
+        sm_clock_mhz=1980 if util > 20 else 1755, rx_bytes_per_s=rng.uniform(5e6, 40e6),
+        tx_bytes_per_s=rng.uniform(2e6, 8e6), sm_occupancy=util * 0.5,
+        tensor_active=util * 0.4,
+    )
+
+
+def _host_bound(tick: int, rng: random.Random) -> _Reading:
+    """Python between forward and backward takes most of each step: the GPU runs a short
+    burst of kernels per step and waits on the host for the rest, so util stays low."""
+    burst = tick % HOST_BURST_PERIOD == 0
+    return _waiting_on_host((22 if burst else 6) + rng.uniform(0, 10), tick, rng)
+
+
+def _cpu_starved(tick: int, rng: random.Random) -> _Reading:
+    """The trainer gets a third of the core it wants (others hold the rest), so it launches
+    a third of the kernels a compute-bound trainer would: util about a third of busy."""
+    return _waiting_on_host(27 + rng.uniform(0, 12), tick, rng)
+
+
 _BEHAVIOURS: dict[str, Callable[[int, random.Random], _Reading]] = {
     "idle": _idle,
     "compute-bound": _compute_bound,
     "data-starved": _data_starved,
     "memory-full-util-zero": _memory_full_util_zero,
     "small-batch": _small_batch,
+    "host-bound": _host_bound,
+    "cpu-starved": _cpu_starved,
 }
 
 
@@ -129,6 +161,14 @@ def check_scenario(scenario: str) -> str:
             f"unknown demo scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}"
         )
     return scenario
+
+
+def idle_holder_gpu(scenario: str, count: int) -> int | None:
+    """The device the demo's idle holder holds in `scenario` (the first of "mixed"'s memory-
+    full ones), or None where the scenario has none."""
+    if scenario != "mixed":
+        return None
+    return next((i for i in range(count) if _MIXED[i % len(_MIXED)] == IDLE_HOLDER_PLAYS), None)
 
 
 def check_count(count: int) -> int:
@@ -170,7 +210,8 @@ class SimulatedGpuSource:
         )
 
     def set_owner_pids(self, pids: Iterable[int]) -> None:
-        """PID i is shown as the compute process on GPU i (e.g. the --demo trainer on GPU 0)."""
+        """PID i is shown as the compute process on GPU i (e.g. the --demo trainer on GPU 0;
+        0: none)."""
         self._owners = tuple(pids)
 
     def behaviour(self, index: int) -> str:
@@ -199,7 +240,7 @@ class SimulatedGpuSource:
         rng.seed(self._seed_prefixes[index] + str(tick))
         r = self._plays[index](tick, rng)
         processes: tuple[GpuProcess, ...] = ()
-        if index < len(owners):
+        if index < len(owners) and owners[index] > 0:
             # The owner holds all but the driver's share of the context.
             used = _whole(r.used_bytes, MIB) - CONTEXT_BYTES // 2
             processes = (GpuProcess(owners[index], used, sm_util_percent=r.util),)
@@ -221,6 +262,7 @@ class SimulatedGpuSource:
             sm_occupancy_percent=round(r.sm_occupancy, 1),
             tensor_active_percent=round(r.tensor_active, 1),
             processes=processes,
+            mig_enabled=False,  # a simulated H100 with MIG mode off
         )
 
     def close(self) -> None:

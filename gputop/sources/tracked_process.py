@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from gputop.core.model import ProcessSample
 from gputop.sources import procfs
+from gputop.sources.containers import Container
 
 
 class TrackedProcess:
     """One process as last read: its stat fields, names, GPU share and its row."""
 
     __slots__ = (
-        "cmdline", "cmdline_age", "comm", "cpu_percent", "cpu_ticks", "gpu_indices",
-        "gpu_memory_bytes", "name", "num_threads", "pid", "ppid", "ran_at", "raw", "rss_bytes",
-        "sample", "sched", "seen_at", "start", "state", "username",
+        "cmdline", "cmdline_age", "comm", "container", "container_pid", "cpu_percent",
+        "cpu_ticks", "gpu_indices", "gpu_memory_bytes", "name", "num_threads", "pid", "ppid",
+        "ran_at", "raw", "rss_bytes", "sample", "sched", "seen_at", "start", "state", "username",
     )
 
     def __init__(self, pid: int, st: procfs.ProcStat, raw: bytes) -> None:
@@ -32,6 +33,8 @@ class TrackedProcess:
         self.username: str | None = None
         self.gpu_memory_bytes: int | None = None
         self.gpu_indices: tuple[int, ...] = ()
+        self.container: Container | None = None
+        self.container_pid: int | None = None  # its PID in its own namespace, if not ours
         self.sample: ProcessSample | None = None
         self.sched: bytes | int | None = None  # its CPU clock (ns), else its schedstat
         self.ran_at = 0  # the last tick that moved (or it was first seen)
@@ -66,6 +69,9 @@ class TrackedProcess:
             start_ticks=self.start,
             gpu_memory_bytes=self.gpu_memory_bytes,
             gpu_indices=self.gpu_indices,
+            container=None if (c := self.container) is None else c.id,
+            container_pod=None if c is None else c.pod_uid,
+            container_pid=self.container_pid,
         )
         self.sample = s
         return s

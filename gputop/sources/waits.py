@@ -64,8 +64,9 @@ def _none_ran(before: _WaitMark, start: int, now: _ThreadTimes) -> bool:
             and before.thread_waits is not None and before.thread_waits.keys() == now.waits.keys())
 
 
-def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
-    """The counters' growth between two looks, per second of the interval."""
+def _wait_rates(old: _WaitMark, new: _WaitMark, pid: int | None = None) -> ProcessWaits:
+    """The counters' growth between two looks, per second of the interval; `pid`'s own
+    thread (the main thread) also alone."""
     dt = new.at - old.at
     if dt <= 0:
         return _UNKNOWN_WAITS
@@ -87,7 +88,16 @@ def _wait_rates(old: _WaitMark, new: _WaitMark) -> ProcessWaits:
     faults = None
     if old.majflt is not None and new.majflt is not None:
         faults = max(0, new.majflt - old.majflt) / dt
-    return ProcessWaits(runqueue, io, reads, main, faults)
+    return ProcessWaits(runqueue, io, reads, main, faults,
+                        _main_wait(old.thread_waits, new.thread_waits, pid, dt))
+
+
+def _main_wait(old: dict[int, int] | None, new: dict[int, int] | None, pid: int | None,
+               dt: float) -> float | None:
+    """The main thread's run-queue wait as a share of the interval (100 = all of it)."""
+    if pid is None or old is None or new is None or pid not in old or pid not in new:
+        return None
+    return min(100.0, 100.0 * max(0, new[pid] - old[pid]) / 1e9 / dt)
 
 
 class WaitMeter:
@@ -147,7 +157,7 @@ class WaitMeter:
             if before is None or before.start != t.start:
                 out[pid] = _UNKNOWN_WAITS  # the first look, or a new process on a reused pid
             else:
-                out[pid] = _wait_rates(before, mark)
+                out[pid] = _wait_rates(before, mark, pid)
         self.marks = marks
         if self._task_lists.keys() - marks.keys():
             self._task_lists = {p: k for p, k in self._task_lists.items() if p in marks}

@@ -30,7 +30,7 @@ from gputop.tui.splash import Splash
 from gputop.tui.terminal_caps import PLAIN
 from gputop.tui.views.advice import advice_lines
 from gputop.tui.views.footer import footer_line
-from gputop.tui.views.gpus import gpu_lines
+from gputop.tui.views.gpus import gpu_line_count, gpu_lines
 from gputop.tui.views.header import error_lines, header_lines
 from gputop.tui.views.host import host_lines
 from gputop.tui.views.processes import Row, Rows, TableState, fold_pid, table_rows
@@ -266,7 +266,7 @@ class GputopApp(App[int]):
         banner = (1 if frame.gpu.source != "nvml" else 0) + self.mode.banner_rows
         filter_rows = 1 if self._filter().display else 0
         free = height - 2 - banner - filter_rows - len(frame.errors)  # header + footer
-        gpus = min(len(frame.gpu.gpus), max(1, free // 5))
+        gpus = min(gpu_line_count(frame.gpu.gpus), max(1, free // 5))
         host = 2 + (frame.memory_bandwidth is not None) if free >= 18 else 2
         steps = 0
         if frame.attached:

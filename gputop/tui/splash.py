@@ -85,7 +85,7 @@ def _gpu_line(g: GpuSample) -> str:
     memory = f"{fmt.size(g.memory_used_bytes)}/{fmt.size(g.memory_total_bytes)}"
     temp = fmt.NA if g.temperature_c is None else f"{g.temperature_c:.0f}C"
     power = fmt.NA if g.power_w is None else f"{g.power_w:.0f}W"
-    return (f"GPU {g.index} {g.name[:24]:<24} util {fmt.percent(g.util_percent):>4}"
+    return (f"GPU {g.index} {g.name:<24} util {fmt.percent(g.util_percent):>4}"
             f"  mem {memory}  {temp}  {power}")
 
 

@@ -91,7 +91,7 @@ def test_pin_memory_off_on_cuda_with_h2d_share() -> None:
     f = frame(attach=(attached(3, data_ms=2, compute_ms=30, h2d_ms=8, device="cuda:0",
                                pin_memory=False, num_workers=4),))
     a = _advice(f)["pin-memory-off"]
-    assert "20% of the median step" in a.evidence and "pin_memory=False" in a.evidence
+    assert "20% of the step" in a.evidence and "pin_memory=False" in a.evidence
 
 
 def test_pin_memory_not_suggested_on_cpu() -> None:

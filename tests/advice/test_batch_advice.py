@@ -50,7 +50,7 @@ def test_a_gpu_idling_between_kernels_predicts_the_gain_of_a_larger_batch() -> N
     assert found.evidence == (
         "compute-bound (2% input) with GPU 0 memory at 40% and batch_size=128; GPU 0 idles "
         "50% of the time (kernel launches and host work, the same for any batch): 19.5 ms of "
-        "a 41.0 ms step does not grow with the batch")
+        "the mean step 41.0 ms over the last 50 steps does not grow with the batch")
     floor = 2.25 * 41 / (19.5 + 2.25 * 21.5)
     assert found.action.startswith("Try batch_size ≈ 288 ")
     assert (f"2.25x the samples a step for 19.5 + 2.25 x 21.5 ms predicts at least "
@@ -61,8 +61,8 @@ def test_a_gpu_idling_between_kernels_predicts_the_gain_of_a_larger_batch() -> N
 def test_on_the_cpu_the_optimizer_and_the_loop_are_the_part_that_stays() -> None:
     found = _advice(_with_memory(_on_the_cpu(forward=2, backward=3, optimizer=5, loop=1))
                     )["raise-batch-size"]
-    assert ("optimizer.step takes 5.0 ms and the loop's own code 1.0 ms: 6.0 ms of a 12.0 ms "
-            "step does not grow with the batch") in found.evidence
+    assert ("optimizer.step takes 5.0 ms and the loop's own code 1.0 ms: 6.0 ms of the mean "
+            "step 12.0 ms over the last 50 steps does not grow with the batch") in found.evidence
     grow = 41 / 16  # 28 of 80 GiB: 16 x 0.9 / 0.35 = 41
     assert f"predicts at least {grow * 12 / (6 + grow * 6):.2f}x" in found.action
 

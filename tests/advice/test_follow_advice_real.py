@@ -49,7 +49,7 @@ def test_num_workers_zero_followed_overlaps_the_loading(tmp_path: Path) -> None:
         frame = sample_until(sampler, shows("num-workers-zero"))
     found = advice(frame, "num-workers-zero")
     suggested = int(number(r"num_workers=(\d+)", found.action))
-    predicted = number(r"instead of ([\d.]+) ms", found.action) / number(
+    predicted = number(r"instead of mean ([\d.]+) ms", found.action) / number(
         r"predicted step ([\d.]+) ms", found.action)
     assert suggested >= 1 and predicted >= 1.1
     runs = interleaved(tmp_path, with_workers(0, *args), with_workers(suggested, *args), 60)
@@ -71,14 +71,16 @@ TOO_MANY = "More intra-op threads than the cores the trainer gets"
 OVERSUBSCRIBED = 4
 
 
-def test_cpu_threads_oversubscribed_followed_is_no_slower(tmp_path: Path) -> None:
+def test_cpu_threads_oversubscribed_followed_is_within_the_predicted_range(tmp_path: Path) -> None:
     threads = OVERSUBSCRIBED * CORES
     advised = with_workers(1, "--threads", str(threads), *PARALLEL)
     with probed_trainer(tmp_path / "advised", *advised.args) as trainer, \
             watching(trainer) as sampler:
         frame = sample_until(sampler, shows("cpu-threads", min_steps=1))
     found = advice(frame, "cpu-threads")
-    assert found.title == TOO_MANY and "(predicted: no slower)" in found.action
+    assert found.title == TOO_MANY
+    fastest = number(r"\(([\d.]+)x to 1.00x the samples/s", found.action)  # a range, in figures
+    assert fastest >= 1.0
     suggested = int(number(r"torch.set_num_threads\((\d+)\)", found.action))
     assert 1 <= suggested < threads
     follow = with_workers(1, "--threads", str(suggested), *PARALLEL)

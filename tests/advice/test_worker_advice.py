@@ -59,7 +59,7 @@ def test_io_like_workers_on_a_busy_host_get_more_workers_with_the_arithmetic() -
     assert "allows one every 7.80 ms" in more.evidence  # 0.26 x 20.0 / (2 / 3)
     assert "40.0 / 7.80 = 5.13 → 6 workers" in more.evidence
     assert _number(r"num_workers=(\d+)", more.action) == 6
-    assert "predicted step 7.80 ms instead of 20.0 ms" in more.action
+    assert "predicted step 7.80 ms instead of mean 20.0 ms" in more.action
     io = found["io-bound-loading"]
     assert "they read nothing from local storage" in io.evidence
     assert "more workers" in io.action and "only if" not in io.action  # no hedge against it
@@ -194,8 +194,9 @@ def test_more_workers_are_bounded_by_the_cpu_the_job_can_get() -> None:
               attach=(attached(10, data_ms=60, compute_ms=40, num_workers=2, device="cpu"),))
     more = _advice(f)["raise-num-workers"]
     assert "2.94 cores used now, 4.00 available" in more.evidence
-    assert "allows one every 73.5 ms: 200.0 / 73.5 = 2.73 → 3 workers" in more.evidence
-    assert "Try num_workers=3: predicted step 73.5 ms instead of 100.0 ms" in more.action
+    assert "allows one every 73.5 ms" in more.evidence
+    assert "200.0 / 73.5 = 2.73 → 3 workers" in more.evidence
+    assert "Try num_workers=3: predicted step 73.5 ms instead of mean 100.0 ms" in more.action
 
 
 def test_no_more_workers_when_the_cpu_is_spent() -> None:
@@ -231,10 +232,13 @@ def test_num_workers_zero_with_idle_cores_predicts_the_step() -> None:
     zero = _advice(f)["num-workers-zero"]
     assert "Loading takes 80.0 ms per batch, compute 20.0 ms" in zero.evidence
     # Three other busy cores: the job counts on its own core and the four idle ones.
-    assert ("the job's CPU (1.00 cores used now, 5.00 available) allows a step every 20.0 ms: "
-            "80.0 / 20.0 = 4.00 → 4 workers") in zero.evidence
+    assert ("the job's CPU (1.00 cores used now, 5.00 available) allows a step every 20.0 ms"
+            in zero.evidence)
+    # Its model's threads (the core it uses) leave 4 cores to the workers while it computes.
+    assert "hold 1.00 of the 5.00 cores the trainer may use, leaving 4.00" in zero.evidence
+    assert "80.0 / 20.0 = 4.00 → 4 workers" in zero.evidence
     assert "num_workers=4, persistent_workers=True" in zero.action
-    assert "predicted step 20.0 ms instead of 100.0 ms" in zero.action
+    assert "predicted step 20.0 ms instead of mean 100.0 ms (5.00x the samples/s)" in zero.action
 
 
 def test_cpu_threads_quiet_when_the_mostly_idle_worker_leaves_the_cores_to_compute() -> None:
@@ -257,6 +261,10 @@ def test_cpu_threads_oversubscribed_threads_that_queue() -> None:
         "torch.get_num_threads()=8; the trainer runs on 3.9 cores (0.0 idle besides) and its "
         "threads wait 3.0 core-seconds per second for a core")
     assert "torch.set_num_threads(4)" in threads.action
+    # Its threads queue 3.0 / (3.9 + 3.0) of the time: the compute without that, to as now.
+    assert threads.action.endswith(
+        f"predicted step {2 + 90 * 3.9 / 6.9:.1f} to 92.0 ms ({92 / (2 + 90 * 3.9 / 6.9):.2f}x "
+        "to 1.00x the samples/s; its threads queue 43% of the time).")
 
 
 def test_cpu_threads_that_barely_queue_are_left_alone() -> None:

@@ -100,7 +100,9 @@ def test_cpu_heavy_loader_beyond_the_cores_gets_too_many_and_following_it_costs_
                             cpus=ONE_CORE) as trainer, watching(trainer) as sampler:
             frame = sample_until(sampler, shows("too-many-workers", min_steps=1), frames)
         assert "raise-num-workers" not in ids(frames)  # never told to add workers
-        assert state(frame).summary.verdict == "compute-bound"
+        # Not waiting for data: its step's own spin is host code (Python outside the model),
+        # and the hog beside it on its one core may starve it.
+        assert state(frame).summary.verdict in ("compute-bound", "host-bound", "cpu-starved")
         found = advice(frame, "too-many-workers")
         load = worker_load(Context(frame, {}), trainer.pid)
         assert load is not None and load.starved and load.words() in found.evidence

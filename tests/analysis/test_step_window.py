@@ -31,7 +31,8 @@ class _Trainer:
         self.rng = rng
         self.n = 0
         self.clock = 1_000 * MS
-        self.regime = rng.choice(("plain", "bimodal", "outliers", "gpu", "sparse", "ties"))
+        self.regime = rng.choice(("plain", "bimodal", "outliers", "gpu", "sparse", "ties",
+                                  "host", "host-gpu"))
 
     def step(self) -> StepRecord:
         rng, regime = self.rng, self.regime
@@ -46,7 +47,10 @@ class _Trainer:
                 duration *= 20
         data = _maybe(rng, rng.randrange(duration + 1) // 2,
                       0.6 if regime == "sparse" else 0.15)
-        gpu = regime == "gpu" and rng.random() < 0.8
+        gpu = regime in ("gpu", "host-gpu") and rng.random() < 0.8
+        host = regime.startswith("host") and rng.random() < 0.9
+        samples = rng.randrange(6) if host else 0
+        host_site, data_site = rng.choice(SITES), rng.choice(SITES)
         gap = rng.choice((0, rng.randrange(WAIT_NS))) if rng.random() < 0.3 else None
         implicit = rng.random() < 0.3
         self.clock += duration + (0 if rng.random() < 0.7 else rng.randrange(1, MS))
@@ -60,7 +64,14 @@ class _Trainer:
             batch_size=rng.choice((None, 0, 32, 64, 64)),
             warmup=self.n <= 3 or rng.random() < 0.03,
             end_ns=None if rng.random() < 0.05 else self.clock, implicit=implicit,
-            input_outside_model=rng.random() < 0.4)
+            input_outside_model=rng.random() < 0.4,
+            host_ns=rng.randrange(duration + 1) // 2 if host else None,
+            samples=samples, host_site=host_site if samples else None,
+            host_site_samples=rng.randrange(samples + 1), data_site=data_site if samples else None,
+            data_site_samples=rng.randrange(samples + 1))
+
+
+SITES = ("get_batch (train.py:116)", "collate (data.py:40)", "log (train.py:9)")
 
 
 WAIT_NS = 400_000  # around steps.WAIT_FLOOR_NS

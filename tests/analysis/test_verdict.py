@@ -156,7 +156,7 @@ def test_unmeasured_step_time_shows_na_with_the_reason_everywhere() -> None:
     state = AttachState(77, TrainerConfig(device="cpu"), 0, steps, summarize(steps))
     f = frame(attach=(state,))
     text = render(f)
-    assert "step time: median n/a" in text and "samples/s n/a" not in text
+    assert "step time: mean n/a" in text and "samples/s n/a" not in text
     assert "DataLoader" in text
     doc = json.loads(dumps(f))["attach"]["summary"]
     assert doc["median_step_ns"] is None and doc["samples_per_s"] is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputop.app import cli, live, wiring
+from gputop.app import cli, live, options, wiring
 from gputop.app.signalling import ProcessSignaller
 
 
@@ -15,6 +15,7 @@ def test_gputop_readonly_reaches_the_live_view(
 ) -> None:
     seen: dict[str, object] = {}
     monkeypatch.setattr(live, "run_live", lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(options, "need_terminal", lambda *words: None)  # no terminal here
     assert cli.main(argv) == 0
     assert seen["readonly"] is readonly
 

@@ -33,8 +33,13 @@ def _step(rng: random.Random, n: int, end_ns: int | None) -> StepRecord:
         gpu_gap_ns=rng.choice([None, 0, 123]), batch_size=rng.choice([64, 64, 64, 17]),
         epoch=n // 40, warmup=n % 40 < 2, implicit=n % 3 == 0,
         input_outside_model=n % 5 == 0,
-        verdict=rng.choice(["data-bound", "compute-bound", "unknown"]),
-        end_ns=end_ns)
+        verdict=rng.choice(["data-bound", "compute-bound", "host-bound", "cpu-starved",
+                            "unknown"]),
+        end_ns=end_ns, host_ns=rng.choice([None, rng.randrange(0, 90 * MS)]),
+        sync_ns=rng.choice([None, 0, rng.randrange(MS)]), at_backward=n % 7 == 0,
+        samples=rng.randrange(0, 40), host_site=rng.choice([None, "get_batch (train.py:116)"]),
+        host_site_samples=rng.randrange(0, 20), data_site=rng.choice([None, "collate (x.py:3)"]),
+        data_site_samples=rng.randrange(0, 20))
 
 
 def _windows() -> list[tuple[StepRecord, ...]]:

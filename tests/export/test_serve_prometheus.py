@@ -81,8 +81,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         trainer.stop()
 
 
+def _trainer_label(stack: Stack, pid: str) -> str | None:
+    """The `trainer` label of PID `pid` (gputop_trainer_info's), None while it is not scraped."""
+    info = metric_lines(stack.exporter.scrape(), "gputop_trainer_info", pid=pid)
+    return info[0].split('trainer="', 1)[1].split('"', 1)[0] if info else None
+
+
 def _trainer_steps_scraped(stack: Stack, pid: str) -> bool:
-    lines = metric_lines(stack.exporter.scrape(), "gputop_trainer_steps_total", trainer=pid)
+    label = _trainer_label(stack, pid)
+    lines = label and metric_lines(stack.exporter.scrape(), "gputop_trainer_steps_total",
+                                   trainer=label)
     return bool(lines) and float(lines[0].rsplit(" ", 1)[1]) > 0
 
 
@@ -118,13 +126,14 @@ def test_prometheus_has_the_gpus_with_the_uuids_gputop_reports(stack: Stack) -> 
 
 
 def test_prometheus_has_the_trainers_steps_ratio_and_verdict(stack: Stack) -> None:
-    pid = stack.trainer.pid
+    pid = wait_until(lambda: _trainer_label(stack, stack.trainer.pid), 120,
+                     what="the trainer in a scrape")  # its `trainer` label
     query = stack.prometheus.query
     steps = wait_until(lambda: query(f'gputop_trainer_steps_total{{trainer="{pid}"}} > 0'), 120,
                        what="the trainer's steps in Prometheus")
     assert float(steps[0]["value"][1]) > 0
     wait_until(lambda: query(f'gputop_trainer_verdict{{trainer="{pid}",'
-                             'gputop_trainer_verdict="data-bound"} == 1'), 120,
+                             'verdict="data-bound"} == 1'), 120,
                what="a data-bound verdict in Prometheus")
     (ratio,) = query(f'gputop_trainer_data_wait_ratio{{trainer="{pid}"}}')
     assert 0.5 <= float(ratio["value"][1]) <= 1.0
@@ -141,14 +150,16 @@ def test_a_trainer_that_starts_later_is_followed_and_its_series_vanish(stack: St
     try:
         wait_until(lambda: _trainer_steps_scraped(stack, later.pid), 120,
                    what="the second trainer's steps in a scrape")
+        label = _trainer_label(stack, later.pid)
+        assert label is not None and label != _trainer_label(stack, stack.trainer.pid)
         wait_until(lambda: stack.prometheus.query(
-            f'gputop_trainer_steps_total{{trainer="{later.pid}"}}'), 60,
+            f'gputop_trainer_steps_total{{trainer="{label}"}}'), 60,
             what="the second trainer in Prometheus")
     finally:
         later.stop()
     wait_until(lambda: not [line for line in stack.exporter.scrape().splitlines()
-                            if f'trainer="{later.pid}"' in line], 60,
+                            if f'trainer="{label}"' in line], 60,
                what="the exited trainer's series to leave the scrape")
-    wait_until(lambda: not stack.prometheus.query(f'{{trainer="{later.pid}"}}'), 60,
+    wait_until(lambda: not stack.prometheus.query(f'{{trainer="{label}"}}'), 60,
                what="Prometheus to mark the exited trainer's series stale")
     assert _trainer_steps_scraped(stack, stack.trainer.pid)  # the first one is still there

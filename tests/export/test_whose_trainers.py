@@ -188,7 +188,9 @@ def test_metrics_carry_only_the_callers_trainers_and_no_secret(trainers: Trainer
     with serve(args, serve_env(trainers.ring_dir)) as exporter:
         def ours_counted() -> str | None:
             text = exporter.scrape()
-            steps = metric_lines(text, "gputop_trainer_steps_total", trainer=str(trainers.ours))
+            info = metric_lines(text, "gputop_trainer_info", pid=str(trainers.ours))
+            label = info[0].split('trainer="', 1)[1].split('"', 1)[0] if info else None
+            steps = label and metric_lines(text, "gputop_trainer_steps_total", trainer=label)
             return text if steps else None
 
         wait_until(ours_counted, WAIT_S, what="our trainer's steps in /metrics")
@@ -201,7 +203,8 @@ def test_metrics_carry_only_the_callers_trainers_and_no_secret(trainers: Trainer
             return text if len(seen) >= 3 else None
 
         text = wait_until(two_ticks_on, WAIT_S, 0.1, what="two more ticks")
-    assert f'trainer="{trainers.theirs}"' not in text
+    assert f'pid="{trainers.ours}"' in text
+    assert f'pid="{trainers.theirs}"' not in text
     assert 'trainers_of="user:root"' in text
     assert SECRET not in text
 

@@ -25,6 +25,8 @@ from typing import IO
 import pytest
 
 from gputop.advice import Advisor
+from gputop.advice.context import figure, step_shape
+from gputop.analysis.steps import STEP_STATISTIC
 from gputop.app.children import probe_env
 from gputop.core.model import Advice, AttachState, Frame, TrainerGroup
 from gputop.frames.sampler import Sampler
@@ -323,8 +325,11 @@ def check_input_share(found: Advice, frame: Frame, trainer: Trainer) -> None:
     summary = state(frame).summary
     assert summary.input_bound_percent is not None
     assert quoted == round(summary.input_bound_percent)
-    assert f"over {summary.steps} steps" in found.evidence
+    assert f"over the last {summary.steps} steps" in found.evidence
     assert abs(quoted - trainer.own_input_percent()) <= 5
-    median_data = dict(summary.median_phase_ns)["data"]
-    assert median_data is not None
-    assert f"median data wait {median_data / 1e6:.1f} ms" in found.evidence
+    # The step is the window's one step time, as the step pane gives it.
+    shape = step_shape(state(frame))
+    assert shape is not None and summary.mean_step_ns is not None
+    assert figure(shape.step_ms) == figure(summary.mean_step_ns / 1e6)
+    assert (f"({STEP_STATISTIC} step {figure(shape.step_ms)} ms, input "
+            f"{figure(shape.input_ms)} ms of it") in found.evidence

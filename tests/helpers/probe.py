@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from gputop.core.model import AttachState, Frame
 from gputop.frames.derive import Derivation
@@ -39,7 +41,9 @@ def payload(**values: int) -> tuple[int, ...]:
     """A record's payload as RingWriter.append takes it, by field name (the rest NONE)."""
     unknown = values.keys() - set(ring_format.PAYLOAD_FIELDS)
     assert not unknown, unknown
-    return tuple(values.get(name, ring_format.NONE) for name in ring_format.PAYLOAD_FIELDS)
+    counts = (*ring_format.SAMPLED_FIELDS, "reserved")  # counts and site ids: 0 is none
+    return tuple(values.get(name, 0 if name in counts else ring_format.NONE)
+                 for name in ring_format.PAYLOAD_FIELDS)
 
 
 def watch_process(
@@ -155,3 +159,14 @@ def stepping_trainer(ring_dir: Path, stop: Path, *, contained: bool = False,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=TRAINER_WAIT_S)
+
+
+def attach_once(pid: int, ring_dir: Path) -> dict[str, Any]:
+    """`gputop --once --json --attach PID`'s trainer, as a user runs it beside the program."""
+    out = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once", "--json", "--attach", str(pid),
+         "--interval", "0.2"], capture_output=True, text=True, timeout=120,
+        env={**trainer_env(ring_dir), "GPUTOP_DEBUG": ""}, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    attached: dict[str, Any] = json.loads(out.stdout)["attach"]
+    return attached

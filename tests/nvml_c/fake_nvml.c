@@ -8,7 +8,13 @@
  *
  * Build switches: -DOMIT_<function> leaves that symbol out of the library (an older driver);
  * -DWRONG_PROCESS_INFO_LAYOUT fills the process lists with nvmlProcessInfo_v1_t records where
- * the caller passed nvmlProcessInfo_v2_t ones (a test shows this is caught).
+ * the caller passed nvmlProcessInfo_v2_t ones (a test shows this is caught);
+ * -DWRONG_MIG_PROCESS_IDS swaps the gpuInstanceId and computeInstanceId fields it writes.
+ *
+ * MIG: a device with a "mig" list has MIG mode on; each item is a MIG device (a compute
+ * instance), reached by nvmlDeviceGetMigDeviceHandleByIndex at its position (null: no MIG
+ * device at that index). A MIG handle is a `struct nvmlDevice_st` with a parent: it counts its
+ * own calls, lives on its parent's tick, is lost with it, and fails as its own "errors" say.
  */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
@@ -24,11 +30,14 @@
 
 #define MAX_DEVICES 64
 #define MAX_CALL_KINDS 64
+#define MAX_MIG_DEVICES 8
+#define NO_INSTANCE 0xFFFFFFFFu
 #define DEFAULT_TICK_ON "nvmlDeviceGetUtilizationRates"
 
 struct nvmlDevice_st {
     unsigned index;
     const json *spec;
+    struct nvmlDevice_st *parent;  /* a MIG device's GPU; NULL for a GPU */
     const char *call_names[MAX_CALL_KINDS];
     unsigned call_counts[MAX_CALL_KINDS];
 };
@@ -41,6 +50,7 @@ struct nvmlGpmSample_st {
 
 static const json *scenario;
 static struct nvmlDevice_st devices[MAX_DEVICES];
+static struct nvmlDevice_st mig_devices[MAX_DEVICES][MAX_MIG_DEVICES];
 static unsigned device_count;
 static int init_count;
 static const char *tick_on = DEFAULT_TICK_ON;
@@ -100,6 +110,13 @@ static const json *load_scenario(void) {
     for (int i = 0; list && i < list->count && i < MAX_DEVICES; i++) {
         devices[i].index = (unsigned)i;
         devices[i].spec = json_at(list, i);
+        const json *mig = json_get(devices[i].spec, "mig");
+        for (int k = 0; mig && mig->type == J_ARRAY && k < mig->count && k < MAX_MIG_DEVICES;
+             k++) {
+            mig_devices[i][k].index = (unsigned)k;
+            mig_devices[i][k].parent = &devices[i];
+            mig_devices[i][k].spec = json_at(mig, k)->type == J_OBJECT ? json_at(mig, k) : NULL;
+        }
         device_count++;
     }
     return scenario;
@@ -114,8 +131,15 @@ static unsigned *call_counter(struct nvmlDevice_st *dev, const char *function) {
     return &dev->call_counts[i];
 }
 
-/* The device's tick: how many times `tick_on` was called on it before this tick, from 0. */
+/* The GPU a handle stands for: itself, or a MIG device's parent. */
+static struct nvmlDevice_st *gpu_of(struct nvmlDevice_st *dev) {
+    return dev->parent ? dev->parent : dev;
+}
+
+/* The device's tick: how many times `tick_on` was called on it before this tick, from 0
+   (a MIG device's is its GPU's). */
 static unsigned tick_of(struct nvmlDevice_st *dev) {
+    dev = gpu_of(dev);
     unsigned *calls = call_counter(dev, tick_on);
     return calls && *calls > 0 ? *calls - 1 : 0;
 }
@@ -152,9 +176,10 @@ static int in_list(const json *list, unsigned tick) {
    {"code", "from_tick", "to_tick" (exclusive), "ticks": [...]} only on those ticks. */
 static nvmlReturn_t scripted_error(struct nvmlDevice_st *dev, const char *function) {
     unsigned tick = tick_of(dev);
-    const json *lost = json_get(dev->spec, "lost_from_tick");
+    const json *lost = json_get(gpu_of(dev)->spec, "lost_from_tick");
     if (lost && lost->type == J_NUMBER && tick >= (unsigned)lost->number)
         return NVML_ERROR_GPU_IS_LOST;
+    if (dev->parent && !dev->spec) return NVML_ERROR_INVALID_ARGUMENT;  /* a handle gone */
     const json *rule = json_get(json_get(dev->spec, "errors"), function);
     if (!rule) return NVML_SUCCESS;
     if (rule->type == J_NUMBER) return (nvmlReturn_t)rule->number;
@@ -174,22 +199,47 @@ static nvmlReturn_t done(int device, const char *function, nvmlReturn_t ret) {
     return ret;
 }
 
+/* Whether `dev` is a handle this library gave out: a GPU's or a MIG device's. */
+static int is_handle(nvmlDevice_t dev) {
+    for (unsigned i = 0; dev && i < device_count; i++) {
+        if (dev == &devices[i]) return 1;
+        for (int k = 0; k < MAX_MIG_DEVICES; k++)
+            if (dev == &mig_devices[i][k] && dev->parent) return 1;
+    }
+    return 0;
+}
+
 /* Every device call starts here: count it (the tick), then fail as the scenario says. */
 static nvmlReturn_t enter(nvmlDevice_t dev, const char *function) {
     if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    if (!dev || dev < devices || dev >= devices + device_count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!is_handle(dev)) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned *calls = call_counter(dev, function);
     if (calls) (*calls)++;
     return scripted_error(dev, function);
 }
 
-#define DEVICE_CALL(dev)                                                          \
-    do {                                                                          \
-        nvmlReturn_t entered_ = enter((dev), __func__);                           \
-        if (entered_ != NVML_SUCCESS)                                             \
-            return done((dev) ? (int)((dev) - devices) : -1, __func__, entered_); \
+/* The index logged for a handle: its GPU's (-1 for a handle not given out). */
+static int log_index(nvmlDevice_t dev) {
+    return is_handle(dev) ? (int)gpu_of(dev)->index : -1;
+}
+
+#define DEVICE_CALL(dev)                                                     \
+    do {                                                                     \
+        nvmlReturn_t entered_ = enter((dev), __func__);                      \
+        if (entered_ != NVML_SUCCESS) return done(log_index(dev), __func__, entered_); \
     } while (0)
-#define DEVICE_DONE(dev, ret) done((int)((dev) - devices), __func__, (ret))
+#define DEVICE_DONE(dev, ret) done(log_index(dev), __func__, (ret))
+/* What only a whole GPU answers: a MIG device is refused, as real drivers do. */
+#define GPU_ONLY(dev) \
+    do { if ((dev)->parent) return DEVICE_DONE((dev), NVML_ERROR_NOT_SUPPORTED); } while (0)
+
+/* Whether the GPU has MIG mode on: a "mig" list, unless "mig_mode" says otherwise. */
+static int mig_mode(struct nvmlDevice_st *dev) {
+    const json *mode = json_get(dev->spec, "mig_mode");
+    if (mode && mode->type == J_NUMBER) return mode->number != 0;
+    const json *mig = json_get(dev->spec, "mig");
+    return mig && mig->type == J_ARRAY;
+}
 
 static nvmlReturn_t copy_text(const char *value, char *out, unsigned length) {
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
@@ -263,21 +313,34 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 
 /* ------------------------------------------------------------------ device readings */
 
+#define DEFAULT_NAME "NVIDIA H100 80GB HBM3"
+
+/* A MIG device is named as drivers name it: "<GPU's name> MIG <profile>". */
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
     DEVICE_CALL(device);
-    return DEVICE_DONE(device, copy_text(text(device, "name", "NVIDIA H100 80GB HBM3"), name,
-                                         length));
+    if (!device->parent)
+        return DEVICE_DONE(device, copy_text(text(device, "name", DEFAULT_NAME), name, length));
+    char mig_name[256];
+    snprintf(mig_name, sizeof mig_name, "%s MIG %s", text(device->parent, "name", DEFAULT_NAME),
+             text(device, "profile", "1g.10gb"));
+    return DEVICE_DONE(device, copy_text(mig_name, name, length));
 }
 
+/* A MIG device's UUID is "MIG-..." (its own "uuid", else one made from its GPU and slot). */
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
     DEVICE_CALL(device);
-    return DEVICE_DONE(device, copy_text(text(device, "uuid",
-                                              "GPU-00000000-0000-0000-0000-000000000000"),
+    char made[80];
+    snprintf(made, sizeof made, "MIG-00000000-0000-0000-%04x-%012x", device->parent
+             ? device->parent->index : 0, device->index);
+    return DEVICE_DONE(device, copy_text(text(device, "uuid", device->parent ? made
+                                              : "GPU-00000000-0000-0000-0000-000000000000"),
                                          uuid, length));
 }
 
+/* Refused on a MIG device and on a GPU in MIG mode, as real drivers do. */
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization) {
     DEVICE_CALL(device);
+    if (mig_mode(gpu_of(device))) return DEVICE_DONE(device, NVML_ERROR_NOT_SUPPORTED);
     utilization->gpu = (unsigned)number(device, "util", 50);
     utilization->memory = (unsigned)number(device, "memory_util", 20);
     return DEVICE_DONE(device, NVML_SUCCESS);
@@ -286,11 +349,13 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 #define GIB (1ULL << 30)
 #define MIB (1ULL << 20)
 
+/* A MIG device's memory is its own: 10 GiB, none used, none reserved unless it says. */
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     DEVICE_CALL(device);
-    unsigned long long total = number(device, "memory_total", 80 * GIB);
-    unsigned long long used = number(device, "memory_used", 10 * GIB);
-    unsigned long long reserved = number(device, "memory_reserved", 512 * MIB);
+    int mig = device->parent != NULL;
+    unsigned long long total = number(device, "memory_total", mig ? 10 * GIB : 80 * GIB);
+    unsigned long long used = number(device, "memory_used", mig ? 0 : 10 * GIB);
+    unsigned long long reserved = number(device, "memory_reserved", mig ? 0 : 512 * MIB);
     memory->total = total;
     memory->used = used + reserved;  /* v1 counts the driver's reserve as used */
     memory->free = total - used - reserved;
@@ -302,9 +367,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     DEVICE_CALL(device);
     if (memory->version != nvmlMemory_v2)
         return DEVICE_DONE(device, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
-    unsigned long long total = number(device, "memory_total", 80 * GIB);
-    unsigned long long used = number(device, "memory_used", 10 * GIB);
-    unsigned long long reserved = number(device, "memory_reserved", 512 * MIB);
+    int mig = device->parent != NULL;
+    unsigned long long total = number(device, "memory_total", mig ? 10 * GIB : 80 * GIB);
+    unsigned long long used = number(device, "memory_used", mig ? 0 : 10 * GIB);
+    unsigned long long reserved = number(device, "memory_reserved", mig ? 0 : 512 * MIB);
     memory->total = total;
     memory->reserved = reserved;
     memory->used = used;
@@ -316,6 +382,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
                                       unsigned int *temp) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (sensor != NVML_TEMPERATURE_GPU) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
     *temp = (unsigned)number(device, "temperature", 55);
     return DEVICE_DONE(device, NVML_SUCCESS);
@@ -323,12 +390,22 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensor
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     *power = (unsigned)number(device, "power_mw", 300000);
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+/* The N of the GPU's /dev/nvidiaN: its "minor_number", else its index. */
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
+    DEVICE_CALL(device);
+    GPU_ONLY(device);
+    *minorNumber = (unsigned)number(device, "minor_number", device->index);
     return DEVICE_DONE(device, NVML_SUCCESS);
 }
 
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     *limit = (unsigned)number(device, "power_limit_mw", 700000);
     return DEVICE_DONE(device, NVML_SUCCESS);
 }
@@ -336,6 +413,7 @@ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                     unsigned int *clock) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (type == NVML_CLOCK_SM) *clock = (unsigned)number(device, "sm_clock", 1980);
     else if (type == NVML_CLOCK_MEM) *clock = (unsigned)number(device, "memory_clock", 2619);
     else return DEVICE_DONE(device, NVML_ERROR_NOT_SUPPORTED);
@@ -346,6 +424,7 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
                                          unsigned int *value) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (counter == NVML_PCIE_UTIL_RX_BYTES) *value = (unsigned)number(device, "pcie_rx_kb", 1000);
     else if (counter == NVML_PCIE_UTIL_TX_BYTES) *value = (unsigned)number(device, "pcie_tx_kb", 500);
     else return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
@@ -378,6 +457,7 @@ static void field_value(struct nvmlDevice_st *dev, nvmlFieldValue_t *value) {
 
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldValue_t *values) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (count < 0 || (count > 0 && !values))
         return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < count; i++) field_value(device, &values[i]);
@@ -402,30 +482,72 @@ static unsigned long long record_number(const json *record, const char *key,
     return v && v->type == J_NUMBER ? (unsigned long long)v->number : otherwise;
 }
 
+/* One process record, as the caller's struct version lays it out. */
+static void fill_process(nvmlProcessInfo_v2_t *infos, unsigned i, const json *p, unsigned gi,
+                         unsigned ci) {
+#ifdef WRONG_PROCESS_INFO_LAYOUT
+    nvmlProcessInfo_v1_t *wrong = (nvmlProcessInfo_v1_t *)infos;
+    wrong[i].pid = (unsigned)record_number(p, "pid", 0);
+    wrong[i].usedGpuMemory = record_number(p, "memory", 0);
+    (void)gi;
+    (void)ci;
+#else
+    infos[i].pid = (unsigned)record_number(p, "pid", 0);
+    infos[i].usedGpuMemory = record_number(p, "memory", 0);
+#ifdef WRONG_MIG_PROCESS_IDS
+    infos[i].gpuInstanceId = ci;
+    infos[i].computeInstanceId = gi;
+#else
+    infos[i].gpuInstanceId = gi;
+    infos[i].computeInstanceId = ci;
+#endif
+#endif
+}
+
+/* A MIG device's GPU and compute instance ids ("gi", "ci"; NO_INSTANCE when absent). */
+static unsigned instance_id(struct nvmlDevice_st *mig, const char *key) {
+    return (unsigned)record_number(mig->spec, key, NO_INSTANCE);
+}
+
+/* The processes `dev` answers for: a MIG device its own, on its instance; a GPU its
+   "processes" (their "gpu_instance"/"compute_instance" passed through) and, in MIG mode, every
+   MIG device's too (the aggregate a privileged caller gets). */
+static unsigned gather_processes(nvmlDevice_t dev, const json **records, unsigned *gis,
+                                 unsigned *cis, unsigned room) {
+    unsigned n = 0;
+    struct nvmlDevice_st *sources[1 + MAX_MIG_DEVICES];
+    unsigned count = 0;
+    sources[count++] = dev;
+    if (!dev->parent && mig_mode(dev))
+        for (int k = 0; k < MAX_MIG_DEVICES; k++)
+            if (mig_devices[dev->index][k].spec) sources[count++] = &mig_devices[dev->index][k];
+    for (unsigned s = 0; s < count; s++) {
+        const json *list = tick_list(sources[s], "processes");
+        for (int i = 0; list && i < list->count && n < room; i++, n++) {
+            records[n] = list->items[i];
+            int mig = sources[s]->parent != NULL;
+            gis[n] = mig ? instance_id(sources[s], "gi")
+                         : (unsigned)record_number(records[n], "gpu_instance", NO_INSTANCE);
+            cis[n] = mig ? instance_id(sources[s], "ci")
+                         : (unsigned)record_number(records[n], "compute_instance", NO_INSTANCE);
+        }
+    }
+    return n;
+}
+
+#define MAX_PROCESSES 256
+
 static nvmlReturn_t running_processes(nvmlDevice_t dev, unsigned int *count,
                                       nvmlProcessInfo_v2_t *infos) {
-    const json *list = tick_list(dev, "processes");
-    unsigned n = list ? (unsigned)list->count : 0;
+    const json *records[MAX_PROCESSES];
+    unsigned gis[MAX_PROCESSES], cis[MAX_PROCESSES];
+    unsigned n = gather_processes(dev, records, gis, cis, MAX_PROCESSES);
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
     if (*count < n || !infos) {
         *count = n;
         return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
     }
-#ifdef WRONG_PROCESS_INFO_LAYOUT
-    nvmlProcessInfo_v1_t *wrong = (nvmlProcessInfo_v1_t *)infos;
-#endif
-    for (unsigned i = 0; i < n; i++) {
-        const json *p = list->items[i];
-#ifdef WRONG_PROCESS_INFO_LAYOUT
-        wrong[i].pid = (unsigned)record_number(p, "pid", 0);
-        wrong[i].usedGpuMemory = record_number(p, "memory", 0);
-#else
-        infos[i].pid = (unsigned)record_number(p, "pid", 0);
-        infos[i].usedGpuMemory = record_number(p, "memory", 0);
-        infos[i].gpuInstanceId = (unsigned)record_number(p, "gpu_instance", 0xFFFFFFFFu);
-        infos[i].computeInstanceId = (unsigned)record_number(p, "compute_instance", 0xFFFFFFFFu);
-#endif
-    }
+    for (unsigned i = 0; i < n; i++) fill_process(infos, i, records[i], gis[i], cis[i]);
     *count = n;
     return NVML_SUCCESS;
 }
@@ -454,6 +576,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              unsigned int *count,
                                              unsigned long long last_seen) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
+    if (mig_mode(device)) return DEVICE_DONE(device, NVML_ERROR_NOT_SUPPORTED);
     const json *list = tick_list(device, "process_util");
     unsigned n = 0;
     for (int i = 0; list && i < list->count; i++)
@@ -479,11 +603,74 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 }
 #endif
 
+/* ------------------------------------------------------------------ MIG */
+
+/* Current and pending mode of a GPU; a MIG device is no GPU (INVALID_ARGUMENT); a GPU without
+   a "mig" list or "mig_mode" has no MIG at all (NOT_SUPPORTED, as consumer GPUs). */
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current,
+                                  unsigned int *pending) {
+    DEVICE_CALL(device);
+    if (device->parent || !current || !pending)
+        return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    if (!json_get(device->spec, "mig") && !json_get(device->spec, "mig_mode"))
+        return DEVICE_DONE(device, NVML_ERROR_NOT_SUPPORTED);
+    *current = *pending = mig_mode(device) ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+/* Seven on a GPU in MIG mode (an A100's or H100's), zero otherwise. */
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    DEVICE_CALL(device);
+    if (device->parent || !count) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    *count = mig_mode(device) ? 7 : 0;
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *mig) {
+    DEVICE_CALL(device);
+    if (device->parent || !mig) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    if (!mig_mode(device)) return DEVICE_DONE(device, NVML_ERROR_NOT_SUPPORTED);
+    if (index >= MAX_MIG_DEVICES || !mig_devices[device->index][index].spec)
+        return DEVICE_DONE(device, NVML_ERROR_NOT_FOUND);
+    *mig = &mig_devices[device->index][index];
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig) {
+    DEVICE_CALL(device);
+    if (!is_mig) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    *is_mig = device->parent != NULL;
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEVICE_CALL(device);
+    if (!device->parent || !id) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    *id = instance_id(device, "gi");
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEVICE_CALL(device);
+    if (!device->parent || !id) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
+    *id = instance_id(device, "ci");
+    return DEVICE_DONE(device, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device) {
+    DEVICE_CALL(mig);
+    if (!mig->parent || !device) return DEVICE_DONE(mig, NVML_ERROR_INVALID_ARGUMENT);
+    *device = mig->parent;
+    return DEVICE_DONE(mig, NVML_SUCCESS);
+}
+
 /* ------------------------------------------------------------------ GPM (Hopper and later) */
 
 #ifndef OMIT_nvmlGpmQueryDeviceSupport
 nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (support->version != NVML_GPM_SUPPORT_VERSION)
         return DEVICE_DONE(device, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
     support->isSupportedDevice = (unsigned)number(device, "gpm_supported", 0);
@@ -508,6 +695,7 @@ nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
 
 nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
     DEVICE_CALL(device);
+    GPU_ONLY(device);
     if (!sample || !sample->live) return DEVICE_DONE(device, NVML_ERROR_INVALID_ARGUMENT);
     unsigned *calls = call_counter(device, __func__);
     sample->device = (int)(device - devices);

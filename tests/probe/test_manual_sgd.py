@@ -44,6 +44,10 @@ def _assert_partition(records: list[dict[str, int]], clocks: list[int]) -> None:
     for a, b in pairwise(records):
         assert a["start_ns"] + a["duration_ns"] == b["start_ns"]  # no gap, no overlap
     assert all(r["backward_ns"] > 0 and r["flags"] & ring_format.F_OPTIMIZER for r in records)
+    for r in records:  # each step a partition of its own time too (issue 38)
+        parts = ("data_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns", "sync_ns",
+                 "host_ns")
+        assert sum(max(0, r[name]) for name in parts) == r["duration_ns"], r
     total = sum(r["duration_ns"] for r in records)
     span = clocks[-1] - clocks[0]
     assert abs(total / span - 1) <= SHARE, (total, span)

@@ -45,7 +45,8 @@ def test_a_tick_of_records_is_decoded_in_one_call(
         counting = CountingStruct(ring_format.RECORD)
         monkeypatch.setattr(reader_module.ring_format, "RECORD", counting)
         records: list[tuple[int, ...]] = [
-            (s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, 0, 1) for s in range(18)]
+            (s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, 0, 1, 40, -1, 0, 0, 0, 0, 0, 0)
+            for s in range(18)]
         writer.append(records)
         read = reader.read_new()
         assert [r.step for r in read] == list(range(18)) and reader.dropped == 0

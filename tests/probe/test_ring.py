@@ -24,7 +24,10 @@ OPTIONAL = st.one_of(st.just(-1), st.integers(0, 1 << 61))
 RECORD = st.tuples(
     st.integers(0, 1 << 61), st.integers(0, 1 << 61), st.integers(0, 1 << 61),
     *[OPTIONAL] * 8, st.integers(0, 1 << 20), st.integers(0, 15), st.integers(0, 1 << 20),
+    OPTIONAL, OPTIONAL, *[st.integers(0, 1 << 20)] * 5, st.just(0),
 )
+# a record's words after `loader`: host_ns, sync_ns, no samples, no sites, reserved
+TAIL = (0, -1, 0, 0, 0, 0, 0, 0)
 
 
 def _writer(directory: Path) -> ring_format.RingWriter:
@@ -53,7 +56,8 @@ def test_a_lapped_reader_counts_what_it_lost(ring_dir: Path) -> None:
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
     total = ring_format.SLOTS * 2 + 10
-    writer.append([(n, 1, 2, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0) for n in range(total)])
+    writer.append([(n, 1, 2, -1, -1, -1, -1, -1, -1, -1, 1, 0, 0, 0, *TAIL)
+                   for n in range(total)])
     got = reader.read_new()
     assert len(got) == ring_format.SLOTS
     assert reader.dropped == total - ring_format.SLOTS
@@ -83,14 +87,14 @@ def test_a_record_seen_before_all_its_stores_land_is_never_read_as_written(
     torn in the middle. The check turns both into drops, never into steps."""
     writer = _writer(ring_dir)
     reader = RingReader(writer.path)
-    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1, *TAIL)
                    for n in range(ring_format.SLOTS + 3)])
     assert len(reader.read_new()) == ring_format.SLOTS
-    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1)
+    writer.append([(n, 10 * n, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1, *TAIL)
                    for n in range(ring_format.SLOTS + 3, ring_format.SLOTS + 6)])
     stale = ring_format.SLOTS + 3  # its slot held record 3: keep that payload and check
     offset, words = _slot_words(writer.path, stale)
-    old_payload = [3, 30, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1]
+    old_payload = [3, 30, 5, 1, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1, *TAIL]
     old_check = ring_format.record_check(3, ring_format.PAYLOAD.pack(*old_payload))
     _put_words(writer.path, offset, [words[0], *old_payload, old_check])
     torn = stale + 1
@@ -186,7 +190,7 @@ def test_random_files_never_raise_anything_but_ring_error(
 
 def test_truncated_and_corrupted_rings_never_raise(ring_dir: Path) -> None:
     writer = _writer(ring_dir)
-    writer.append([(n, n, n, n, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1) for n in range(50)])
+    writer.append([(n, n, n, n, -1, -1, -1, -1, -1, -1, 4, 0, 0, 1, *TAIL) for n in range(50)])
     writer.set_meta(b'{"num_workers": 2}')
     good = Path(writer.path).read_bytes()
     writer.close()
@@ -226,7 +230,7 @@ print("ready", flush=True)
 sys.stdin.readline()
 for n in range(int(sys.argv[2])):
     w.append([(n, 3*n+1, 5*n+2, 7*n+3, 11*n+4, 13*n+5, 17*n+6, 19*n+7, 23*n+8, 29*n+9,
-               n % 97, n % 13, n & 15, n % 5)])
+               n % 97, n % 13, n & 15, n % 5, 31*n, -1, n % 7, n % 3, n % 5, n % 2, n % 11, 0)])
 print("done", flush=True)
 sys.stdin.readline()
 w.close()
@@ -237,8 +241,10 @@ def _pattern_ok(r) -> bool:
     n = r.step
     return (r.index == n and (r.start_ns, r.duration_ns, r.data_ns, r.h2d_ns, r.forward_ns,
             r.backward_ns, r.optimizer_ns, r.gpu_ns, r.gpu_gap_ns, r.batch_size, r.epoch,
-            r.flags, r.loader) == (3*n+1, 5*n+2, 7*n+3, 11*n+4, 13*n+5, 17*n+6, 19*n+7,
-            23*n+8, 29*n+9, n % 97, n % 13, n & 15, n % 5))
+            r.flags, r.loader, r.host_ns, r.sync_ns, r.samples, r.host_site, r.host_site_samples,
+            r.data_site, r.data_site_samples) == (3*n+1, 5*n+2, 7*n+3, 11*n+4, 13*n+5, 17*n+6,
+            19*n+7, 23*n+8, 29*n+9, n % 97, n % 13, n & 15, n % 5, 31*n, -1, n % 7, n % 3,
+            n % 5, n % 2, n % 11))
 
 
 @pytest.mark.slow

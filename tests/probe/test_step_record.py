@@ -36,6 +36,38 @@ def test_the_struct_and_the_readers_record_are_derived_from_the_field_names() ->
     assert measured == ring_format.MEASURED_FIELDS
 
 
+def test_the_partition_and_the_samplers_words_follow_the_fields() -> None:
+    """Version 3: the step's partition and the stack sampler's counts and sites, in whole
+    64-byte lines (a record never straddles one more than it must)."""
+    assert ring_format.VERSION == 3 and ring_format.RECORD_SIZE % 64 == 0
+    tail = ring_format.FIELDS[ring_format.LOADER + 1 : ring_format.CHECK_WORD]
+    assert tail == ("host_ns", "sync_ns", *ring_format.SAMPLED_FIELDS, "reserved")
+    assert ring_format.SAMPLED_FIELDS == ("samples", "host_site", "host_site_samples",
+                                          "data_site", "data_site_samples")
+    assert ring_format.FIELDS[ring_format.HOST_NS] == "host_ns"
+    assert ring_format.FIELDS[ring_format.SYNC_NS] == "sync_ns"
+    assert ring_format.FIELDS[ring_format.SAMPLES] == "samples"
+
+
+def test_to_step_names_the_sites_from_the_metadata_table() -> None:
+    values = dict.fromkeys(ring_format.PAYLOAD_FIELDS, 0)
+    values.update(duration_ns=100, host_ns=60, sync_ns=ring_format.NONE, samples=9, host_site=2,
+                  host_site_samples=5, data_site=7, data_site_samples=3,
+                  flags=ring_format.F_AT_BACKWARD)
+    sites: dict[str, object] = {"1": "a (x.py:1)", "2": "get_batch (train.py:116)\x1b[2J"}
+    step = to_step(RawRecord(0, **values), sites=sites)
+    assert (step.host_ns, step.sync_ns, step.samples) == (60, None, 9)
+    assert step.at_backward and not to_step(RawRecord(0, **{**values, "flags": 0})).at_backward
+    assert step.host_site is not None and step.host_site.startswith("get_batch (train.py:116)")
+    assert "\x1b" not in step.host_site  # the trainer's text, escaped
+    assert step.host_site_samples == 5
+    assert step.data_site is None and step.data_site_samples == 3  # an id the table lacks
+    assert to_step(RawRecord(0, **values)).host_site is None  # no table
+    out = step_json(step)
+    for name in ("host_ns", "sync_ns", "at_backward", *ring_format.SAMPLED_FIELDS):
+        assert out[name] == getattr(step, name), name
+
+
 def test_the_probes_phases_are_the_records_phase_fields_in_order() -> None:
     names = [f"{phase}_ns" for phase, _ in sorted(PHASES.items(), key=lambda kv: kv[1])]
     first = ring_format.FIELDS.index(names[0])

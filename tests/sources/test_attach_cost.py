@@ -22,7 +22,7 @@ LOADER = 1
 def _records(first: int, n: int) -> list[tuple[int, ...]]:
     """`n` training steps of one loader from step `first` (values in PAYLOAD_FIELDS order)."""
     return [(s, 1000 * s, 500, 10, -1, 100, 200, 150, -1, -1, 64, 0, ring_format.F_OPTIMIZER,
-             LOADER) for s in range(first, first + n)]
+             LOADER, 40, -1, 0, 0, 0, 0, 0, 0) for s in range(first, first + n)]
 
 
 @pytest.fixture
@@ -136,7 +136,8 @@ def test_a_step_is_one_record_from_the_ring_to_the_frame(tmp_path: Path) -> None
     writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(), directory=str(tmp_path)))
     writer.append(_records(0, 40))
     writer.append([(s, 1000 * s, 1000, 900, 10, 40, 30, 20, -1, -1, 64, 0, ring_format.F_OPTIMIZER,
-                    LOADER) for s in range(40, 50)])  # input 910 of 1000 ns: data-bound
+                    LOADER, 0, -1, 0, 0, 0, 0, 0, 0)
+                   for s in range(40, 50)])  # input 910 of 1000 ns: data-bound
     source = RingAttachSource(directory=str(tmp_path), verdict_of=verdict_of)
     source.attach(os.getpid())
     derive = Derivation()

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,30 +52,51 @@ def _series(metric: str, value: float | str, **labels: str) -> dict[str, object]
             "value": [1.0, str(value)]}
 
 
-def test_one_host_in_detail_is_read_from_its_own_series() -> None:
-    gpu, trainer = {"gpu": "0", "UUID": "GPU-a"}, {"trainer": "42"}
-    own: list[dict[str, object]] = [
+TRAINER_ID = "3f9a1c0b2d4e"  # the `trainer` label: a hash stable across restarts
+
+
+def _own_series(trainer_id: str, info: dict[str, str], verdict: str) -> list[dict[str, object]]:
+    """One host's series: a GPU, and a data-bound trainer labelled `trainer_id` whose enum
+    gauges label their value with `verdict`."""
+    gpu, trainer = {"gpu": "0", "UUID": "GPU-a"}, {"trainer": trainer_id}
+    return [
         _series("gputop_gpu_info", 1, model_name="H100", **gpu),
         _series("gputop_gpu_utilization_ratio", 0.25, **gpu),
         _series("gputop_gpu_memory_used_bytes", 3e10, **gpu),
-        _series("gputop_trainer_info", 1, name="python", user="ana", probe="true", **trainer),
+        _series("gputop_trainer_info", 1, name="python", user="ana", probe="true", **info,
+                **trainer),
         _series("gputop_trainer_data_wait_ratio", "NaN", **trainer),
-        _series("gputop_trainer_verdict", 1, gputop_trainer_verdict="data-bound", **trainer),
-        _series("gputop_trainer_verdict", 0, gputop_trainer_verdict="unknown", **trainer),
+        _series("gputop_trainer_verdict", 1, **{verdict: "data-bound"}, **trainer),
+        _series("gputop_trainer_verdict", 0, **{verdict: "unknown"}, **trainer),
+        _series("gputop_trainer_state", 0, **{verdict.replace("verdict", "state"): "running"},
+                **trainer),
+        _series("gputop_trainer_state", 1, **{verdict.replace("verdict", "state"): "stalled"},
+                **trainer),
         _series("gputop_trainer_workers", 3, **trainer),
         _series("gputop_trainer_job_info", 1, rank="1", world_size="4", rendezvous="j@m:1",
                 **trainer),
-        _series("gputop_advice_active", 1, id="loader-workers", severity="warn", trainer="42"),
+        _series("gputop_advice_active", 1, id="loader-workers", severity="warn",
+                trainer=trainer_id),
         {"metric": {"__name__": "gputop_trainer_workers"}, "value": "junk"},  # malformed
     ]
-    asked: list[str] = []
 
+
+def _answers(own: list[dict[str, object]], trainer_id: str, asked: list[str],
+             ) -> Callable[[str], list[dict[str, object]]]:
     def query(promql: str) -> list[dict[str, object]]:
         asked.append(promql)
         if promql == STRAGGLERS_ACROSS_HOSTS:
-            return [{"metric": {"instance": "n1:19400", "trainer": "42"}, "value": [1, "0.6"]},
-                    {"metric": {"instance": "n2:19400", "trainer": "42"}, "value": [1, "0.6"]}]
+            return [{"metric": {"instance": n, "trainer": trainer_id}, "value": [1, "0.6"]}
+                    for n in ("n1:19400", "n2:19400")]
         return own
+    return query
+
+
+def test_one_host_in_detail_is_read_from_its_own_series() -> None:
+    own = _own_series(TRAINER_ID, {"pid": "42", "command": "python train.py"}, "verdict")
+    own.append(_series("gputop_trainer_mean_step_seconds", 0.125, trainer=TRAINER_ID))
+    asked: list[str] = []
+    query = _answers(own, TRAINER_ID, asked)
 
     detail = host_detail(query, 'n1:19400"')
     assert r'instance="n1:19400\""' in asked[0]  # the name is quoted, never spliced in
@@ -82,13 +104,20 @@ def test_one_host_in_detail_is_read_from_its_own_series() -> None:
     assert (g.index, g.name, g.util_ratio, g.memory_used_bytes, g.memory_total_bytes) == (
         "0", "H100", 0.25, 3e10, None)
     (t,) = detail.trainers
-    assert (t.pid, t.name, t.probed, t.verdict, t.workers, t.rank, t.rendezvous) == (
-        "42", "python", True, "data-bound", 3, "1", "j@m:1")
+    assert (t.pid, t.name, t.probed, t.verdict, t.state, t.workers, t.rank, t.rendezvous) == (
+        "42", "python", True, "data-bound", "stalled", 3, "1", "j@m:1")
+    assert t.median_step_s == 0.125  # the step time the screens show: the mean
     assert t.data_wait_ratio is None  # NaN is not a number to show
     assert not t.straggler  # the straggler named on n1 is not this host's ('n1:19400"')
     assert [(a.id, a.severity, a.trainer) for a in detail.advice] == [
         ("loader-workers", "warn", "42")]
     assert host_detail(query, "n1:19400").trainers[0].straggler
+
+
+def test_an_older_exporters_pid_label_and_state_set_labels_still_read() -> None:
+    query = _answers(_own_series("42", {}, "gputop_trainer_verdict"), "42", [])
+    (t,) = host_detail(query, "n1:19400").trainers
+    assert (t.pid, t.verdict, t.state, t.straggler) == ("42", "data-bound", "stalled", True)
 
 
 def test_promql_strings_escape_quotes_and_backslashes() -> None:
@@ -102,9 +131,11 @@ def test_down_hosts_come_first_and_show_no_figures() -> None:
     gone = FleetHost("c:1", "c", up=False)
     text = render(FleetReport("http://p:9090", tuple(sorted(
         (calm, gone, busy), key=lambda h: (-h.trouble, h.hostname)))))
-    rows = text.splitlines()[2:]
+    table, notes = text.split("\n\n")
+    rows = table.splitlines()[2:]
     assert [r.split()[0] for r in rows] == ["c", "a", "b"]
     assert "DOWN" in rows[0] and "0" not in rows[0].split("DOWN", 1)[1]
+    assert notes == "c:1: DOWN; Prometheus names no error (scrapes fail, or the target is gone)\n"
 
 
 @pytest.mark.slow

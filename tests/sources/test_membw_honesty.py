@@ -1,4 +1,5 @@
-"""No rung can measure -> `pressure: null` with the reason, `membw n/a — why`; never a number.
+"""No rung can measure -> `pressure: null` with the reason (the help shows it beside
+`membw n/a (… ? for why)`); never a number.
 
 The canary counts only when its buffer is at least twice the last-level cache and fits its
 resident budget; a shown number says what it is relative to.
@@ -23,7 +24,7 @@ from gputop.sources.membw.canary import (
 )
 from gputop.sources.membw.estimate import CanaryEstimator
 from gputop.tui.history import History
-from gputop.tui.views.host import membw_line
+from gputop.tui.views.host import membw_line, membw_why
 from tests.helpers.membw import sys_with_llc
 from tests.helpers.tui import frames
 
@@ -105,7 +106,8 @@ def test_na_is_rendered_with_the_reason_and_no_number() -> None:
     history = History()
     history.add(frames("idle", 1)[0])
     line = _text(membw_line(sample, history, 200))
-    assert line.startswith(f"membw n/a — {why}")
+    assert line.startswith("membw n/a (no counters; ? for why)")  # the reason: in the help
+    assert membw_why(sample) == why
     assert "%" not in line and "pressure" not in line
     text = _membw_text(sample)
     assert text.startswith(f"MEMORY BANDWIDTH n/a — {why}") and "pressure" not in text
@@ -164,16 +166,14 @@ def test_a_measured_pressure_says_it_is_relative_to_the_modules_peak(tmp_path: P
         source.close()
 
 
-def test_na_line_shortens_the_reason_so_psi_still_shows_where_it_fits() -> None:
+def test_na_line_is_short_and_psi_still_shows_where_it_fits() -> None:
     why = ("canary off: it would need 960 MiB (2x the 480 MiB LLC), over its 16 MiB budget; "
            "resctrl: not mounted or no monitoring; perf uncore: no memory-controller PMU")
     sample = MemoryBandwidthSample(source="none", confidence="unavailable", note=why,
                                    psi_some_avg10=2.5, psi_full_avg10=0.0)
-    for width in (120, 160):
+    for width in (80, 120, 160):
         line = _text(membw_line(sample, History(), width))
-        assert line.startswith("membw n/a — canary off: it would need 960 MiB")
+        assert line.startswith("membw n/a (no counters; ? for why)")
         assert "PSI 2.5/0.0" in line and "majflt" in line and len(line) <= width
-    narrow = _text(membw_line(sample, History(), 60))
-    assert narrow.startswith("membw n/a — canary off") and "PSI" not in narrow
-    assert len(narrow) == 60 and narrow.endswith("…")
-    assert why in _text(membw_line(sample, History(), 400))  # whole when there is room
+    assert "canary" not in _text(membw_line(sample, History(), 400))
+    assert membw_why(sample) == why  # whole, for the help

@@ -18,7 +18,8 @@ from tests.helpers.fakeproc import ReadWatch
 from tests.helpers.processes import open_fd_targets
 
 OTHERS = 50  # files that are not rings, as /dev/shm holds semaphores and NCCL segments
-RECORD = (0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)
+RECORD = (0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1,
+          0, -1, 0, 0, 0, 0, 0, 0)
 MINUTE_NS = 60 * 10**9
 
 

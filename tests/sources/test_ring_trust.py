@@ -93,7 +93,8 @@ def other_users_trainer(directory: Path, steps: int) -> Iterator[int]:
             become()
             writer = ring_format.RingWriter(ring_format.ring_path(os.getpid(),
                                                                   directory=str(directory)))
-            writer.append([(n, n, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)
+            writer.append([(n, n, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1,
+                            0, -1, 0, 0, 0, 0, 0, 0)
                            for n in range(steps)])
             os.write(ready_w, b"1")
             os.read(stop_r, 1)
@@ -272,7 +273,8 @@ def test_planted_files_are_looked_at_once_not_every_tick(
     stat'ed or sent to /proc again."""
     me = os.getpid()
     writer = ring_format.RingWriter(ring_format.ring_path(me, directory=str(shared_dir)))
-    writer.append([(0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1)])
+    writer.append([(0, 0, 5, 1, -1, -1, -1, -1, -1, -1, 8, 0, ring_format.F_OPTIMIZER, 1,
+                    0, -1, 0, 0, 0, 0, 0, 0)])
     never_live = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
     live = [pid for pid in _live_pids_of_root() if pid != me][:500]
 

@@ -11,7 +11,13 @@ import pytest
 
 from gputop.core.model import GpuReport, GpuSample
 from gputop.sources.gpu import open_gpu_source
-from gputop.sources.simulated import MAX_DEVICES, SAWTOOTH_PERIOD, SCENARIOS, SimulatedGpuSource
+from gputop.sources.simulated import (
+    HOST_BURST_PERIOD,
+    MAX_DEVICES,
+    SAWTOOTH_PERIOD,
+    SCENARIOS,
+    SimulatedGpuSource,
+)
 
 TICKS = 4 * SAWTOOTH_PERIOD
 
@@ -47,11 +53,15 @@ def test_every_report_says_it_is_simulated(scenario: str) -> None:
         assert not any(g.lost for g in report.gpus)
 
 
+NO_DEVICE_FILE = {"minor_number"}  # a simulated GPU has no /dev/nvidiaN
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_field_is_filled_and_in_range(scenario: str) -> None:
     for gpu in (g for r in run(scenario, count=4) for g in r.gpus):
         for field in dataclasses.fields(GpuSample):
-            assert getattr(gpu, field.name) is not None, field.name
+            if field.name not in NO_DEVICE_FILE:
+                assert getattr(gpu, field.name) is not None, field.name
         assert 0 <= util(gpu) <= 100
         assert 0 <= memory_share(gpu) <= 1
         assert gpu.power_w is not None and gpu.power_limit_w is not None
@@ -91,6 +101,24 @@ def test_memory_full_util_zero() -> None:
     assert min(memory_share(g) for g in gpus) >= 0.95
     assert max(util(g) for g in gpus) <= 1
     assert max(g.tensor_active_percent or 0 for g in gpus) == 0
+
+
+def test_host_bound_waits_on_the_host_between_short_bursts() -> None:
+    gpus = series(run("host-bound"))
+    utils = [util(g) for g in gpus]
+    bursts = [i for i, u in enumerate(utils) if u >= 20]
+    assert bursts == list(range(0, len(utils), HOST_BURST_PERIOD))
+    assert max(utils) < 50 and statistics.mean(utils) < 20  # far from compute-bound's
+    assert all(5 <= u < 20 for i, u in enumerate(utils) if i not in bursts)
+    assert min(memory_share(g) for g in gpus) > 0.2  # a model is loaded; it just waits
+
+
+def test_cpu_starved_runs_at_a_fraction_of_compute_bound() -> None:
+    starved, busy = series(run("cpu-starved")), series(run("compute-bound"))
+    mean = statistics.mean(util(g) for g in starved)
+    assert min(util(g) for g in starved) >= 20 and max(util(g) for g in starved) <= 45
+    assert mean < 0.5 * statistics.mean(util(g) for g in busy)
+    assert min(memory_share(g) for g in starved) > 0.2
 
 
 def test_mixed_gives_devices_different_states() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import sys
@@ -56,9 +57,11 @@ def _content(screen: str) -> list[str]:
 
 
 def _above_table(lines: list[str]) -> list[str]:
-    """The lines down to the process table's column header, which is included."""
+    """The lines down to the process table's column header, which is included, without the
+    count of kernel threads hidden: a recording keeps the busiest and largest processes, not
+    the machine's idle kernel threads (docs/recording.md)."""
     header = next(i for i, line in enumerate(lines) if "PID USER" in line)
-    return lines[:header + 1]
+    return [*lines[:header], re.sub(r"\s*\d+ kernel threads hidden \(K\)", "", lines[header])]
 
 
 def _without_evidence(lines: list[str], titles: list[str]) -> list[str]:

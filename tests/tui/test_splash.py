@@ -192,6 +192,8 @@ def test_the_live_view_loads_no_recorder_nor_simulated_gpus_on_the_way_to_its_fi
             "                         'gputop.sources.simulated')\n"
             "                 if m in sys.modules))\n"
             "live.run_live = run_live\n"
+            "import gputop.app.options as options\n"
+            "options.need_terminal = lambda *words: None\n"  # no terminal here
             "from gputop.app.cli import main\n"
             "main([])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

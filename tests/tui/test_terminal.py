@@ -103,7 +103,7 @@ def _splash_then_app(name: str) -> list[str]:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         screen = _screen(name)
-        kind = "app" if " q quit" in screen else "splash" if "starting the full view" in screen \
+        kind = "app" if " F10 quit" in screen else "splash" if "starting the full view" in screen \
             else ""
         if kind and (not seen or seen[-1] != kind):
             seen.append(kind)

@@ -56,9 +56,9 @@ def test_only_the_gpu_rows_shown_are_drawn(monkeypatch, width, max_rows, drawn) 
     expected = gpu_lines(gpus, History(), width, max_rows)
     calls = []
 
-    def counted(gpu, history, width):
+    def counted(gpu, history, width, name_len=None):
         calls.append(gpu.index)
-        return gpu_row(gpu, history, width)
+        return gpu_row(gpu, history, width, name_len)
 
     monkeypatch.setattr(gpus_view, "gpu_row", counted)
     assert gpu_lines(gpus, History(), width, max_rows) == expected

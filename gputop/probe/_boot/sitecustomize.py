@@ -1,4 +1,5 @@
-"""Put on PYTHONPATH by `gputop run`: installs the probe when GPUTOP_PROBE=1, then chains.
+"""Put on PYTHONPATH by `gputop run` and `python -m gputop.probe` for the program and its
+Python children: installs the probe when GPUTOP_PROBE=1, then chains.
 
 Any sitecustomize that this one shadows (a distribution's or a virtualenv's) still runs.
 """
@@ -18,7 +19,7 @@ def _install_probe() -> None:
         pkg.__path__ = [os.path.dirname(os.path.dirname(here))]
         sys.modules["gputop"] = pkg
         import gputop.probe
-    gputop.probe.install()
+    gputop.probe.install_inherited()
 
 
 def _chain() -> None:

@@ -93,8 +93,14 @@ def fleet_row_line(host: FleetHost, columns: Sequence[Column], width: int,
 
 def why(host: FleetHost) -> Span:
     """What makes this host want a look, worst first; "ok" when nothing does."""
+    if not host.up and host.scrape_error:  # the cause first: a narrow row keeps it
+        cause = root_cause(host.scrape_error)
+        return (f"{cause} · never answered" if not host.seen else f"down: {cause}"), "crit"
     if not host.up:
-        return "down: scrapes fail, or the target is gone", "crit"
+        return ("down: " if host.seen else "never answered: ") + (
+            "scrapes fail, or the target is gone"), "crit"
+    if not host.seen:
+        return "up, but it exports no gputop series", "warn"
     reasons = []
     if host.idle_gpus_holding_memory:
         reasons.append(_count(host.idle_gpus_holding_memory, "idle GPU") + " holding memory")
@@ -107,13 +113,20 @@ def why(host: FleetHost) -> Span:
     return (" · ".join(reasons), "warn") if reasons else ("ok", "dim")
 
 
+def root_cause(error: str) -> str:
+    """The last part of a scrape error, its cause ("connection refused" of `Get "…": dial
+    tcp …: connect: connection refused`), where a row has no room for all of it."""
+    return error.rsplit(": ", 1)[-1]
+
+
 def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" + ("s" if n != 1 else "")
 
 
 def host_label(host: FleetHost) -> str:
-    """The host's name, with its target when the target is not simply that name and a port."""
-    same = host.instance.startswith(host.hostname + ":")
+    """The host's name, with its target when the target is not simply that name and a port
+    (the target alone when it names no host: it never answered)."""
+    same = host.instance.startswith(host.hostname + ":") or host.hostname == host.instance
     return host.hostname if same else f"{host.hostname} ({host.instance})"
 
 
@@ -160,12 +173,14 @@ def host_lines(instance: str, host: FleetHost | None, detail: FleetHostDetail | 
         return [clip(((instance, "title"), ("  no longer among the fleet's targets", "dim")),
                      width)]
     state = ("  up", "ok") if host.up else ("  DOWN", "crit")
-    lines = [clip(((host.hostname, "title"), (f" ({host.instance})", "dim"), state,
+    target = "" if host.hostname == host.instance else f" ({host.instance})"
+    lines = [clip(((host.hostname, "title"), (target, "dim"), state,
                    ("  SIMULATED" if host.simulated else "", "banner")), width),
              clip((("  ", "plain"), why(host)), width)]
     if not host.up:
-        return [*lines, plain("  no figures: a down target's series are stale, and stale is "
-                              "not zero", "dim")]
+        return [*lines, *_scrape_lines(host, width),
+                plain("  no figures: a down target's series are stale, and stale is "
+                      "not zero", "dim")]
     if detail is None or detail.instance != host.instance:
         return [*lines, plain("  asking Prometheus for its GPUs, trainers and advice…", "dim")]
     lines += [(), plain(f"GPUs ({len(detail.gpus)})", "title")]
@@ -179,6 +194,18 @@ def host_lines(instance: str, host: FleetHost | None, detail: FleetHostDetail | 
         lines.append(clip((("  " + mark, style), (item.id, style), (who, "dim")), width))
     if not detail.advice:
         lines.append(plain("  none active", "dim"))
+    return lines
+
+
+def _scrape_lines(host: FleetHost, width: int) -> list[Line]:
+    """What Prometheus says of a down host's scrapes: whether it ever answered, when it was
+    last scraped, and its whole last error."""
+    lines = [] if host.seen else [plain("  never answered within the last hour", "crit")]
+    if host.last_scrape is not None:
+        lines.append(plain(f"  last scrape {_age(time.time() - host.last_scrape)} ago"
+                           + (f" ({host.scrape_health})" if host.scrape_health else ""), "dim"))
+    if host.scrape_error:
+        lines.append(clip((("  Prometheus: ", "dim"), (host.scrape_error, "crit")), width))
     return lines
 
 

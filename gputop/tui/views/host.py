@@ -9,7 +9,8 @@ from gputop.tui.history import History
 from gputop.tui.lines import Line, Span, bar_spans, clip
 
 _GLYPHS = "▁▂▃▄▅▆▇█"
-MIN_WHY = 40  # narrower than this, the reason keeps the line and PSI is cut instead
+_SPACE: Span = (" ", "dim")
+_GAP: Span = ("  ", "dim")
 
 
 def host_lines(
@@ -70,10 +71,10 @@ def memory_line(host: HostSample, width: int) -> Line:
 def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> Line:
     """The bandwidth gauge: value or pressure, peak, PSI, swap-in, faults, labelled by source.
 
-    With neither a pressure nor a byte rate it is `membw n/a — <why>`: no bar, no number.
+    With neither a pressure nor a byte rate it is `membw n/a (<what>; ? for why)`: no bar, no
+    number.
     """
-    if sample.pressure is None and sample.total_bytes_per_s is None \
-            and sample.read_bytes_per_s is None:
+    if is_na(sample):
         return na_line(sample, width)
     load = history.membw[-1] if history.membw else None
     frac = None if load is None else load / 100
@@ -110,14 +111,31 @@ def membw_line(sample: MemoryBandwidthSample, history: History, width: int) -> L
 
 
 def na_line(sample: MemoryBandwidthSample, width: int) -> Line:
-    """`membw n/a — <why>`, the why shortened so PSI and faults still fit when they can."""
-    head = "membw n/a — "
-    why = sample.note or sample.confidence
-    kernel = _kernel_spans(sample)
-    room = width - len(head) - sum(len(text) for text, _ in kernel)
-    if len(why) > room >= MIN_WHY:
-        why = why[:room - 1] + "…"
-    return clip(((head, "dim"), (why, "dim"), *kernel), width)
+    """`membw n/a (<what>; ? for why)`, then PSI and faults: the whole reason is long and the
+    same every tick, so the help (`?`) carries it (membw_why) and the line stays short."""
+    return clip((("membw n/a", "dim"), _SPACE, (f"({na_word(sample)}; ? for why)", "dim"),
+                 *_kernel_spans(sample)), width)
+
+
+def na_word(sample: MemoryBandwidthSample) -> str:
+    """Why there is no figure, in a word or two."""
+    if sample.source == "none":
+        return "no counters"
+    return {"calibrating": "calibrating", "uncalibrated": "no idle peak yet"}.get(
+        sample.confidence, sample.confidence)
+
+
+def membw_why(sample: MemoryBandwidthSample | None) -> str | None:
+    """The whole reason the bandwidth line says n/a, for the help; None when it has a figure."""
+    if sample is None or not is_na(sample):
+        return None
+    return sample.note or sample.confidence
+
+
+def is_na(sample: MemoryBandwidthSample) -> bool:
+    """Neither a pressure nor a byte rate: nothing to draw a bar from."""
+    return (sample.pressure is None and sample.total_bytes_per_s is None
+            and sample.read_bytes_per_s is None)
 
 
 def _top_spans(sample: MemoryBandwidthSample) -> list[Span]:
@@ -130,15 +148,15 @@ def _top_spans(sample: MemoryBandwidthSample) -> list[Span]:
 
 def _kernel_spans(sample: MemoryBandwidthSample) -> list[Span]:
     """PSI some/full, swap-ins and major faults: the kernel's own pressure signs."""
-    psi = (f"  PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}")
+    psi = f"PSI {_num(sample.psi_some_avg10)}/{_num(sample.psi_full_avg10)}"
     psi_style = cells.level(
         None if sample.psi_some_avg10 is None else sample.psi_some_avg10 / 100,
         warn=0.05, crit=0.2,
     )
-    faults = (f"  swapin {_num(sample.swap_in_per_s)}/s"
+    faults = (f"swapin {_num(sample.swap_in_per_s)}/s"
               f"  majflt {_num(sample.major_faults_per_s)}/s")
     fault_style = "warn" if (sample.swap_in_per_s or 0) > 0 else "dim"
-    return [(psi, psi_style), (faults, fault_style)]
+    return [_GAP, (psi, psi_style), _GAP, (faults, fault_style)]
 
 
 def _glyph(value: float) -> str:

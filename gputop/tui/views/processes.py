@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import overload
 
+from gputop.analysis.grouping import KTHREADD
 from gputop.core import fmt
 from gputop.core.model import Frame, ProcessSample, TrainerGroup
 from gputop.core.printable import printable
@@ -132,11 +133,9 @@ def _without_kernel_threads(
     if state.kernel_threads:
         return processes, 0
     # kthreadd (PID 2, parent 0) and its children; one read for a row whose parent is neither
+    # grouping.is_kernel_thread inlined: one read for a row whose parent is neither 0 nor 2
     kept = [p for p in processes if (ppid := p.ppid) != KTHREADD and (ppid or p.pid != KTHREADD)]
     return kept, len(processes) - len(kept)
-
-
-KTHREADD = 2  # the kernel's thread creator: every kernel thread is it or its child
 
 
 def _listed(frame: Frame, groups: dict[int, TrainerGroup]) -> list[ProcessSample]:
@@ -319,9 +318,11 @@ def _on_gpu(proc: ProcessSample) -> bool:
 
 
 def _matches(proc: ProcessSample, needle: str) -> bool:
-    if needle.isdigit() and needle == str(proc.pid):
+    if needle.isdigit() and (needle == str(proc.pid) or needle == str(proc.container_pid)):
         return True
     haystack = f"{proc.name} {' '.join(proc.cmdline)} {proc.username or ''}".lower()
+    if proc.container is not None or proc.container_pod is not None:
+        haystack += f" {_container_mark(proc)}"
     return needle in haystack
 
 
@@ -478,6 +479,9 @@ def _command(row: Row) -> list[Span]:
     if not proc.in_proc:
         command = f"{proc.name or 'pid ' + str(proc.pid)} (no /proc entry: other namespace)"
     probe = [("◆ ", "probe")] if proc.has_probe else []
+    if proc.container is not None or proc.container_pod is not None or (
+            proc.container_pid is not None):
+        probe.append((_container_mark(proc) + " ", "dim"))
     if row.tree:
         return _tree_command(row, command, probe)
     if row.depth:
@@ -488,6 +492,18 @@ def _command(row: Row) -> list[Span]:
         fold = "▸ " if row.collapsed else "▾ "
         return [(fold, "accent"), *probe, (_group_summary(group), "accent"), (command, "bold")]
     return [*probe, (command, _command_style(proc))]
+
+
+def _container_mark(proc: ProcessSample) -> str:
+    """Where it runs: "ctr:<id>", its pod, its PID inside its namespace, as known."""
+    parts = []
+    if proc.container is not None:
+        parts.append(f"ctr:{proc.container}")
+    if proc.container_pod is not None:
+        parts.append(f"pod:{proc.container_pod}")
+    if proc.container_pid is not None:
+        parts.append(f"nspid:{proc.container_pid}")
+    return " ".join(parts)
 
 
 def _group_summary(group: TrainerGroup) -> str:

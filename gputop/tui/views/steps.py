@@ -9,23 +9,46 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from gputop.analysis.step_window import start_in
-from gputop.analysis.steps import BAND_WORDS, NO_DATA_PHASE, bimodal_note, input_words
+from gputop.analysis.steps import (
+    BAND_WORDS,
+    NO_DATA_PHASE,
+    bimodal_note,
+    other_parts,
+    part_words,
+    share_of,
+    step_figure,
+    step_time_words,
+    steps_of_verdict,
+    verdict_share,
+    verdict_site,
+)
 from gputop.core import fmt
 from gputop.core.model import AttachState, StepRecord, StepSummary, TrainerConfig
 from gputop.tui.lines import Line, Span, clip, width_of
 
-PHASES = ("data", "h2d", "forward", "backward", "optimizer", "other")
+PHASES = ("data", "h2d", "forward", "backward", "optimizer", "host", "other")
 _LABELS = {"data": "data", "h2d": "h2d", "forward": "fwd", "backward": "bwd",
-           "optimizer": "opt", "other": "other"}
+           "optimizer": "opt", "host": "host", "other": "other"}
 HEAD_LINES = 5
 MIN_COLUMN = 40
-# Each drawn phase's time in a step, in PHASES order (None: not measured).
-_PHASE_TIMES = attrgetter("data_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns",
-                          "other_ns")
-_PHASE_STYLES = tuple(f"phase-{phase}" for phase in PHASES)
+_TIMED = attrgetter("data_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns")
+
+
+def _phase_times(step: StepRecord) -> tuple[int | None, ...]:
+    """Each drawn phase's time in a step, in PHASES order (None: not measured); host code
+    is drawn apart from the rest of the time no phase accounts for (device waits)."""
+    other = step.other_ns
+    if step.host_ns is None:
+        return (*_TIMED(step), None, other)
+    return (*_TIMED(step), step.host_ns, max(0, other - step.host_ns))
+
+
+_PHASE_TIMES = _phase_times
+_PHASE_STYLES = tuple("warn" if phase == "host" else f"phase-{phase}" for phase in PHASES)
 _LineKey = tuple[int, int, int, bool]  # id(step), width, longest shown, untimed
 
 
@@ -75,7 +98,7 @@ class PhaseCounts:
         for phase, measured in zip(PHASES, seen[:-1], strict=True):
             if measured:
                 label = "input" if outside and phase == "data" else _LABELS[phase]
-                spans += [("█", f"phase-{phase}"), (f"{label} ", "dim")]
+                spans += [("█", _PHASE_STYLES[PHASES.index(phase)]), (f"{label} ", "dim")]
         return tuple(spans)
 
 
@@ -163,11 +186,15 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
         title.append(("  exited, final summary", "dim"))
     elif state.state == "stalled":
         title.append((f"  STALLED: no step for {_idle(state.idle_s)}", "crit"))
+    elif state.state in ("evaluating", "saving"):
+        took = "" if state.activity_s is None else f" for {state.activity_s:.1f} s"
+        title.append((f"  {state.state}{took}", "dim"))
     elif state.step_in_progress_s is not None:
         title.append((f"  step in progress {state.step_in_progress_s:.1f} s", "dim"))
     if state.error:
         title.append((f"  {state.error}", "warn"))
-    summary = summary_lines(state.summary, state.dropped_records)
+    # a third line for the step time only where the pane has room for it besides the title
+    summary = summary_lines(state.summary, state.dropped_records, width if height > 3 else None)
     if state.state == "stalled":  # the numbers describe the past: grey them
         summary = [tuple((text, "dim") for text, _ in line) for line in summary]
     lines = [clip(tuple(title), width), *(clip(line, width) for line in summary)]
@@ -183,43 +210,69 @@ def _column(state: AttachState, width: int, height: int, slowest: bool) -> list[
     return lines
 
 
-def summary_lines(summary: StepSummary, dropped: int) -> list[Line]:
-    """Two lines: the verdict with its input share and the steps' own verdicts, then the
-    window's size, step times (with a bimodality note), samples/s and dropped records."""
-    return [_verdict_line(summary), _timing_line(summary, dropped)]
+def summary_lines(summary: StepSummary, dropped: int, width: int | None = None) -> list[Line]:
+    """The verdict with its own part's share and the steps' own verdicts, then the window's
+    one step time (its statistic and size, both modes where bimodal), samples/s and dropped
+    records: on one line where it fits `width`, else on two."""
+    timing = _timing_line(summary, dropped)
+    if width is None or width_of(timing) <= width:
+        return [_verdict_line(summary), timing]
+    modes: Line = ((f"{bimodal_note(summary, fmt.short_duration_ns)}  ", "warn"),) if (
+        summary.step_modes and step_figure(summary)[1] is not None) else ()
+    return [_verdict_line(summary), _time_spans(summary, modes=not modes),
+            (*modes, *_rate_spans(summary, dropped))]
+
+
+_VERDICT_STYLES = {"data-bound": "crit", "host-bound": "warn", "cpu-starved": "crit",
+                   "compute-bound": "ok"}
 
 
 def _verdict_line(s: StepSummary) -> Line:
-    if s.input_bound_percent is None:
-        return ((f"verdict {s.verdict} ({s.unmeasured_reason or NO_DATA_PHASE})", "dim"),)
-    band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(s.band, "dim")
-    verdict_style = {"data-bound": "crit", "compute-bound": "ok"}.get(s.verdict, "dim")
-    spans: list[Span] = [
-        (s.verdict, verdict_style), (f"  {input_words(s)} ", "dim"),
-        (fmt.percent(s.input_bound_percent), band_style), (" of step time", "dim"),
-        (f" ({BAND_WORDS[s.band]})", band_style),
-    ]
-    mix = s.data_bound_steps_percent
+    verdict_style = _VERDICT_STYLES.get(s.verdict, "dim")
+    share = verdict_share(s)
+    if share is None:
+        if s.input_bound_percent is None:
+            return ((f"verdict {s.verdict} ({s.unmeasured_reason or NO_DATA_PHASE})", "dim"),)
+        return ((s.verdict, verdict_style), (f"  ({other_parts(s)})", "dim"))
+    spans: list[Span] = [(s.verdict, verdict_style), (f"  {part_words(s)} ", "dim"),
+                         (fmt.percent(share), verdict_style),
+                         (f" {share_of(s)}", "dim")]
+    if s.verdict == "data-bound":
+        band_style = {"highly": "crit", "moderately": "warn", "not": "ok"}.get(s.band, "dim")
+        spans.append((f" ({BAND_WORDS[s.band]})", band_style))
+    site = verdict_site(s)
+    if site:
+        spans.append((f": {site}", "accent"))
+    elif s.verdict == "compute-bound":
+        spans.append((f"  ({other_parts(s)})", "dim"))
+    mix = steps_of_verdict(s)
     if mix is not None:
-        spans.append((f"  {mix:.0f}% of steps data-bound", "plain"))
+        spans.append((f"  {mix:.0f}% of steps {s.verdict}", "plain"))
     if s.outlier_steps:
         spans.append((f"  ({s.outlier_steps} slow steps left out)", "dim"))
     return tuple(spans)
 
 
 def _timing_line(s: StepSummary, dropped: int) -> Line:
-    spans: list[Span] = [(f"last {s.steps} steps", "plain")]
-    if s.median_step_ns is None:
-        spans.append(("  step time n/a", "dim"))
-    else:
-        spans.append((f"  median {fmt.short_duration_ns(s.median_step_ns)}", "plain"))
-        if s.step_modes:
-            spans.append((f" ({bimodal_note(s, fmt.short_duration_ns)})", "warn"))
-        spans.append((f" p95 {fmt.short_duration_ns(s.p95_step_ns)}", "plain"))
+    return (*_time_spans(s), ("  ", "plain"), *_rate_spans(s, dropped))
+
+
+def _time_spans(s: StepSummary, modes: bool = True) -> Line:
+    """'mean 18.0ms over the last 256 steps (bimodal: ...) p95 40ms' (`modes`: with the
+    bimodal note)."""
+    if step_figure(s)[1] is None:
+        return ((f"last {s.steps} steps  step time n/a", "dim"),)
+    words = step_time_words(s if modes else replace(s, step_modes=()), fmt.short_duration_ns)
+    bimodal = words.find(" (bimodal")
+    spans: list[Span] = [(words[:bimodal], "plain"), (words[bimodal:], "warn")] if (
+        bimodal >= 0) else [(words, "plain")]
+    return (*spans, (f" p95 {fmt.short_duration_ns(s.p95_step_ns)}", "plain"))
+
+
+def _rate_spans(s: StepSummary, dropped: int) -> Line:
     rate = "n/a" if s.samples_per_s is None else f"{s.samples_per_s:.0f}"
-    spans += [(f"  {rate} samples/s", "plain" if s.samples_per_s is not None else "dim"),
-              (f"  dropped {dropped}", "warn" if dropped else "dim")]
-    return tuple(spans)
+    return ((f"{rate} samples/s", "plain" if s.samples_per_s is not None else "dim"),
+            (f"  dropped {dropped}", "warn" if dropped else "dim"))
 
 
 def config_line(config: TrainerConfig) -> Line:
@@ -262,8 +315,7 @@ def step_line(step: StepRecord, width: int, longest: int, untimed: bool = False)
     spans: list[Span] = [(label, "dim"), ("▕", "dim")]
     used = _stack(step, cells, spans)
     spans.append((" " * max(0, bar_w - used) + "▏", "dim"))
-    verdict_style = "dim" if step.warmup else {"data-bound": "crit",
-                                               "compute-bound": "ok"}.get(step.verdict, "dim")
+    verdict_style = "dim" if step.warmup else _VERDICT_STYLES.get(step.verdict, "dim")
     spans.append((tail, verdict_style))
     if step.warmup:
         spans = [(text, "dim") for text, _ in spans]

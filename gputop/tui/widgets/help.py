@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import textwrap
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from gputop.tui.views.host import membw_why
 
 HELP = """\
 [b]gputop keys[/b] (htop's where they do not clash)
@@ -64,6 +69,17 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        """The help text in a scrollable box."""
+        """The help text in a scrollable box, then why memory bandwidth is n/a when it is."""
         with VerticalScroll(id="help-box"):
             yield Static(HELP, id="help-text")
+            why = membw_why(getattr(getattr(self.app, "frame", None), "memory_bandwidth", None))
+            if why:
+                yield Static(membw_section(why), id="help-membw")
+
+
+def membw_section(why: str) -> Text:
+    """The reason the `membw n/a` line points to (`? for why`), wrapped to the help's width."""
+    wrapped = textwrap.fill(why, 74, initial_indent="  ", subsequent_indent="  ",
+                            break_on_hyphens=False)
+    return Text.assemble("\n", ("membw n/a", "bold"), ": no memory-bandwidth figure, because\n",
+                         wrapped)

@@ -505,3 +505,38 @@ def nvmlGpmMetricsGet(metricsGet: Any) -> Any:
         else:
             metric.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
     return metricsGet
+
+
+# MIG is played by the C NVML (tests/nvml_c) only: here every GPU is one without MIG.
+NVML_DEVICE_MIG_ENABLE = 1
+
+
+def nvmlDeviceGetMigMode(device: _Handle) -> list[int]:
+    _device("nvmlDeviceGetMigMode", device)
+    raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+
+
+def nvmlDeviceGetMaxMigDeviceCount(device: _Handle) -> int:
+    _device("nvmlDeviceGetMaxMigDeviceCount", device)
+    return 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device: _Handle, index: int) -> _Handle:
+    _device("nvmlDeviceGetMigDeviceHandleByIndex", device)
+    raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+
+
+def nvmlDeviceGetGpuInstanceId(device: _Handle) -> int:
+    _device("nvmlDeviceGetGpuInstanceId", device)
+    raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlDeviceGetComputeInstanceId(device: _Handle) -> int:
+    _device("nvmlDeviceGetComputeInstanceId", device)
+    raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlDeviceGetMinorNumber(handle: _Handle) -> int:
+    """The N of /dev/nvidiaN: the device's index here (the C NVML takes a scenario's)."""
+    _device("nvmlDeviceGetMinorNumber", handle)
+    return int(handle.index)
