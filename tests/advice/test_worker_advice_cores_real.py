@@ -62,7 +62,7 @@ def test_num_workers_zero_where_the_models_threads_fill_the_cores(tmp_path: Path
         # The model's compute takes longer on a host whose other work holds the cores: where
         # its steps never wait for data, the rule has nothing to say and the test skips.
         sample_until(sampler, _data_bound, frames, need=Need("a data-bound window", _data_bound))
-        steady = []
+        steady: list[Frame] = []
         while len(steady) < STEADY_FRAMES:
             time.sleep(TICK_S)
             steady.append(sampler.sample())

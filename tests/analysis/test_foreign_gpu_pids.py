@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ print(json.dumps({"host": host, "me": os.getpid(),
 """
 
 
-def _inside(holders: int) -> dict[str, object]:
+def _inside(holders: int) -> dict[str, Any]:
     """INSIDE's answer in PID and mount namespaces of their own with a /dev of their own,
     `holders` processes holding /dev/nvidia0 open (a character device, the null device's)."""
     hold = "(exec 3</dev/nvidia0; exec sleep 600) & " * holders

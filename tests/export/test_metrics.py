@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -205,7 +206,7 @@ def test_text_format_escapes_label_values() -> None:
     assert 'name="a\\"b\\\\c\\nd"' in text
 
 
-def _restarted(f: Frame, pid: int, **row: object) -> Frame:
+def _restarted(f: Frame, pid: int, **row: Any) -> Frame:
     """Frame `f` with its trainer (and everything naming it) under PID `pid`."""
     (state,) = f.attached
     rows = [replace(r, pid=pid, start_ticks=pid, **row) if r.role == "trainer"

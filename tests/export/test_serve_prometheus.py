@@ -89,8 +89,9 @@ def _trainer_label(stack: Stack, pid: str) -> str | None:
 
 def _trainer_steps_scraped(stack: Stack, pid: str) -> bool:
     label = _trainer_label(stack, pid)
-    lines = label and metric_lines(stack.exporter.scrape(), "gputop_trainer_steps_total",
-                                   trainer=label)
+    if not label:
+        return False
+    lines = metric_lines(stack.exporter.scrape(), "gputop_trainer_steps_total", trainer=label)
     return bool(lines) and float(lines[0].rsplit(" ", 1)[1]) > 0
 
 

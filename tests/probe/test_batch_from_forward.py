@@ -89,7 +89,7 @@ def hooked(rec: Recorder) -> Iterator[Any]:
             handle.remove()
 
 
-class Keyworded(torch.nn.Module):  # type: ignore[misc]
+class Keyworded(torch.nn.Module):  # type: ignore[name-defined]
     """A model called by keyword, as Hugging Face models are: model(input_ids=..., ...)."""
 
     def __init__(self) -> None:

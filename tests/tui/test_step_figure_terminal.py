@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,7 @@ def stepped_trainer(tmp_path: Path) -> Iterator[int]:
         proc.wait(timeout=30)
 
 
-def _json(tmp_path: Path, pid: int) -> dict[str, object]:
+def _json(tmp_path: Path, pid: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "gputop", "--once", "--json", "--membw", "off", "--attach",
          str(pid)], env=trainer_env(tmp_path / "rings"), capture_output=True, timeout=120,

@@ -38,7 +38,8 @@ def main():
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
     model.share_memory()
     ctx = mp.get_context(method)
-    trainers = [ctx.Process(target=train, args=(rank, model, stop)) for rank in range(TRAINERS)]
+    trainers = [ctx.Process(target=train, args=(rank, model, stop))  # type: ignore[attr-defined]
+                for rank in range(TRAINERS)]
     for trainer in trainers:
         trainer.start()
     for trainer in trainers:
