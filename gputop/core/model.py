@@ -21,7 +21,7 @@ Severity = Literal["info", "warn", "critical"]
 TrainerState = Literal["running", "evaluating", "saving", "stalled", "exited"]
 Activity = Literal["evaluating", "saving"]  # a trainer's states that its probe names
 SourceName = Literal["gpu", "host", "processes", "membw", "attach", "advice", "sampler",
-                     "record"]
+                     "record", "threads"]
 
 
 @frozen
@@ -157,6 +157,18 @@ class ProcessSample:
     def key(self) -> tuple[int, int]:
         """Identity across ticks: a PID is reused, a PID with its start time is not."""
         return (self.pid, self.start_ticks)
+
+
+@frozen
+class ThreadSample:
+    """One userland thread of a listed process, read only while the table shows threads (H)."""
+
+    tid: int
+    comm: str  # its name (/proc/PID/task/TID/comm), escaped
+    state: str
+    start_ticks: int
+    cpu_percent: float | None  # over the time since its last read; None on its first
+    cpu_time_s: float
 
 
 @frozen
@@ -654,6 +666,9 @@ class Frame:
     fleet: FleetReport | None = None  # `--prometheus URL`: the hosts Prometheus scrapes
     # NVML's PIDs /proc does not show (gputop in a container), matched to ours where proven
     foreign_gpu_pids: tuple[ForeignGpuPid, ...] = ()
+    # The threads of the processes the table asked for (htop's H), by PID; empty otherwise
+    threads: Mapping[int, tuple[ThreadSample, ...]] = field(
+        default_factory=dict, compare=False, repr=False)
     # The rows and where each PID's is in them (the process source's, else made on first
     # use); a frame made by replace() with other rows makes its own.
     process_index: tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None = field(

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from gputop.core.model import (
     ProcessSample,
     SourceError,
     SourceName,
+    ThreadSample,
     TrainerGroup,
 )
 from gputop.frames.derive import Derivation, trainer_cpu
@@ -38,6 +39,7 @@ from gputop.sources.base import (
     MemoryBandwidthSource,
     ProcessSource,
 )
+from gputop.sources.threads import ThreadReader
 
 Advisor = Callable[[Frame], tuple[Advice, ...]]
 FrameCallback = Callable[[Frame], None]
@@ -140,7 +142,9 @@ class Sampler(PausableTicks):
         self._failed_ticks = 0
         self._sinks: list[FrameSink] = []
         self._guards = {name: _Guard[object](name) for name in (
-            "gpu", "host", "processes", "membw", "attach", "advice")}
+            "gpu", "host", "processes", "membw", "attach", "advice", "threads")}
+        self._thread_pids: frozenset[int] = frozenset()  # whose threads to read (H)
+        self._thread_reader: ThreadReader | None = None
         self._no_host = _unknown_host()  # the host's stand-in, made once, not every tick
 
     def sample(self) -> Frame:
@@ -168,13 +172,14 @@ class Sampler(PausableTicks):
                      if self.membw is not None else None)
             foreign = self._foreign.found(gpu, processes, None if index is None else index[1],
                                           time.monotonic())
+            threads = self._sample_threads(now)
 
             def frame(**late: Any) -> Frame:
                 """The tick's Frame, built directly (replace() would cost more than this)."""
                 return Frame(time=now, interval_s=interval, host=host, gpu=gpu,
                              processes=processes, trainers=trainers, memory_bandwidth=membw,
                              attached=attach[1], straggler=attach[2], process_index=index,
-                             foreign_gpu_pids=foreign, **late)
+                             foreign_gpu_pids=foreign, threads=threads, **late)
 
             advice: tuple[Advice, ...] = ()
             if self.advisor is not None:
@@ -218,6 +223,24 @@ class Sampler(PausableTicks):
         rows, trainers = self._derive.processes(scan, probe_pids, self.processes)
         rows = self._derive.holders_idle(rows, gpu, scan.positions, trainers, time.monotonic())
         return rows, trainers, None if scan.positions is None else (rows, scan.positions)
+
+    def _sample_threads(self, now: float) -> Mapping[int, tuple[ThreadSample, ...]]:
+        """The threads of the processes the table asked for; none read while none is asked."""
+        pids = self._thread_pids
+        if not pids:
+            self._thread_reader = None  # a later H starts afresh
+            return _NO_THREADS
+        reader = self._thread_reader = self._thread_reader or ThreadReader()
+        return self._guarded("threads", lambda: reader.read(sorted(pids)), _NO_THREADS, now)
+
+    def show_threads(self, pids: Iterable[int]) -> None:
+        """Read the userland threads of `pids` every tick (none: stop reading them); the
+        first request comes with the next tick, at once."""
+        wanted = frozenset(pids)
+        first = wanted and not self._thread_pids
+        self._thread_pids = wanted
+        if first:
+            self._ticker.wake()
 
     def _take_attach_requests(self) -> None:
         """Attach and detach requests from other threads, applied here, on the sampling
@@ -369,6 +392,7 @@ def look_early(host: HostSource, processes: ProcessSource) -> float:
 _NO_GPU = GpuReport(source="none", note="the GPU source failed before its first sample")
 _NOT_ATTACHED: tuple[frozenset[int], tuple[AttachState, ...], InputStraggler | None] = (
     frozenset(), (), None)
+_NO_THREADS: Mapping[int, tuple[ThreadSample, ...]] = {}
 
 
 def _unknown_host() -> HostSample:

@@ -307,13 +307,17 @@ class Recorder:
         # host: the rest of the step (each phase is timed outside the others; nested ones,
         # a closure's inside its optimizer step, are taken out where they nest)
         host = t - t_open - (data if data > 0 else 0) - acc[0] - acc[1] - acc[2] - acc[3] - sync
+        if self.manual and not (acc[FORWARD] and acc[BACKWARD] and acc[OPTIMIZER]):
+            host = NONE  # the program times its own phases, not all of the model's: the rest
+            # may be its model as well as its host code
         sampled = self.site_counts
         if sampled[0] != self._step:
             sampled = NO_SAMPLES
         record = (  # ring_format.PAYLOAD_FIELDS in order; the phases in PHASES order
             self._step, t_open, t - t_open, data, acc[0] or NONE, acc[1] or NONE,
             acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags, loader,
-            host if host > 0 else 0, sync if self.sync_known else NONE, *sampled[1:], 0,
+            host if host > 0 or host == NONE else 0, sync if self.sync_known else NONE,
+            *sampled[1:], 0,
         )
         if self.gpu is None:  # staged as stage() does, spelled out: this runs every step
             self._staged.append(record)

@@ -41,8 +41,8 @@ def install(rec: Recorder) -> None:
     _installed.append(rec)
     _patch_loaders(rec, torch)
     forward = _ModelForward(rec, torch.Tensor)
-    _watch_activity(rec, torch, forward)
-    _hook_optimizers(rec, torch, _patch_backward(rec, torch), forward)
+    activity = _watch_activity(rec, torch, forward)
+    _hook_optimizers(rec, torch, _patch_backward(rec, torch, activity), forward)
     rec.annotate({"num_threads": torch.get_num_threads()}, start=False)
 
 
@@ -98,13 +98,15 @@ def _patch_loaders(rec: Recorder, torch: Any) -> None:
     _replace(iter_cls, "__next__", __next__)
 
 
-def _patch_backward(rec: Recorder, torch: Any) -> Callable[[], None]:
-    """Time backward() as a phase; returns how to put the original back."""
+def _patch_backward(rec: Recorder, torch: Any, activity: Activity) -> Callable[[], None]:
+    """Time backward() as a phase (a backward also ends an evaluation: `activity`); returns
+    how to put the original back."""
     orig = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
         if rec.times_own_training:  # the program's phase("backward"/"optimizer") say it
             return orig(*args, **kwargs)
+        activity.backward()
         prev, rec.phase_now = rec.phase_now, BACKWARD
         t0 = perf_counter_ns()
         try:
@@ -287,21 +289,14 @@ class _ModelForward:
                 self.rec.phase_now = self.prev
 
 
-def _watch_activity(rec: Recorder, torch: Any, forward: _ModelForward) -> None:
+def _watch_activity(rec: Recorder, torch: Any, forward: _ModelForward) -> Activity:
     """Note evaluation (the stepped model's forwards that do not train) and torch.save in
-    the metadata; see activity.py."""
+    the metadata; see activity.py. The backward wrapper tells it of each backward (a program
+    that times its own phases ends an evaluation at its next training forward instead)."""
     activity = Activity(rec, torch.is_grad_enabled)
     forward.pre = activity.forward_pre(forward.pre)  # type: ignore[method-assign]
-    orig = torch.autograd.backward
-
-    def backward(*args: Any, **kwargs: Any) -> Any:
-        activity.backward()
-        return orig(*args, **kwargs)
-
-    backward.__wrapped__ = orig  # type: ignore[attr-defined]
-    backward.__doc__ = orig.__doc__
-    _replace(torch.autograd, "backward", backward)
     _replace(torch, "save", activity.saving(torch.save))
+    return activity
 
 
 def _note_device(rec: Recorder, opt: Any) -> None:

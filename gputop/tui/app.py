@@ -20,7 +20,7 @@ from textual.widgets import Input
 
 from gputop.core.model import Advice, Frame
 from gputop.tui import paint, textual_adapter
-from gputop.tui.feeds import FrameFeed
+from gputop.tui.feeds import FrameFeed, ThreadFeed
 from gputop.tui.history import History
 from gputop.tui.lines import Line
 from gputop.tui.messages import HeaderClicked, HostChosen, RowActivated
@@ -43,6 +43,7 @@ from gputop.tui.widgets.table import ProcessTable
 W = TypeVar("W", bound=Widget)
 
 _DEFAULT_ASCENDING = {"pid": True}
+MAX_THREAD_PIDS = 64  # processes whose threads H has the sampler read, at most
 FULL_GC_EVERY_S = 30.0
 FREEZE_AT_FRAME = 3  # by then Textual, the views and the deferred sources are all imported
 
@@ -60,6 +61,7 @@ class GputopApp(App[int]):
                  signaller: Signaller | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.sampler = sampler
+        self._thread_feed = sampler if isinstance(sampler, ThreadFeed) else None
         self.attach_pid = attach_pid
         self.frame: Frame | None = None
         self.history = History()
@@ -226,6 +228,26 @@ class GputopApp(App[int]):
             self.shown_advice(), width, budget["advice"], final=bool(self.final_advice)))
         rows = table_rows(frame, self.state)
         self._table().show(rows, self.state)
+        if self.state.threads:
+            self._ask_for_threads(frame, rows)
+
+    def _ask_for_threads(self, frame: Frame, rows: Rows) -> None:
+        """H: have the sampler read the threads of the processes in view, then of the
+        trainers and their workers (MAX_THREAD_PIDS processes at most)."""
+        feed = self._thread_feed
+        if feed is None:
+            return
+        table = self._table()
+        pids: dict[int, None] = {}
+        for index in range(table.top, min(len(rows), table.top + table.size.height)):
+            item = rows.item(index)
+            if not isinstance(item, Row):
+                pids[item.pid] = None
+            elif not item.thread:
+                pids[item.process.pid] = None
+        for group in frame.trainers:
+            pids.update(dict.fromkeys((group.pid, *group.worker_pids)))
+        feed.show_threads(list(pids)[:MAX_THREAD_PIDS])
 
     def _draw_pane(self, name: str, objects: tuple[object, ...], values: tuple[object, ...],
                    draw: Callable[[], list[Line]]) -> None:
@@ -360,6 +382,17 @@ class GputopApp(App[int]):
     def action_kernel_threads(self) -> None:
         """K: list the kernel's threads too, or hide them again (htop's default)."""
         self._set_state(replace(self.state, kernel_threads=not self.state.kernel_threads))
+
+    def action_user_threads(self) -> None:
+        """H: each listed process's userland threads as rows beneath it, or hidden again
+        (htop's H); read live only, while shown."""
+        feed = self._thread_feed
+        if feed is None:
+            self.notify("threads are read live only: none in a recording", markup=False)
+            return
+        self._set_state(replace(self.state, threads=not self.state.threads))
+        if not self.state.threads:
+            feed.show_threads(())
 
     def action_sort_chooser(self) -> None:
         """F6: choose the sort column from a list, as htop's F6 does."""

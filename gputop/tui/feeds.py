@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from gputop.core.model import Frame, Trend
@@ -26,6 +26,14 @@ class FrameFeed(Protocol):
     def detach(self, pid: int) -> None: ...
 
     def add_deferred_sources(self) -> None: ...
+
+
+@runtime_checkable
+class ThreadFeed(FrameFeed, Protocol):
+    """A feed that reads the userland threads of the processes asked for (htop's H): this
+    machine's (gputop.frames.sampler.Sampler is one)."""
+
+    def show_threads(self, pids: Iterable[int]) -> None: ...
 
 
 @runtime_checkable

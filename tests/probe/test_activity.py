@@ -32,7 +32,7 @@ def model(rec: Recorder) -> Iterator[Any]:
     """A model whose forwards the probe's activity watch sees, as the stepped model's."""
     undo = len(probe_torch._undo)
     forward = probe_torch._ModelForward(rec)
-    probe_torch._watch_activity(rec, torch, forward)
+    probe_torch._patch_backward(rec, torch, probe_torch._watch_activity(rec, torch, forward))
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8))
     handles = [net.register_forward_pre_hook(forward.pre), forward._post_hook(net)]
     try:

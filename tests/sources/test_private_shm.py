@@ -8,9 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,66 +15,12 @@ import pytest
 
 from gputop.probe import ring as ring_format
 from gputop.sources.rings import private_shm
-from tests.helpers.probe import ROOT, STEPPING_TRAINER, pid_namespace_refusal, trainer_env
+from tests.helpers import containers
+from tests.helpers.containers import PRIVATE_SHM, contained, default_rings_env, stepping_trainer
+from tests.helpers.probe import ROOT
 
-pytestmark = pytest.mark.slow
-# A container, as far as gputop can tell: its own PIDs, /proc and mounts.
-CONTAINER = ["unshare", "--pid", "--fork", "--mount-proc", "--mount", "--kill-child"]
-WAIT_S = 60.0
-
-
-@pytest.fixture(autouse=True)
-def unshare() -> None:
-    """Skip unless we may make PID and mount namespaces (root, and unshare(1) works here)."""
-    refusal = pid_namespace_refusal()
-    if refusal is not None:
-        pytest.skip(refusal)
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """Our environment, this checkout importable, rings where the probe puts them unasked."""
-    env = trainer_env(Path("/nonexistent"), **extra)
-    del env[ring_format.ENV_DIR]
-    return env
-
-
-def _host_pid(unshare_pid: int) -> int:
-    """The one child of unshare(1): the contained process as /proc here numbers it."""
-    deadline = time.monotonic() + WAIT_S
-    while not (children := Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children")
-               .read_text().split()):
-        assert time.monotonic() < deadline, "unshare started no child"
-        time.sleep(0.01)
-    return int(children[0])
-
-
-@contextmanager
-def contained(setup: str, command: str, stop: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """`command` run by sh after `setup` in namespaces of its own; its unshare(1) and its host
-    PID once it printed a line; stopped and reaped after."""
-    proc = subprocess.Popen([*CONTAINER, "sh", "-c", f"{setup} && exec {command}"],
-                            stdout=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, "the contained process said nothing"
-        yield proc, _host_pid(proc.pid)
-    finally:
-        stop.touch()
-        try:
-            proc.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _trainer(stop: Path) -> str:
-    """The stepping trainer's command line (it prints "up PID RING" once it has steps)."""
-    return " ".join([sys.executable, "-c", _quoted(STEPPING_TRAINER), str(stop), "120"])
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("namespaces")]
+namespaces = containers.namespaces  # skips where no PID namespace can be made
 
 
 def _waits(stop: Path) -> str:
@@ -89,14 +32,14 @@ def _attach_once(pid: int) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "gputop", "--once", "--json", "--membw", "off", "--attach",
          str(pid), "--interval", "0.2"], capture_output=True, text=True, timeout=120,
-        env=_env(), cwd=ROOT)
+        env=default_rings_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def test_a_trainer_with_a_private_dev_shm_is_attached_by_its_host_pid(tmp_path: Path) -> None:
     stop = tmp_path / "stop"
-    with contained("mount -t tmpfs tmpfs /dev/shm", _trainer(stop), stop) as (_, pid):
+    with contained(PRIVATE_SHM, stepping_trainer(stop), stop) as (_, pid):
         own = os.stat("/dev/shm")
         theirs = os.stat(f"/proc/{pid}/root/dev/shm")
         assert (own.st_dev, own.st_ino) != (theirs.st_dev, theirs.st_ino)
@@ -115,8 +58,8 @@ def test_a_link_planted_in_the_containers_dev_shm_is_not_followed(tmp_path: Path
     here): that name is refused, the trainer's real ring (a second name) is read."""
     stop, planted = tmp_path / "stop", tmp_path / "host-file"
     planted.write_bytes(b"\0" * 65536)
-    setup = f"mount -t tmpfs tmpfs /dev/shm && ln -s {planted} /dev/shm/gputop-0-1.ring"
-    with contained(setup, _trainer(stop), stop) as (_, pid):
+    setup = f"{PRIVATE_SHM} && ln -s {planted} /dev/shm/gputop-0-1.ring"
+    with contained(setup, stepping_trainer(stop), stop) as (_, pid):
         snapshot = _attach_once(pid)
     attached = snapshot["attach"]
     assert attached is not None and attached["steps"], snapshot["attach"]
@@ -134,7 +77,7 @@ def test_a_dev_shm_reached_through_a_symlink_is_not_read(tmp_path: Path) -> None
         assert os.path.islink(f"/proc/{pid}/root/dev/shm")
         assert private_shm(pid) is None
     stop = tmp_path / "stop2"
-    with contained("mount -t tmpfs tmpfs /dev/shm", _waits(stop), stop) as (_, pid):
+    with contained(PRIVATE_SHM, _waits(stop), stop) as (_, pid):
         fd = private_shm(pid)
         assert fd is not None
         os.close(fd)

@@ -1,5 +1,6 @@
 """htop's keys in a real terminal (tmux): F10 quits, F5 the tree, F6 the sort chooser, M P T
-sort, kernel threads hidden until K, F1 help laid out for 80x24."""
+sort, kernel threads hidden until K, a process's threads shown by H, F1 help laid out for
+80x24."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from gputop.tui.widgets.help import HELP
 from tests.helpers import tmux
+from tests.helpers.threaded import named_threads, thread_names
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,6 +88,30 @@ def test_kernel_threads_are_hidden_until_k(screen_80x24: str) -> None:
     _keys(screen_80x24, "K")
     tmux.wait_for(screen_80x24, lambda s: any(
         line.rstrip().endswith("[kthreadd]") for line in s.splitlines()))
+
+
+def _thread_lines(text: str, threads: dict[int, str]) -> dict[int, str]:
+    """The lines that show one of `threads`: its TID first, its name last."""
+    return {tid: line for line in text.splitlines() for tid, name in threads.items()
+            if line.split()[:1] == [str(tid)] and line.rstrip().endswith(name)}
+
+
+def test_h_shows_a_process_threads_beneath_it_and_hides_them_again(screen_80x24: str) -> None:
+    with named_threads(("hkey-one", "hkey-two", "hkey-three"), marker="hmark7") as proc:
+        threads = thread_names(proc.pid)
+        _keys(screen_80x24, "/", "hmark7", "Enter")
+        tmux.wait_for(screen_80x24, lambda s: "filter: hmark7" in s and any(
+            line.split()[:1] == [str(proc.pid)] for line in s.splitlines()))
+        _keys(screen_80x24, "H")
+        text = tmux.wait_for(screen_80x24,
+                             lambda s: len(_thread_lines(s, threads)) == len(threads))
+        lines = text.splitlines()
+        owner = next(at for at, line in enumerate(lines) if line.split()[:1] == [str(proc.pid)])
+        assert {line for line in lines[owner + 1:owner + 1 + len(threads)]} == set(
+            _thread_lines(text, threads).values())  # right beneath their process
+        _keys(screen_80x24, "H")
+        tmux.wait_for(screen_80x24, lambda s: not _thread_lines(s, threads) and any(
+            line.split()[:1] == [str(proc.pid)] for line in s.splitlines()))
 
 
 SCROLLBAR = re.compile(r"[▁▂▃▄▅▆▇█▔▕▏]+\s*$")  # the box's scrollbar, drawn inside it

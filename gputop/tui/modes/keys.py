@@ -1,8 +1,8 @@
 """The keys the modes share, each a Binding made once; a mode lists the ones it binds.
 
 htop's keys work where they do not clash: F1 help, F3/F4 filter, F5 or t tree, F6 sort by,
-F9 kill, F10 quit, M/P/T sort by memory/CPU/time, K kernel threads. The footer names the
-F-keys as htop's does.
+F9 kill, F10 quit, M/P/T sort by memory/CPU/time, H user threads, K kernel threads. The
+footer names the F-keys as htop's does.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ TABLE = (
     Binding("space", "fold", "fold"),
     Binding("z", "fold_all", "fold all", show=False),
     Binding("K", "kernel_threads", "kernel threads", show=False),
+    Binding("H", "user_threads", "threads", show=False),
     Binding("A", "advice", "advice", show=False),
 )
 # Priority, as `/` is: handled as the key is read, so a key that arrives with Enter or Esc in

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import overload
 
 from gputop.analysis.grouping import KTHREADD
 from gputop.core import fmt
-from gputop.core.model import Frame, ProcessSample, TrainerGroup
+from gputop.core.model import Frame, ProcessSample, ThreadSample, TrainerGroup
 from gputop.core.printable import printable
 from gputop.tui import cells
 from gputop.tui.lines import Line, Span, clip
@@ -30,6 +30,7 @@ class TableState:
     collapsed: frozenset[int] = field(default_factory=frozenset)
     tree: bool = False  # every process under its parent (htop's F5), not trainer groups
     kernel_threads: bool = False  # list the kernel's threads (htop's K; hidden by default)
+    threads: bool = False  # each process's userland threads as rows beneath it (htop's H)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,8 @@ class Row:
     """One table row; `group` is set on trainer rows, `depth` is 1 for workers.
 
     In the full tree (`tree`), `depth` is the depth under the root, `guides` the lines drawn
-    before the command and `children` how many processes sit directly beneath.
+    before the command and `children` how many processes sit directly beneath. A `thread`
+    row is a userland thread of the process above it (H): its TID, name and CPU.
     """
 
     process: ProcessSample
@@ -48,6 +50,7 @@ class Row:
     tree: bool = False
     guides: str = ""
     children: int = 0
+    thread: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -98,6 +101,12 @@ class Rows(Sequence[Row]):
 def table_rows(frame: Frame, state: TableState) -> Rows:
     """Top-level processes sorted by the key; each trainer's workers follow it, sorted too
     (or, in tree mode, every process under its parent)."""
+    rows = _process_rows(frame, state)
+    return _with_threads(rows, frame.threads, state) if state.threads and frame.threads else rows
+
+
+def _process_rows(frame: Frame, state: TableState) -> Rows:
+    """The process rows, as `table_rows` lists them without threads."""
     # the frame's index (the sampler's) finds a trainer's rows: no pass over the others
     groups = {group.pid: group for group in frame.trainers
               if frame.process(group.pid) is not None}
@@ -123,6 +132,45 @@ def table_rows(frame: Frame, state: TableState) -> Rows:
         if not collapsed:
             rows += _worker_rows(workers, state, value)
     return Rows(rows, hidden)
+
+
+def _with_threads(rows: Rows, threads: Mapping[int, tuple[ThreadSample, ...]],
+                  state: TableState) -> Rows:
+    """`rows` with each unfolded process's threads (those read) beneath it, sorted by the key."""
+    value = _sort_value(state.sort, {})
+    items: list[ProcessSample | Row] = []
+    for index in range(len(rows)):
+        item = rows.item(index)
+        items.append(item)
+        row, proc = (item, item.process) if isinstance(item, Row) else (None, item)
+        listed = threads.get(proc.pid)
+        if not listed or (row is not None and row.collapsed):
+            continue
+        samples = sorted((_thread_process(proc, t) for t in listed), key=value,
+                         reverse=not state.ascending)
+        below = _guides_below(row) if row is not None and row.tree else ""
+        more = row is not None and row.tree and row.children > 0  # its children follow
+        for at, sample in enumerate(samples):
+            last = at == len(samples) - 1 and not more
+            items.append(Row(sample, 0 if row is None else row.depth, last=last,
+                             tree=row is not None and row.tree,
+                             guides=below + ("└─ " if last else "├─ "), thread=True))
+    return Rows(items, rows.hidden_kernel_threads)
+
+
+def _thread_process(owner: ProcessSample, thread: ThreadSample) -> ProcessSample:
+    """Thread `thread` of `owner` as a row's process: its TID, name, state and CPU."""
+    return ProcessSample(
+        pid=thread.tid, ppid=owner.pid, name=thread.comm, cmdline=(), username=owner.username,
+        state=thread.state, num_threads=None, cpu_percent=thread.cpu_percent, rss_bytes=None,
+        cpu_time_s=thread.cpu_time_s, start_ticks=thread.start_ticks, in_proc=owner.in_proc)
+
+
+def _guides_below(row: Row) -> str:
+    """The guides a tree row's own rows beneath it start with."""
+    if not row.depth:
+        return ""
+    return row.guides[:-3] + ("   " if row.last else "│  ")
 
 
 def _without_kernel_threads(
@@ -285,6 +333,8 @@ def _kept_in_tree(
 def fold_pid(row: Row) -> int | None:
     """The PID whose rows `space` folds from `row`: its trainer's (grouped view) or its own
     when it has processes beneath (tree); None when there is nothing to fold."""
+    if row.thread:
+        return None
     if row.tree:
         return row.process.pid if row.children else None
     if row.depth:
@@ -383,7 +433,7 @@ def badge(state: TableState, hidden_kernel_threads: int = 0) -> str:
     parts = [f"filter: {printable(state.filter.strip())}"] if state.filter.strip() else []
     parts.append(f"sort: {sorted_column(state)}{'▲' if state.ascending else '▼'}")
     parts += ["tree"] * state.tree + ["GPU only"] * state.only_gpu
-    parts += ["kernel threads"] * state.kernel_threads + hidden
+    parts += ["kernel threads"] * state.kernel_threads + ["threads"] * state.threads + hidden
     return " " + " · ".join(parts) + " "
 
 
@@ -395,7 +445,9 @@ def header_line(columns: Sequence[Column], state: TableState, width: int,
     sorted_name = sorted_column(state)
     spans: list[Span] = []
     for column in columns:
-        title = column.name + (arrow if column.name == sorted_name else "")
+        title = column.name
+        if column.name == sorted_name:  # the arrow within the column: "GPU ME▼", not past it
+            title = title[:column.width - 1] + arrow
         align = title.ljust if column.name in ("USER", "GPU") else title.rjust
         spans.append((align(column.width) + " ", "header"))
     room = max(0, width - sum(c.width + 1 for c in columns))
@@ -418,6 +470,8 @@ def row_line(row: Row, columns: Sequence[Column], width: int, selected: bool) ->
                       style))
     spans += _command(row)
     line = clip(tuple(spans), width)
+    if row.thread:
+        line = tuple((text, "dim") for text, _ in line)
     return cursor_line(line, width) if selected else line
 
 
@@ -475,6 +529,9 @@ _LEFT = frozenset({"USER", "GPU"})  # the columns read from the left; the rest a
 
 def _command(row: Row) -> list[Span]:
     proc = row.process
+    if row.thread:
+        indent = row.guides if row.tree else "  " * (row.depth + 1) + "· "
+        return [(indent, "dim"), (proc.name, "dim")]
     command = " ".join(proc.cmdline) if proc.cmdline else f"[{proc.name}]"
     if not proc.in_proc:
         command = f"{proc.name or 'pid ' + str(proc.pid)} (no /proc entry: other namespace)"

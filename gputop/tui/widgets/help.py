@@ -23,6 +23,7 @@ HELP = """\
   [b]F6[/b]           sort by a column chosen from a list (or click its title)
   [b]P c[/b] [b]M m[/b] [b]T[/b]    sort by %CPU, by RSS, by TIME (again: reverse)
   [b]g n[/b]          sort by GPU MEM, by PID
+  [b]H[/b]            each process's threads as dim rows beneath it (again: hide)
   [b]K[/b]            the kernel's threads too (hidden by default, as in htop)
   [b]o[/b]            only GPU processes, trainers and their workers
   [b]space z[/b]      fold the trainer group / every group (tree: branches)
@@ -56,6 +57,7 @@ HELP = """\
   [Nw P% Tthr pin on|off]  workers, their summed %CPU, threads,
         pin-memory thread
   ◆     the process runs the gputop probe: attachable
+  ·     a thread of the process above (H): its TID, name, %CPU and TIME
   n/a   not measured or not available; LOST: the GPU stopped answering
 
 [dim]Esc, q, ? or F1 closes.[/dim]"""
