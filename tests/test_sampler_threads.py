@@ -19,12 +19,14 @@ def test_the_frame_carries_the_threads_asked_for_and_none_once_no_longer_asked()
     sampler = _sampler()
     try:
         with named_threads(("s-one", "s-two")) as proc:
-            assert sampler.sample().threads == {}
+            assert not sampler.sample().threads
             sampler.show_threads([proc.pid])
-            frame = sampler.sample()
-            assert {t.tid: t.comm for t in frame.threads[proc.pid]} == thread_names(proc.pid)
-            assert all(t.cpu_percent is not None for t in sampler.sample().threads[proc.pid])
+            shown = sampler.sample().threads
+            assert shown is not None
+            assert {t.tid: t.comm for t in shown[proc.pid]} == thread_names(proc.pid)
+            again = sampler.sample().threads
+            assert again is not None and all(t.cpu_percent is not None for t in again[proc.pid])
             sampler.show_threads(())
-            assert sampler.sample().threads == {}
+            assert not sampler.sample().threads
     finally:
         sampler.close()

@@ -273,7 +273,8 @@ def with_trainer_verdict(s: StepSummary, verdict: Verdict | None, percent: float
     None. The header shows the summary's verdict with its part's share, so it reads this."""
     if verdict is None:
         return s
-    return replace(s, verdict=verdict, verdict_percent=percent, verdict_part=part)
+    return replace(s, verdict=verdict, verdict_percent=percent, verdict_part=part,
+                   steps_verdict=s.steps_verdict or s.verdict)
 
 
 def with_starvation(s: StepSummary, starved: CpuStarvation | None) -> StepSummary:

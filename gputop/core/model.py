@@ -350,6 +350,8 @@ class StepSummary:
     host_site_percent: float | None = None
     data_site: str | None = None
     data_site_percent: float | None = None
+    # the steps' own verdict where a trainer-level one (cpu-starved) replaced `verdict`
+    steps_verdict: Verdict | None = None
 
     @property
     def judged_steps(self) -> int:
@@ -666,9 +668,9 @@ class Frame:
     fleet: FleetReport | None = None  # `--prometheus URL`: the hosts Prometheus scrapes
     # NVML's PIDs /proc does not show (gputop in a container), matched to ours where proven
     foreign_gpu_pids: tuple[ForeignGpuPid, ...] = ()
-    # The threads of the processes the table asked for (htop's H), by PID; empty otherwise
-    threads: Mapping[int, tuple[ThreadSample, ...]] = field(
-        default_factory=dict, compare=False, repr=False)
+    # The threads of the processes the table asked for (htop's H), by PID; None otherwise
+    threads: Mapping[int, tuple[ThreadSample, ...]] | None = field(
+        default=None, compare=False, repr=False)
     # The rows and where each PID's is in them (the process source's, else made on first
     # use); a frame made by replace() with other rows makes its own.
     process_index: tuple[tuple[ProcessSample, ...], Mapping[int, int]] | None = field(

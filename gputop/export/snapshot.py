@@ -300,6 +300,7 @@ def summary_json(s: StepSummary) -> dict[str, Any]:
         "host_bound_steps_percent": s.host_bound_steps_percent,
         "verdict_percent": s.verdict_percent,
         "verdict_part": s.verdict_part,
+        "steps_verdict": s.steps_verdict or s.verdict,
         "stack_samples": s.stack_samples,
         "host_site": s.host_site,
         "host_site_percent": s.host_site_percent,
