@@ -75,7 +75,7 @@ def test_attaching_to_the_parent_shows_its_spawned_trainers_steps(
         deadline = time.monotonic() + 180
         while parent.poll() is None and time.monotonic() < deadline:
             attached = _attached(_attach_once(parent.pid, tmp_path))  # every answer: JSON, 0
-            if sum(bool(a["steps"]) for a in attached) == 2:
+            if sum(bool(a["steps"]) and bool(a["summary"]["steps"]) for a in attached) == 2:
                 break
         trainers = {int((tmp_path / f"stop.{rank}.pid").read_text()) for rank in range(2)}
     finally:

@@ -18,6 +18,10 @@ SIZES = ("80x24", "160x48")
 CELL_WIDTH = 12.2  # Textual's SVG: one terminal column, in SVG units
 TEXT = re.compile(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>')
 
+# real demo trainers, timed as they run: beside other tests the host's load changes what
+# the shots show (a cpu-starved verdict, its advice taking the table's rows)
+pytestmark = pytest.mark.alone
+
 
 def screen_lines(svg: str) -> list[str]:
     """The terminal's lines as the SVG draws them (its text runs, placed by column; its
