@@ -17,7 +17,9 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -34,7 +36,8 @@ SIZES = ((80, 24), (160, 48))
 WANTED = ("data-starved", "compute-bound", "host-bound")
 SCENARIOS = tuple(s for s in WANTED if s in KNOWN)
 SETTLE_S = 35.0  # real frames before the shot: a full step window, advice settled
-QUICK_S = 12.0
+QUICK_S = 20.0  # the window past warm-up
+AGREE_S = 15.0
 
 
 class LeakedPath(Exception):
@@ -76,6 +79,7 @@ async def shoot(scenario: str, out: Path, settle_s: float) -> list[Path]:
                 for size in SIZES:
                     await pilot.resize_terminal(*size)
                     await asyncio.sleep(1.5)  # a frame or so at the new size
+                    await agreed(app, trainer.pid if trainer else None)
                     await pilot.pause()
                     name = f"{scenario}-{size[0]}x{size[1]}.svg"
                     app.save_screenshot(filename=name, path=str(out))
@@ -90,6 +94,21 @@ async def shoot(scenario: str, out: Path, settle_s: float) -> list[Path]:
     for path in saved:
         check_no_checkout_path(path)
     return saved
+
+
+async def agreed(app: Any, pid: int | None, most_s: float = AGREE_S) -> None:
+    """Wait (at most `most_s`) for a frame whose panes agree on the trainer: its row groups
+    as many workers as its loader says it has. Non-persistent workers are replaced at each
+    epoch, and a frame between the old ones' exit and the new ones' start shows fewer."""
+    deadline = time.monotonic() + most_s
+    while pid is not None and time.monotonic() < deadline:
+        frame = app.frame
+        group = next((g for g in frame.trainers if g.pid == pid), None) if frame else None
+        state = next((a for a in frame.attached if a.pid == pid), None) if frame else None
+        wanted = state.config.num_workers if state is not None else None
+        if group is not None and (wanted is None or len(group.worker_pids) == wanted):
+            return
+        await asyncio.sleep(0.2)
 
 
 def check_no_checkout_path(path: Path) -> None:
