@@ -16,6 +16,8 @@ from gputop.core.model import AttachState, Frame
 from gputop.frames.derive import Derivation
 from gputop.frames.sampler import Sampler
 from gputop.probe import ring as ring_format
+from gputop.probe.reader import RawRecord, RingReader
+from gputop.probe.steps import Recorder
 from gputop.sources.attach import RingAttachSource
 from tests.helpers.scheduling import favoured
 
@@ -170,3 +172,14 @@ def attach_once(pid: int, ring_dir: Path) -> dict[str, Any]:
     assert out.returncode == 0, out.stderr
     attached: dict[str, Any] = json.loads(out.stdout)["attach"]
     return attached
+
+
+def published_records(rec: Recorder) -> list[RawRecord]:
+    """Every record `rec` has staged, published to its ring and read back."""
+    rec.publish(wait=True)
+    assert rec.ring is not None
+    reader = RingReader(rec.ring.path)
+    try:
+        return reader.read_new()
+    finally:
+        reader.close()

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from gputop.probe import torch as probe_torch
-from gputop.probe.reader import RawRecord, RingReader
 from gputop.probe.steps import Recorder
-from tests.helpers.probe import ROOT, attach_once, trainer_env
+from tests.helpers.probe import ROOT, attach_once, published_records, trainer_env
 
 torch = pytest.importorskip("torch")
 BATCH = 12
@@ -100,15 +99,6 @@ class Keyworded(torch.nn.Module):  # type: ignore[name-defined]
         return None if input_ids is None else self.inner(input_ids)
 
 
-def _records(rec: Recorder) -> list[RawRecord]:
-    rec.publish(wait=True)
-    assert rec.ring is not None
-    reader = RingReader(rec.ring.path)
-    try:
-        return reader.read_new()
-    finally:
-        reader.close()
-
 
 def test_the_batch_comes_from_the_first_tensor_keyword_and_a_loader_wins(
         rec: Recorder, hooked: Any) -> None:
@@ -133,4 +123,4 @@ def test_the_batch_comes_from_the_first_tensor_keyword_and_a_loader_wins(
         warnings.simplefilter("ignore")  # nested tensors are a prototype
         hooked(torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)]))  # no sizes
     rec.fetch_begin(1)
-    assert [r.batch_size for r in _records(rec)] == [5, -1, -1, 9, -1, -1, -1]
+    assert [r.batch_size for r in published_records(rec)] == [5, -1, -1, 9, -1, -1, -1]

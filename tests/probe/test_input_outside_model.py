@@ -8,18 +8,9 @@ from itertools import pairwise
 from time import perf_counter_ns
 
 from gputop.probe import ring as ring_format
-from gputop.probe.reader import RawRecord, RingReader
+from gputop.probe.reader import RingReader
 from gputop.probe.steps import BACKWARD, Recorder
-
-
-def _records(rec: Recorder) -> list[RawRecord]:
-    rec.publish()
-    assert rec.ring is not None
-    reader = RingReader(rec.ring.path)
-    try:
-        return reader.read_new()
-    finally:
-        reader.close()
+from tests.helpers.probe import published_records
 
 
 def _meta(rec: Recorder) -> dict[str, object]:
@@ -42,7 +33,7 @@ def _loaderless_step(rec: Recorder) -> None:
 def test_without_a_loader_the_gap_before_the_forward_is_the_steps_input(rec: Recorder) -> None:
     for _ in range(8):
         _loaderless_step(rec)
-    got = _records(rec)
+    got = published_records(rec)
     assert len(got) == 8
     # the first step opened at its backward (no optimizer step had ended before it)
     assert got[0].data_ns == ring_format.NONE
@@ -71,7 +62,7 @@ def test_only_the_first_forward_of_a_step_ends_its_input(rec: Recorder) -> None:
             rec.auto_phase(BACKWARD, 200)
         rec.auto_optimizer_done(50)
     # Before the first optimizer step each backward closed a step (issue 38): not these.
-    got = [r for r in _records(rec) if not r.flags & ring_format.F_AT_BACKWARD][1:]
+    got = [r for r in published_records(rec) if not r.flags & ring_format.F_AT_BACKWARD][1:]
     assert len(got) == 3
     assert all(r.forward_ns == 300 and r.backward_ns == 600 for r in got)
     for step, first in zip(got, firsts[1:], strict=True):
@@ -89,7 +80,7 @@ def test_a_loader_step_gets_its_forward_and_keeps_its_loaders_wait(rec: Recorder
         rec.auto_optimizer_done(100)
     rec.fetch_begin()
     rec.fetch_stop()
-    got = _records(rec)
+    got = published_records(rec)
     assert len(got) == 5 and all(r.forward_ns == 400 for r in got)
     marks = ring_format.F_INPUT_OUTSIDE_MODEL | ring_format.F_IMPLICIT
     assert not any(r.flags & marks for r in got)
@@ -108,7 +99,7 @@ def test_a_program_timing_its_own_phases_keeps_them(rec: Recorder) -> None:
         rec.forward_begin(perf_counter_ns())
         rec.forward_done(100)
         rec.step_end()
-    got = _records(rec)
+    got = published_records(rec)
     assert all(r.forward_ns == ring_format.NONE and r.data_ns == ring_format.NONE for r in got)
 
 
@@ -118,12 +109,12 @@ def test_a_backward_without_an_optimizer_makes_a_ring_that_says_why_no_step_clos
     """A loop that updates its parameters by hand has closed no step at its first backward;
     it is probed all the same, and its second backward closes the first step (issue 38)."""
     rec.auto_phase(BACKWARD, 500)
-    assert rec.ring is not None and _records(rec) == []
+    assert rec.ring is not None and published_records(rec) == []
     status = _meta(rec)[ring_format.META_STATUS]
     assert isinstance(status, str) and "no optimizer step" in status
     assert "step_end" in status and "backward" in status
     rec.auto_phase(BACKWARD, 500)
-    (got,) = _records(rec)
+    (got,) = published_records(rec)
     assert got.flags & ring_format.F_AT_BACKWARD and got.backward_ns == 500
     assert ring_format.META_STATUS not in _meta(rec)
 
@@ -137,7 +128,7 @@ def test_steps_close_at_backward_only_until_an_optimizer_steps(rec: Recorder) ->
         rec.auto_phase(BACKWARD, 100)
         rec.auto_phase(BACKWARD, 100)  # gradient accumulation: no step closes here
         rec.auto_optimizer_done(50)
-    got = _records(rec)
+    got = published_records(rec)
     by_backward, by_optimizer = got[:5], got[5:]  # six backwards before the first step
     assert all(r.flags & ring_format.F_AT_BACKWARD and r.backward_ns == 100
                and r.optimizer_ns == ring_format.NONE for r in by_backward)
@@ -154,7 +145,7 @@ def test_step_end_stops_backward_from_closing_steps(rec: Recorder) -> None:
         rec.auto_phase(BACKWARD, 100)
         rec.auto_phase(BACKWARD, 100)
         rec.step_end()
-    got = _records(rec)
+    got = published_records(rec)
     assert [r.backward_ns for r in got] == [200, 200, 200]
     assert not any(r.flags & ring_format.F_AT_BACKWARD for r in got)
 
@@ -166,7 +157,7 @@ def test_a_loader_without_an_optimizer_closes_its_steps_at_each_fetch(rec: Recor
         rec.auto_phase(BACKWARD, 100)
     rec.fetch_begin()
     rec.fetch_stop()
-    got = _records(rec)
+    got = published_records(rec)
     assert [r.backward_ns for r in got] == [100] * 3
     assert not any(r.flags & (ring_format.F_AT_BACKWARD | ring_format.F_IMPLICIT) for r in got)
 
@@ -183,6 +174,6 @@ def test_the_first_loader_pass_makes_the_ring_and_the_first_step_clears_the_stat
         rec.auto_optimizer_done(5)
     rec.fetch_begin()
     rec.fetch_stop()
-    assert len(_records(rec)) == 2
+    assert len(published_records(rec)) == 2
     meta = _meta(rec)
     assert ring_format.META_STATUS not in meta and meta["num_workers"] == 0

@@ -10,20 +10,12 @@ from time import perf_counter_ns
 import pytest
 
 from gputop.probe import torch as probe_torch
-from gputop.probe.reader import RawRecord, RingReader
+from gputop.probe.reader import RawRecord
 from gputop.probe.steps import BACKWARD, FORWARD, HOST, INPUT, OPTIMIZER, Recorder
+from tests.helpers.probe import published_records
 
 PARTS = ("data_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns", "sync_ns", "host_ns")
 
-
-def _records(rec: Recorder) -> list[RawRecord]:
-    rec.publish()
-    assert rec.ring is not None
-    reader = RingReader(rec.ring.path)
-    try:
-        return reader.read_new()
-    finally:
-        reader.close()
 
 
 def _summed(r: RawRecord) -> int:
@@ -52,7 +44,7 @@ def test_device_waits_are_sync_not_data_nor_host(rec: Recorder) -> None:
         time.sleep(0.002)  # host work
         rec.auto_phase(BACKWARD, 500)
         rec.auto_optimizer_done(100)
-    steps = _records(rec)[1:]
+    steps = published_records(rec)[1:]
     assert len(steps) == 4
     for r in steps:
         assert _summed(r) == r.duration_ns, r
@@ -71,7 +63,7 @@ def test_a_closures_forward_ends_the_input_where_its_optimizer_step_began(rec: R
         rec.auto_phase(BACKWARD, 500)
         rec.phase_now = HOST
         rec.auto_optimizer_done(perf_counter_ns() - rec.optimizer_t0 - 800)
-    for r in _records(rec)[1:]:
+    for r in published_records(rec)[1:]:
         assert _summed(r) == r.duration_ns, r
         assert r.sync_ns == -1  # no device seen: unknown, not zero
 
