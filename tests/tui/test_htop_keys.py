@@ -127,8 +127,8 @@ def test_the_help_fits_80x24_without_wrapped_fragments(screen_80x24: str) -> Non
     _keys(screen_80x24, "F1")
     expected = _help_lines()
     seen: set[str] = set()
-    for _ in range(6):  # a screenful, then scrolled on until the last line shows
-        text = tmux.wait_for(screen_80x24, lambda s: "gputop keys" in s or "closes" in s)
+    text = tmux.wait_for(screen_80x24, lambda s: "gputop keys" in s)
+    for _ in range(12):  # a screenful, then scrolled on until the last line shows
         inside = [SCROLLBAR.sub("", line.split("│")[1]).strip() for line in text.splitlines()
                   if line.count("│") >= 2]
         assert inside, text
@@ -137,7 +137,9 @@ def test_the_help_fits_80x24_without_wrapped_fragments(screen_80x24: str) -> Non
         seen.update(inside)
         if "Esc, q, ? or F1 closes." in seen:
             break
+        before = text
         _keys(screen_80x24, "PageDown")
+        text = tmux.wait_for(screen_80x24, lambda s: s != before and s.count("│") >= 2)
     assert "Esc, q, ? or F1 closes." in seen
     _keys(screen_80x24, "F1")
     tmux.wait_for(screen_80x24, lambda s: "gputop keys" not in s and "COMMAND" in s)
