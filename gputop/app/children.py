@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -188,9 +189,11 @@ class RunCommand:
 
 @dataclass
 class DemoTrainer:
-    """A running `python -m gputop.app.demo_trainer`; it also exits by itself when gputop dies."""
+    """A running `python -m gputop.app.demo_trainer`; it also exits by itself when gputop dies.
+    `group`: it leads a process group of its own, which holds everything it starts."""
 
     process: subprocess.Popen[bytes]
+    group: bool = False
 
     @property
     def pid(self) -> int:
@@ -198,15 +201,45 @@ class DemoTrainer:
         return self.process.pid
 
     def stop(self, timeout_s: float = 3.0) -> None:
-        """Terminate the trainer (its workers follow it) and reap it."""
-        if self.process.poll() is not None:
-            return
-        self.process.terminate()
+        """Terminate the trainer and reap it; then end what is left of its group (its
+        DataLoader workers), so that nothing it started outlives the stop."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout_s)
+        if self.group:
+            end_group(self.process.pid, timeout_s)
+
+
+def end_group(pgid: int, timeout_s: float) -> None:
+    """SIGKILL process group `pgid` and wait (at most `timeout_s`) until none of it runs; its
+    leader is reaped already, so the group's ID cannot have been reused."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return  # no one left in it
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that have not exited (zombies left out)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
         try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout_s)
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
 
 
 def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = ()
@@ -220,6 +253,6 @@ def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = (
     process = subprocess.Popen(
         [sys.executable, "-m", "gputop.app.demo_trainer", *count, *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env, close_fds=True,
+        env=env, close_fds=True, start_new_session=True,  # its group: what it starts
     )
-    return DemoTrainer(process)
+    return DemoTrainer(process, group=True)

@@ -36,9 +36,9 @@ def start_demo_holder(gpu: int | None) -> DemoTrainer | None:
     process = subprocess.Popen(
         [sys.executable, "-m", "gputop.app.demo_holder"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env, close_fds=True,
+        env=env, close_fds=True, start_new_session=True,
     )
-    return DemoTrainer(process)
+    return DemoTrainer(process, group=True)
 
 
 def demo_owners(trainer_pid: int | None, holder: DemoTrainer | None,

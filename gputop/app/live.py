@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -15,12 +16,19 @@ from gputop.app.options import BadInput
 from gputop.sources import first_sample
 
 if TYPE_CHECKING:
+    import subprocess
+
     from gputop.core.model import Frame
     from gputop.export.scope import TrainerScope
+    from gputop.frames.sampler import Sampler
     from gputop.recording.writer_thread import Retention
     from gputop.sources.first_sample import FirstSample
 
 DEFAULT_INTERVAL_S = 1.0
+# --demo --once waits for its trainer's verdict this long at most (torch's import on a loaded
+# host included): a bound, not a speed check; past it, what it has is printed, verdict n/a
+DEMO_VERDICT_S = 30.0
+DEMO_STEPS = 8  # a window this long before its verdict counts
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,32 +125,28 @@ def _after_look(args: argparse.Namespace, look: FirstSample | None) -> int:
 
 
 def _once(args: argparse.Namespace) -> int:
-    """`--once [--json]`: sample one interval and print it."""
+    """`--once [--json]`: sample one interval and print it; with --demo, its processes run
+    (the trainer too, unless --attach names one) until the trainer has a verdict."""
+    from gputop.app.demo_processes import demo_processes
     from gputop.app.wiring import build_sampler
 
-    holder, owners = None, []
-    if args.demo is not None:  # the demo's idle holder, on a simulated GPU
-        from gputop.app.demo_holder import demo_owners, holder_gpu, start_demo_holder
-
-        held = holder_gpu(args.demo, args.gpus)
-        holder = start_demo_holder(held)
-        owners = demo_owners(None, holder, held)
-    try:
+    with demo_processes(args.demo, args.gpus, with_trainer=args.attach is None) as demo:
         sampler = build_sampler(
             demo=args.demo, gpus=args.gpus, membw=args.membw, interval_s=args.interval,
-            advice_after=1, owner_pids=owners,
+            advice_after=1, owner_pids=demo.owners,
         )
         try:
-            if args.attach is not None:
-                sampler.attach(args.attach)
+            target = args.attach if demo.trainer is None else demo.trainer.pid
+            if target is not None:
+                sampler.attach(target)
             sampler.prime()
-            sampler.wait(args.interval)
-            frame = sampler.sample()
+            if demo.trainer is None:
+                sampler.wait(args.interval)
+                frame = sampler.sample()
+            else:
+                frame = _until_verdict(sampler, demo.trainer.process)
         finally:
             sampler.close()
-    finally:
-        if holder is not None:
-            holder.stop()
     if args.json:
         from gputop.export.snapshot import dumps
 
@@ -153,6 +157,31 @@ def _once(args: argparse.Namespace) -> int:
         text = render(frame)
         write_text(ascii_text(text) if args.ascii else text, sys.stdout)
     return options.EXIT_OK
+
+
+def _until_verdict(sampler: Sampler, trainer: subprocess.Popen[bytes]) -> Frame:
+    """Sample every interval until `trainer` (attached) has a verdict that two samples in a
+    row agree on, it exits, or DEMO_VERDICT_S have passed: the frame that ends the wait."""
+    deadline = time.monotonic() + DEMO_VERDICT_S
+    said = None
+    while True:
+        sampler.wait(sampler.interval_s)
+        frame = sampler.sample()
+        verdict = _verdict(frame, trainer.pid)
+        if ((verdict is not None and verdict == said) or trainer.poll() is not None
+                or time.monotonic() >= deadline):
+            return frame
+        said = verdict
+
+
+def _verdict(frame: Frame, pid: int) -> str | None:
+    """Trainer `pid`'s verdict once its window holds DEMO_STEPS steps; None before, or while
+    its steps say nothing."""
+    for state in frame.attached:
+        if state.pid == pid and state.summary.steps >= DEMO_STEPS:
+            verdict = state.summary.verdict
+            return None if verdict == "unknown" else verdict
+    return None
 
 
 def _say_final(final: Frame) -> None:
@@ -179,6 +208,7 @@ def run_live(
     `readonly` sends no signals; `on_exit`
     gets the last frame, with the advice then on screen, once the terminal is back;
     `first_sample`: the CLI's, taken as it started."""
+    from gputop.app.demo_processes import demo_processes
     from gputop.app.wiring import build_sampler, open_recorder, signaller
     from gputop.export.scope import ScopedSink, TrainerScope
     from gputop.tui import run_tui
@@ -186,31 +216,17 @@ def run_live(
     scope = scope or TrainerScope.of_caller()
     recorder = (open_recorder(record, retention, scope.label, mode) if record is not None
                 else None)
-    trainer = holder = None
-    owners: list[int] = []
-    if demo is not None:
-        from gputop.app.children import start_demo_trainer
-        from gputop.app.demo_holder import demo_owners, holder_gpu, start_demo_holder
-        from gputop.app.demo_trainer import NO_TRAINER
-
-        if demo not in NO_TRAINER:  # the trainer behaves as the scenario's GPUs look
-            trainer = start_demo_trainer(extra_args=("--scenario", demo))
-        held = holder_gpu(demo, gpus)  # the demo's idle holder, on a simulated GPU
-        holder = start_demo_holder(held)
-        owners = demo_owners(trainer.pid if trainer else None, holder, held)
     try:
-        sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
-                                defer=True, owner_pids=owners,
-                                early=True, first_sample=first_sample)
-        if recorder is not None:
-            sampler.add_sink(ScopedSink(recorder, scope))
-        target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
-        return run_tui(sampler, attach_pid=target, ascii=ascii, signaller=signaller(readonly),
-                       on_exit=on_exit)
+        with demo_processes(demo, gpus) as shown:
+            sampler = build_sampler(demo=demo, gpus=gpus, membw=membw, interval_s=interval_s,
+                                    defer=True, owner_pids=shown.owners,
+                                    early=True, first_sample=first_sample)
+            if recorder is not None:
+                sampler.add_sink(ScopedSink(recorder, scope))
+            trainer = shown.trainer
+            target = attach_pid if attach_pid is not None else (trainer.pid if trainer else None)
+            return run_tui(sampler, attach_pid=target, ascii=ascii,
+                           signaller=signaller(readonly), on_exit=on_exit)
     finally:
-        if trainer is not None:
-            trainer.stop()
-        if holder is not None:
-            holder.stop()
         if recorder is not None:
             recorder.close()

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
+import pytest
+
 from gputop.advice import Advisor
 from gputop.core.model import Advice, Frame
 from gputop.frames.sampler import Sampler
@@ -118,6 +120,7 @@ def test_on_simulated_gpus_the_busy_holder_is_starved_and_the_idle_one_is_idle()
     assert f"for PID {sleeper.pid} (" in idle.evidence and str(spinner.pid) not in idle.evidence
 
 
+@pytest.mark.slow  # --demo --once starts the scenario's trainer and waits for its verdict
 def test_demo_mixed_once_names_its_idle_holder() -> None:
     out = gputop("--demo", "mixed", "--once", "--json", "--interval", "0.5", "--membw", "off")
     assert out.returncode == 0, out.stderr
