@@ -606,6 +606,10 @@ class FleetTrainer:
     median_step_s: float | None = None
     samples_per_s: float | None = None
     gpu_memory_bytes: float | None = None
+    # the step time the screens show and its statistic ("mean"; "median" from an exporter
+    # too old to publish the mean); None where the exporter has neither
+    step_s: float | None = None
+    step_statistic: str | None = None
 
 
 @frozen

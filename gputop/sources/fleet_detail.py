@@ -39,6 +39,7 @@ _TRAINER_VALUES = {  # FleetTrainer field -> its gauge
     "samples_per_s": "gputop_trainer_samples_per_second",
     "gpu_memory_bytes": "gputop_trainer_gpu_memory_bytes",
 }
+MEAN_STEP_STATISTIC = "mean"  # gputop_trainer_mean_step_seconds: analysis.steps.STEP_STATISTIC
 _GPU_VALUES = {"util_ratio": "gputop_gpu_utilization_ratio",
                "memory_used_bytes": "gputop_gpu_memory_used_bytes",
                "memory_total_bytes": "gputop_gpu_memory_total_bytes"}
@@ -120,12 +121,20 @@ def _trainers(rows: list[tuple[Labels, float | None]], across: set[str],
     for trainer in across & found.keys():
         found[trainer]["straggler"] = True
     for fields in found.values():
-        mean = fields.pop("mean_step_s", None)
-        if mean is not None:  # the step time the screens show, where the exporter has it
-            fields["median_step_s"] = mean
+        _step_figure(fields)
     shown = {_pid(pids, trainer): fields for trainer, fields in found.items()}
     return tuple(FleetTrainer(printable(pid), **fields) for pid, fields in
                  sorted(shown.items(), key=lambda item: _trainer_order(item[0], item[1])))
+
+
+def _step_figure(fields: dict[str, Any]) -> None:
+    """The step time the screens show, with its statistic: the exporter's mean; from an
+    exporter too old to publish it, its median, named so."""
+    mean = fields.pop("mean_step_s", None)
+    if mean is not None:
+        fields.update(step_s=mean, step_statistic=MEAN_STEP_STATISTIC)
+    elif fields.get("median_step_s") is not None:
+        fields.update(step_s=fields["median_step_s"], step_statistic="median")
 
 
 def _trainer_field(fields: dict[str, Any], name: str, labels: Labels,

@@ -226,8 +226,8 @@ def trainer_line(t: FleetTrainer, width: int) -> Line:
     """One trainer: who it is, its verdict and data wait, its workers, rank and straggling."""
     verdict_style = {"data-bound": "warn", "compute-bound": "ok"}.get(t.verdict or "", "dim")
     rank = f"  rank {t.rank}/{t.world_size or '?'}" if t.rank else ""
-    step = (f"  step {fmt.duration_ns(round(t.median_step_s * 1e9))}"
-            if t.median_step_s is not None else "")
+    step = (f"  step {t.step_statistic} {fmt.duration_ns(round(t.step_s * 1e9))}"
+            if t.step_s is not None else "")
     spans: list[Span] = [
         ("  ", "plain"), ("◆ " if t.probed else "  ", "probe"), (f"{t.pid:>7} ", "bold"),
         (cells.fit(t.name or "?", 16) + " ", "plain"),
