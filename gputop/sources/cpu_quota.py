@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gputop.sources.affinity import cpus_allowed
+
 
 def cores_allowed(pid: int, proc_root: str = "/proc",
                   cgroup_root: str = "/sys/fs/cgroup") -> float | None:
@@ -18,27 +20,9 @@ def cores_allowed(pid: int, proc_root: str = "/proc",
 
 
 def affinity_count(pid: int, proc_root: str = "/proc") -> int | None:
-    """How many CPUs `pid` may be scheduled on, or None."""
-    try:
-        status = Path(proc_root, str(pid), "status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("Cpus_allowed_list:"):
-            return cpu_list_count(line.partition(":")[2])
-    return None
-
-
-def cpu_list_count(text: str) -> int | None:
-    """The CPUs a list such as '0-3,8,10-11' names (7), or None when it is not one."""
-    count = 0
-    try:
-        for part in text.strip().split(","):
-            low, _, high = part.partition("-")
-            count += int(high or low) - int(low) + 1
-    except ValueError:
-        return None
-    return count if count > 0 else None
+    """How many CPUs `pid` may be scheduled on (affinity.cpus_allowed), or None."""
+    cpus = cpus_allowed(pid, proc_root)
+    return None if cpus is None else len(cpus)
 
 
 def cgroup_quota(pid: int, proc_root: str = "/proc",

@@ -5,14 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-from gputop.sources.cpu_quota import (
-    affinity_count,
-    cgroup_quota,
-    cores_allowed,
-    cpu_list_count,
-)
+from gputop.sources.cpu_quota import affinity_count, cgroup_quota, cores_allowed
 
 
 def _proc(root: Path, pid: int, cpus: str, cgroup: str) -> Path:
@@ -27,12 +20,6 @@ def _proc(root: Path, pid: int, cpus: str, cgroup: str) -> Path:
 def _file(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-@pytest.mark.parametrize(("text", "count"), [
-    ("0-1", 2), ("0", 1), ("0-3,8,10-11", 7), ("", None), ("x", None)])
-def test_cpu_lists_are_counted(text: str, count: int | None) -> None:
-    assert cpu_list_count(text) == count
 
 
 def test_a_real_process_has_the_affinity_the_kernel_gives_it() -> None:
