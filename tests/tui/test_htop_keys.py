@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -123,6 +123,11 @@ def _help_lines() -> set[str]:
     return {line.strip() for line in plain.splitlines()}
 
 
+def _scrolled_from(before: str) -> Callable[[str], bool]:
+    """Whether a screen is the help box again, scrolled on from `before`."""
+    return lambda s: s != before and s.count("│") >= 2
+
+
 def test_the_help_fits_80x24_without_wrapped_fragments(screen_80x24: str) -> None:
     _keys(screen_80x24, "F1")
     expected = _help_lines()
@@ -137,9 +142,8 @@ def test_the_help_fits_80x24_without_wrapped_fragments(screen_80x24: str) -> Non
         seen.update(inside)
         if "Esc, q, ? or F1 closes." in seen:
             break
-        before = text
         _keys(screen_80x24, "PageDown")
-        text = tmux.wait_for(screen_80x24, lambda s: s != before and s.count("│") >= 2)
+        text = tmux.wait_for(screen_80x24, _scrolled_from(text))
     assert "Esc, q, ? or F1 closes." in seen
     _keys(screen_80x24, "F1")
     tmux.wait_for(screen_80x24, lambda s: "gputop keys" not in s and "COMMAND" in s)
