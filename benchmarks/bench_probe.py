@@ -1,8 +1,9 @@
 """Probe cost: ns per event beside a bare pack_into floor, and a real training loop's slowdown.
 
 Run from the repository root: `python benchmarks/bench_probe.py [--json] [--rounds N]
-[--sampled]` (--sampled: the training loop's arms with the stack sampler running; the warm
-figures always give the probe with and without it).
+[--sampled]` (--sampled: the training loop's arms with the stack sampler running, by the
+trigger the probe uses by default: a signal where it can be had; the warm figures always give
+the probe without sampling, with the default trigger's and with the thread trigger's).
 Every figure compares loops run interleaved in the same process, in a new random order
 each round, so the shared machine's drift (its speed changes 2x within seconds) hits all
 sides alike and no loop always follows the same one. Three figures:
@@ -36,7 +37,7 @@ import gputop.probe as probe
 import gputop.probe.torch as probe_torch
 from gputop.probe import ring as ring_format
 from gputop.probe.stack_sampler import INTERVAL_S as STACK_INTERVAL_S
-from gputop.probe.stack_sampler import StackSampler
+from gputop.probe.stack_sampler import SAMPLER_ENV, SIGNAL, THREAD, StackSampler
 from gputop.probe.steps import BACKWARD, OPTIMIZER, SAMPLE_ENV, Recorder
 
 EVENTS_PER_STEP = 5  # one fetch (closes a step, opens the next) and four phases
@@ -89,17 +90,22 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
             pack(buf, offset, 2 * i + 1, i, *words)
 
     sampler = StackSampler(probe.recorder(), threading.main_thread().ident or 0)
+    triggers: dict[str, str] = {}
 
-    def start_sampling() -> None:
-        sampler.running = True
-        threading.Thread(target=sampler.run, daemon=True).start()
+    def sampling(trigger: str) -> tuple[Callable[[], object], Callable[[], object]]:
+        def start() -> None:
+            triggers[trigger] = sampler.start(trigger)
 
-    def stop_sampling() -> None:
-        sampler.running = False
-        time.sleep(2 * STACK_INTERVAL_S)  # its thread sees it and ends
+        def stop() -> None:
+            sampler.stop()
+            time.sleep(2 * STACK_INTERVAL_S)  # its thread sees it and ends
 
-    times = interleaved({"probed": probed, "sampled": probed, "bare": bare, "floor": floor},
-                        rounds, setups={"sampled": (start_sampling, stop_sampling)})
+        return start, stop
+
+    times = interleaved({"probed": probed, "sampled": probed, "sampled_thread": probed,
+                         "bare": bare, "floor": floor},
+                        rounds, setups={"sampled": sampling(SIGNAL),
+                                        "sampled_thread": sampling(THREAD)})
     fastest = {name: min(ns) / steps for name, ns in times.items()}
     median = {name: statistics.median(ns) / steps for name, ns in times.items()}
     overhead = fastest["probed"] - fastest["bare"]
@@ -110,6 +116,11 @@ def probe_cost(steps: int = ROUND_STEPS, rounds: int = ROUNDS) -> dict[str, floa
         "probe_overhead_per_event_ns": overhead / EVENTS_PER_STEP,
         "sampled_overhead_per_event_ns": (fastest["sampled"] - fastest["bare"]) / EVENTS_PER_STEP,
         "sampled_median_round_per_event_ns": (median["sampled"] - median["bare"])
+        / EVENTS_PER_STEP,
+        "sampled_by_signal": float(triggers.get(SIGNAL) == SIGNAL),  # 0: the thread's fallback
+        "sampled_thread_overhead_per_event_ns": (fastest["sampled_thread"] - fastest["bare"])
+        / EVENTS_PER_STEP,
+        "sampled_thread_median_round_per_event_ns": (median["sampled_thread"] - median["bare"])
         / EVENTS_PER_STEP,
         "median_round_per_event_ns": (median["probed"] - median["bare"]) / EVENTS_PER_STEP,
         "bare_pack_into_ns": fastest["floor"],
@@ -434,13 +445,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=ring_format.ring_dir()) as directory:
         rec = use_private_recorder(directory)
         cost = probe_cost()
+        sampler = StackSampler(rec, threading.main_thread().ident or 0)
         if "--sampled" in sys.argv:  # the training loop's probed arms with stack sampling
-            sampler = StackSampler(rec, threading.main_thread().ident or 0)
-            threading.Thread(target=sampler.run, daemon=True).start()
+            sampler.start(SIGNAL)
         try:
             loop = training_slowdown(directory, rounds=rounds)
         except ImportError:
             loop = {}
+        sampler.stop()
         rec.close()
     if "--json" in sys.argv:
         print(json.dumps({**cost, **loop}, indent=1))
@@ -451,8 +463,12 @@ def main() -> int:
           f"{cost['probe_overhead_per_event_ns']:.0f} ns/event (median round "
           f"{cost['median_round_per_event_ns']:.0f}; target <= 1000)")
     print(f"with stack sampling: {cost['sampled_overhead_per_event_ns']:8.0f} ns/event (median "
-          f"round {cost['sampled_median_round_per_event_ns']:.0f}; its thread at "
+          f"round {cost['sampled_median_round_per_event_ns']:.0f}; the "
+          f"{SIGNAL if cost['sampled_by_signal'] else THREAD} trigger, the default, at "
           f"{1 / STACK_INTERVAL_S:.0f} Hz beside the same loop)")
+    print(f"  thread trigger:    {cost['sampled_thread_overhead_per_event_ns']:8.0f} ns/event "
+          f"(median round {cost['sampled_thread_median_round_per_event_ns']:.0f}; the "
+          f"fallback, {SAMPLER_ENV}=thread)")
     print(f"floor (pack_into):   {cost['bare_pack_into_ns']:8.0f} ns/record; "
           f"overhead = {cost['overhead_over_floor']:.1f}x the floor")
     if loop:

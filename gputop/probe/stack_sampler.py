@@ -1,6 +1,14 @@
-"""Names where a step's host and data time goes: a daemon thread that, at most every
-INTERVAL_S, looks at the phase the training thread is in and, in host or data time, at its
-Python stack (sys._current_frames(), standard library only).
+"""Names where a step's host and data time goes: at most every INTERVAL_S, a look at the
+phase the training (main) thread is in and, in host or data time, at its Python stack.
+
+Two triggers drive the same state. "signal" (the default where it can be had): a POSIX timer
+sends SIGURG to the main thread (signal_timer.py), and a Python handler there gets the frame
+it interrupted. It samples pure Python as often as a C call that lets go of the GIL, where a
+thread must wait for the GIL and so sees the C calls far more often than their time says.
+It is used only from the main thread, where SIGURG is at its default (never a signal the
+program uses; ignored by default, so a late one after exit is harmless), and hands over to
+"thread" when the program installs its own SIGURG handler later. "thread": a daemon thread
+reading sys._current_frames(); the fallback, and what GPUTOP_PROBE_SAMPLER=thread asks for.
 
 The site of a sample is the innermost frame of the user's program (not the standard library,
 not site-packages or dist-packages, not the probe, not torch): "function (file:line)" with the
@@ -10,12 +18,15 @@ META_SITES when a site first appears (bounded: MAX_SITES, SITES_BYTES). Each sam
 the recorder the open step's counts as one new tuple (Recorder.site_counts): the training
 thread reads it when the step closes, without a lock. Counts are in samples of INTERVAL_S:
 a late or slowed sample counts for the time it stands for, so a site's share of the samples
-is its share of the time.
+is its share of the time; a sample in another phase than the one before counts for one (a
+late handler must not give the model's long C call to the host code after it).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import sys
 import sysconfig
 import threading
@@ -25,9 +36,14 @@ from types import CodeType, FrameType
 from gputop.probe import ring as ring_format
 from gputop.probe.steps import DATA, HOST, INPUT, Recorder
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gputop.probe.signal_timer import ThreadTimer
+
 INTERVAL_S = 0.01  # ~100 Hz at most
-# A step open this long is sampled every SLOW_INTERVAL_S (a long LBFGS step, or a hung trainer
-# that must read as using no CPU); a sample then counts for the INTERVAL_S it stands for.
+# A step open this long, or no step for this long, is sampled every SLOW_INTERVAL_S (a long
+# LBFGS step, a hung trainer or an idle one that must read as using no CPU); a sample then
+# counts for the INTERVAL_S it stands for.
 SLOW_AFTER_S = 2.0
 SLOW_INTERVAL_S = 0.5
 MAX_WEIGHT = round(2 * SLOW_INTERVAL_S / INTERVAL_S)
@@ -37,12 +53,22 @@ SITE_TEXT = 120  # characters of one site's text
 MAX_CODES = 4096  # code objects classified before the cache starts over
 LIBRARY = -1  # a frame of the standard library, a package, the probe or torch
 MODULE = -2  # a module's top level: named by its current line
+# comprehensions and generator expressions: code objects of their own on 3.11, part of the
+# function that holds them to the user who wrote them
+_INLINE = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
+SAMPLER_ENV = "GPUTOP_PROBE_SAMPLER"  # "thread": the thread sampler even where "signal" runs
+META_SAMPLER = ring_format.META_SAMPLER  # the metadata's key: SIGNAL or THREAD
+SIGNAL, THREAD = "signal", "thread"
+TIMER_SIGNAL = signal.SIGURG
+WATCH_S = 1.0  # how often the signal trigger checks that SIGURG is still its own
+NO_PHASE = -1
 
 
 def start_sampling(rec: Recorder) -> StackSampler:
-    """Start sampling the main thread for `rec` (a daemon thread that stops with the ring)."""
+    """Start sampling the main thread for `rec` (stops with the ring): by signal where it can
+    be had and the environment does not ask for the thread."""
     sampler = StackSampler(rec, threading.main_thread().ident or 0)
-    threading.Thread(target=sampler.run, name="gputop-probe-sampler", daemon=True).start()
+    sampler.start(THREAD if os.environ.get(SAMPLER_ENV) == THREAD else SIGNAL)
     return sampler
 
 
@@ -55,50 +81,196 @@ class StackSampler:
         self.codes: dict[object, int] = {}  # code (or (code, line)) -> site id or LIBRARY
         self.table: dict[str, str] = {}
         self.table_bytes = 2
+        self.sites_unwritten = False  # the table grew where its lock could not be taken
         self.step = -1
         self.step_seen = 0.0  # when the sampler first saw the step it samples
         self.last = time.monotonic()  # when it last woke
+        self.last_phase = NO_PHASE
+        self.idle_since: float | None = None  # since when no step is open (None: one is)
         self.interval = INTERVAL_S
         self.samples = 0
         self.host: dict[int, int] = {}
         self.data: dict[int, int] = {}
         self.library = library_prefixes()
-        self.running = True  # False: the thread ends at its next wake-up
+        self.trigger = THREAD
+        self.timer: ThreadTimer | None = None
+        self.handler = self._on_signal  # one object: signal.getsignal() tells it apart
+        self.in_handler = False
+        self.stopped = threading.Event()  # set: the thread of the latest start() ends
+        self.exit_registered = False
 
-    def run(self) -> None:
-        """Sample until the recorder or `running` stops; an error ends sampling, never the
-        program."""
+    # -- triggers --------------------------------------------------------------------------
+
+    def start(self, trigger: str = SIGNAL) -> str:
+        """Sample by `trigger` (SIGNAL falls back to THREAD where it cannot be had); the
+        trigger that runs, which the metadata records too."""
+        stopped = self.stopped = threading.Event()
+        if trigger != SIGNAL or not self._arm_signal():
+            trigger = THREAD
+        self.trigger = trigger
+        self.rec.annotate({META_SAMPLER: trigger}, start=False)
+        threading.Thread(target=self.watch if trigger == SIGNAL else self.run, args=(stopped,),
+                         name="gputop-probe-sampler", daemon=True).start()
+        return trigger
+
+    def stop(self) -> None:
+        """Stop sampling (from the main thread, to give SIGURG back as it was)."""
+        self.stopped.set()
+        self._disarm_signal()
+
+    def run(self, stopped: threading.Event) -> None:
+        """The thread trigger: sample until the recorder stops or `stopped` is set; an error
+        ends sampling, never the program."""
         rec = self.rec
-        while rec.enabled and self.running:
-            time.sleep(self.interval)
+        while rec.enabled and not stopped.wait(self.interval):
             try:
                 self.sample()
             except Exception:
                 return
 
-    def sample(self) -> None:
-        """One sample of the open step (or of the fetch that opens the next)."""
+    def watch(self, stopped: threading.Event) -> None:
+        """Beside the signal trigger: write a table the handler could not, and hand over to
+        the thread trigger once the program has put its own handler on SIGURG."""
+        rec = self.rec
+        while rec.enabled and not stopped.wait(WATCH_S):
+            timer = self.timer
+            if timer is None:
+                return
+            if self.sites_unwritten:
+                self._write_sites()
+            if signal.getsignal(TIMER_SIGNAL) is not self.handler:
+                timer.delete()  # the program's handler: never called 100 times a second
+                self.timer = None
+                self.trigger = THREAD
+                rec.annotate({META_SAMPLER: THREAD}, start=False)
+                self.run(stopped)
+                return
+        if not rec.enabled:
+            self._disarm_signal()  # closed (stop() has disarmed it already)
+
+    def _arm_signal(self) -> bool:
+        """Take SIGURG and start its timer, where it is at its default and this is the main
+        thread; False where it cannot be had."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            from gputop.probe.signal_timer import ThreadTimer
+
+            if signal.getsignal(TIMER_SIGNAL) != signal.SIG_DFL:
+                return False  # the program's, or a library's: never ours to take
+            signal.signal(TIMER_SIGNAL, self.handler)
+            signal.siginterrupt(TIMER_SIGNAL, False)  # SA_RESTART: restartable calls restart
+            try:
+                self.timer = ThreadTimer(TIMER_SIGNAL, threading.get_native_id(), self.interval)
+            except OSError:
+                signal.signal(TIMER_SIGNAL, signal.SIG_DFL)
+                return False
+        except (ImportError, OSError, ValueError):
+            return False
+        if not self.exit_registered:
+            self.exit_registered = True
+            atexit.register(self._at_exit)
+            os.register_at_fork(after_in_child=self._forked)
+        return True
+
+    def _disarm_signal(self) -> None:
+        """Delete the timer; in the main thread, give SIGURG back its default where our
+        handler still holds it."""
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.delete()
+        if threading.current_thread() is threading.main_thread():
+            try:
+                if signal.getsignal(TIMER_SIGNAL) is self.handler:
+                    signal.signal(TIMER_SIGNAL, signal.SIG_DFL)  # as it was: taken only so
+            except (OSError, ValueError, TypeError):
+                pass
+
+    def _at_exit(self) -> None:
+        """Before the recorder closes (atexit runs the later registered first): the timer
+        goes, and the sites the last steps name reach the metadata."""
+        if self.rec.owner != os.getpid():
+            return  # a forked child: the timer is the parent's, never inherited
+        self.stopped.set()
+        self._disarm_signal()
+        if self.sites_unwritten and self.rec.enabled:
+            self._write_sites()
+
+    def _forked(self) -> None:
+        """In a forked child: no timer came along, so nothing is deleted; SIGURG is at its
+        default again, for the child's program (and a probe of its own) to have."""
+        self.timer = None
+        self.stopped.set()
+        try:
+            if signal.getsignal(TIMER_SIGNAL) is self.handler:
+                signal.signal(TIMER_SIGNAL, signal.SIG_DFL)
+        except (OSError, ValueError, TypeError):
+            pass
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The signal trigger's handler, run by the main thread between two bytecodes: one
+        sample of `frame`. Never raises into the program; takes no lock it could wait on."""
+        rec = self.rec
+        if self.in_handler or self.timer is None or rec.owner != os.getpid():
+            return  # nested; or stopped with a signal still pending; or a forked child
+        if not rec.enabled:
+            self._disarm_signal()
+            return
+        self.in_handler = True
+        try:
+            self.sample(frame)
+        except Exception:
+            self._disarm_signal()  # as the thread trigger ends at an error
+        finally:
+            self.in_handler = False
+
+    def _set_interval(self, interval: float) -> None:
+        if interval != self.interval:
+            self.interval = interval
+            timer = self.timer
+            if timer is not None:
+                timer.set_period(interval)
+
+    # -- samples ---------------------------------------------------------------------------
+
+    def sample(self, frame: FrameType | None = None) -> None:
+        """One sample of the open step (or of the fetch that opens the next): of `frame`,
+        else of the sampled thread's current frame."""
         rec = self.rec
         now = time.monotonic()
         weight = min(MAX_WEIGHT, max(1, round((now - self.last) / INTERVAL_S)))
         self.last = now
         if not (rec.open or rec.fetching):
-            self.interval = INTERVAL_S
+            # between steps: slowed once it lasts (an idle notebook, a finished run) so the
+            # probe's wake-ups never make a process that does nothing read as busy
+            self.last_phase = NO_PHASE
+            if self.idle_since is None:
+                self.idle_since = now
+            self._set_interval(SLOW_INTERVAL_S if now - self.idle_since > SLOW_AFTER_S
+                               else INTERVAL_S)
             return
+        self.idle_since = None
         phase = rec.phase_now
         step = rec._step
         if step != self.step:
             self.step, self.samples, self.step_seen = step, 0, now
             self.host, self.data = {}, {}
             weight = 1
-        self.interval = SLOW_INTERVAL_S if now - self.step_seen > SLOW_AFTER_S else INTERVAL_S
+        if phase != self.last_phase:
+            self.last_phase = phase
+            weight = 1
+        self._set_interval(SLOW_INTERVAL_S if now - self.step_seen > SLOW_AFTER_S
+                           else INTERVAL_S)
         self.samples += weight
         if phase in (HOST, DATA, INPUT):
-            frame = sys._current_frames().get(self.thread_id)
+            if frame is None:
+                frame = sys._current_frames().get(self.thread_id)
             site = self.site_of(frame) if frame is not None else ring_format.NO_SITE
             if site:
                 counts = self.host if phase == HOST else self.data
                 counts[site] = counts.get(site, 0) + weight
+        if self.sites_unwritten:
+            self._write_sites()
         rec.site_counts = (step, self.samples, *_top(self.host), *_top(self.data))
 
     def site_of(self, frame: FrameType | None) -> int:
@@ -123,6 +295,8 @@ class StackSampler:
         filename = code.co_filename
         if self._is_library(filename):
             site = LIBRARY
+        elif code.co_name in _INLINE:
+            site = LIBRARY  # named as the function it runs in (where 3.12 inlines it)
         elif code.co_name == "<module>":
             site = MODULE
         else:
@@ -151,8 +325,19 @@ class StackSampler:
         site = len(self.table) + 1
         self.table[str(site)] = text
         self.table_bytes += size
-        self.rec.set_sites(dict(self.table))
+        self._write_sites()
         return site
+
+    def _write_sites(self) -> None:
+        """The table into the metadata; later where the metadata's lock is held. The signal
+        handler may have interrupted the very code that holds it: it must never wait on it."""
+        lock = self.rec._meta_lock
+        if not lock.acquire(False):
+            self.sites_unwritten = True
+            return
+        lock.release()  # free, so neither this thread nor the one it interrupted holds it
+        self.sites_unwritten = False
+        self.rec.set_sites(dict(self.table))
 
     def _is_library(self, filename: str) -> bool:
         if filename.startswith("<") or filename.startswith(self.library):

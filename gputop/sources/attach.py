@@ -374,7 +374,8 @@ def config_from_meta(meta: dict[str, object]) -> TrainerConfig:
     return TrainerConfig(**known, extra=tuple(sorted(extra)))  # type: ignore[arg-type]
 
 
-_NOT_CONFIG = frozenset((ring_format.META_STATUS, META_ACTIVITY, META_SINCE))  # the probe's own
+_NOT_CONFIG = frozenset((ring_format.META_STATUS, ring_format.META_SAMPLER, META_ACTIVITY,
+                         META_SINCE))  # the probe's own
 
 
 def check_attachable(pid: int, directory: str | None = None,

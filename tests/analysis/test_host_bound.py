@@ -33,7 +33,7 @@ COLLATE = "slow_collate (train.py:40)"
 
 
 def _step(n: int, data: float, host: float | None, compute: float, *, site: str = GET_BATCH,
-          samples: int = 10, site_samples: int = 8, outside: bool = False,
+          samples: int = 34, site_samples: int = 30, outside: bool = False,
           batch: int | None = 32, end: int | None = None) -> StepRecord:
     duration = int((data + (host or 0) + compute) * MS)
     return StepRecord(
@@ -44,7 +44,7 @@ def _step(n: int, data: float, host: float | None, compute: float, *, site: str 
         host_site=site if host is not None else None,
         host_site_samples=site_samples if host is not None else 0,
         data_site="read_shard (data.py:12)" if outside else None,
-        data_site_samples=5 if outside else 0)
+        data_site_samples=site_samples if outside else 0)
 
 
 def _window(n: int, data: float, host: float | None, compute: float, **kw: object
@@ -104,7 +104,7 @@ def test_the_gpu_gap_is_split_between_input_and_host_as_their_host_times_are() -
 
 
 def test_a_host_bound_window_names_the_function_with_its_share() -> None:
-    steps = _window(64, 1, 30, 3, samples=10, site_samples=8)
+    steps = _window(64, 1, 30, 3)  # a sample a ms: 30 of a step's 34 in get_batch
     s = summarize(steps)
     assert s.verdict == "host-bound" and s.host_bound_steps == 64
     assert s.host_percent == pytest.approx(100 * 30 / 34)
