@@ -9,7 +9,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-stamp
 TESTING := $(VENV)/.test-stamp
 
-.PHONY: demo test test-fast test-snapshot-update lint bench bench-quick screenshots gpu-check hw-check clean
+.PHONY: demo test test-fast test-snapshot-update lint bench bench-quick screenshots truth-table gpu-check hw-check clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ test-snapshot-update: $(TESTING)
 
 screenshots: $(TESTING)
 	$(PY) scripts/screenshots.py
+
+# gputop's verdicts beside hand timers in the loops of real trainers (docs/advice.md's table)
+truth-table: $(TESTING)
+	$(PY) scripts/truth_table.py
 
 gpu-check:
 	PYTHONPATH=$(CURDIR) python3 scripts/gpu_check.py
