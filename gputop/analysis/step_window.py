@@ -76,6 +76,7 @@ class StepWindow:
         self._samples = 0  # the probe's stack samples, and those of each top site
         self._host_sites: dict[str, int] = {}
         self._data_sites: dict[str, int] = {}
+        self._host_sampled = self._data_sampled = 0  # the parts' samples (steps.part_sampled)
         self._counted_durations: list[int] = []
         # timed (whole, non-warm-up) steps
         self._timed = 0
@@ -175,6 +176,10 @@ class StepWindow:
                 _add(self._host_sites, step.host_site, sign * step.host_site_samples)
             if step.data_site is not None and step.data_site_samples > 0:
                 _add(self._data_sites, step.data_site, sign * step.data_site_samples)
+            self._host_sampled += sign * steps.part_sampled(
+                step.host_samples, step.host_site, step.host_site_samples)
+            self._data_sampled += sign * steps.part_sampled(
+                step.data_samples, step.data_site, step.data_site_samples)
         parts = [e.split for e in entries if e.split is not None]
         if parts:
             inputs, computes = zip(*parts, strict=True)
@@ -248,7 +253,8 @@ class StepWindow:
                 mean_step_ns=round(self._durations_ns / self._timed) if self._timed else None,
                 stack_samples=self._samples,
             ),
-            kept, self._hosted > 0, self._host_sites, self._data_sites)
+            kept, self._hosted > 0, self._host_sites, self._data_sites,
+            (self._host_sampled, self._data_sampled))
 
     def _robust_parts(self) -> tuple[steps.Parts | None, int]:
         """steps._robust_parts from the parts kept ordered by compute: the runaway ones

@@ -213,7 +213,7 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
     known_waits = [w for w in waits if w is not None]
     data = sorted(s.data_ns for s in counted if s.data_ns is not None)
     verdicts = [verdict_of_parts(*p) for p in found]
-    host_sites, data_sites, samples = _site_counts(counted)
+    host_sites, data_sites, samples, sampled = _site_counts(counted)
     return window_summary(
         StepSummary(
             steps=len(counted),
@@ -242,13 +242,15 @@ def summarize(steps: Sequence[StepRecord]) -> StepSummary:
             mean_step_ns=round(sum(durations) / len(durations)) if durations else None,
             stack_samples=samples,
         ),
-        kept, hosted > 0, host_sites, data_sites)
+        kept, hosted > 0, host_sites, data_sites, sampled)
 
 
 def window_summary(s: StepSummary, kept: Parts | None, hosted: bool,
-                   host_sites: Mapping[str, int], data_sites: Mapping[str, int]) -> StepSummary:
+                   host_sites: Mapping[str, int], data_sites: Mapping[str, int],
+                   sampled: tuple[int, int] = (0, 0)) -> StepSummary:
     """`s` with what the window's summed parts (None: no step has them) decide: the input and
-    host shares, the band, the verdict with its own part's share, and the top sites."""
+    host shares, the band, the verdict with its own part's share, and the top sites (their
+    shares over the host and data parts' `sampled` samples, _site_counts')."""
     total = sum(kept) if kept is not None else 0
     if kept is None or total <= 0:
         return s  # no share: the verdict is unknown, and no part's site has a share
@@ -256,8 +258,9 @@ def window_summary(s: StepSummary, kept: Parts | None, hosted: bool,
     shares = (100.0 * input_ns / total, 100.0 * host_ns / total, 100.0 * compute_ns / total)
     verdict = verdict_of_parts(*kept)
     part = {"data-bound": 0, "host-bound": 1}.get(verdict, 2)
-    host_site, host_site_percent = _top_site(host_sites, shares[1] if hosted else None)
-    data_site, data_site_percent = _top_site(data_sites, shares[0])
+    host_site, host_site_percent = _top_site(host_sites, shares[1] if hosted else None,
+                                             sampled[0])
+    data_site, data_site_percent = _top_site(data_sites, shares[0], sampled[1])
     return replace(
         s, input_bound_percent=shares[0], band=band(shares[0]), verdict=verdict,
         host_percent=shares[1] if hosted else None, verdict_percent=shares[part],
@@ -328,33 +331,47 @@ def verdict_share(s: StepSummary) -> float | None:
     return None
 
 
-def _site_counts(steps: Iterable[StepRecord]) -> tuple[dict[str, int], dict[str, int], int]:
-    """The stack samples of each step's top host and data sites, summed per site, and all
-    the steps' samples."""
+def _site_counts(steps: Iterable[StepRecord]
+                 ) -> tuple[dict[str, int], dict[str, int], int, tuple[int, int]]:
+    """The stack samples of each step's top host and data sites, summed per site; all the
+    steps' samples; and the host and data parts' samples summed (part_sampled's)."""
     host: dict[str, int] = {}
     data: dict[str, int] = {}
-    total = 0
+    total = host_part = data_part = 0
     for step in steps:
         total += step.samples
         if step.host_site is not None and step.host_site_samples > 0:
             host[step.host_site] = host.get(step.host_site, 0) + step.host_site_samples
         if step.data_site is not None and step.data_site_samples > 0:
             data[step.data_site] = data.get(step.data_site, 0) + step.data_site_samples
-    return host, data, total
+        host_part += part_sampled(step.host_samples, step.host_site, step.host_site_samples)
+        data_part += part_sampled(step.data_samples, step.data_site, step.data_site_samples)
+    return host, data, total, (host_part, data_part)
 
 
-def _top_site(sites: Mapping[str, int],
-              part_percent: float | None) -> tuple[str | None, float | None]:
+def part_sampled(part_samples: int, site: str | None, site_samples: int) -> int:
+    """A step's samples in one part: all its sites' where the probe counted them, else (a
+    probe or recording from before that count) its named top site's alone."""
+    return part_samples or (site_samples if site is not None and site_samples > 0 else 0)
+
+
+def _top_site(sites: Mapping[str, int], part_percent: float | None,
+              sampled: int = 0) -> tuple[str | None, float | None]:
     """The most sampled site of a part (ties: the first by name) and its share of step time:
-    the part's share (measured by the probe's clocks) times the site's share of the part's
-    named samples. Samples are not compared across parts: the sampler takes the GIL where
-    the training thread lets go of it (a C call, backward), so its samples fall in those
-    parts more than their time says, but within one part they still say where time went."""
+    the part's share (measured by the probe's clocks) times the site's samples over the
+    part's `sampled` samples, every site's in the window's steps (part_sampled). Exact where
+    the site is on top in every step it runs in (one sample a step at short steps; a second
+    site beside it in the same steps); steps from before the probe counted the part's
+    samples count their top site's alone, the rest of their part unseen, so a site there
+    gets the share of the top sites' samples (too high beside a second site). Samples are
+    not compared across parts: the sampler takes the GIL where the training thread lets go
+    of it (a C call, backward), so its samples fall in those parts more than their time
+    says, but within one part they still say where time went."""
     named = sum(count for count in sites.values() if count > 0)
     if not named or part_percent is None:
         return None, None
     site, count = min(sites.items(), key=_MOST_SAMPLED)
-    return site, part_percent * count / named
+    return site, part_percent * min(1.0, count / max(sampled, named))
 
 
 def _most_sampled(item: tuple[str, int]) -> tuple[int, str]:

@@ -298,6 +298,10 @@ class StepRecord:
     host_site_samples: int = 0
     data_site: str | None = None
     data_site_samples: int = 0
+    # ... and its samples in the host and in the data phase, all their functions (0 in both:
+    # unknown, a probe or a recording from before these counts)
+    host_samples: int = 0
+    data_samples: int = 0
 
     @property
     def input_ns(self) -> int | None:

@@ -260,6 +260,8 @@ def step_json(s: StepRecord) -> dict[str, Any]:
         "host_site_samples": s.host_site_samples,
         "data_site": s.data_site,
         "data_site_samples": s.data_site_samples,
+        "host_samples": s.host_samples,
+        "data_samples": s.data_samples,
     }
 
 

@@ -87,7 +87,7 @@ class RawRecord(NamedTuple):
     host_site_samples: int
     data_site: int
     data_site_samples: int
-    reserved: int
+    part_samples: int  # host part's samples | data part's << 32 (0: unknown)
 
 
 assert RawRecord._fields == ("index", *ring_format.PAYLOAD_FIELDS)  # spelled out above for mypy
@@ -381,7 +381,7 @@ def _checked(index: int, f: tuple[int, ...]) -> RawRecord | None:
     if min(_PARTITION(f)) < -1 or max(_PARTITION(f)) >= MAX_VALUE:
         return None
     sampled = f[_SAMPLED]
-    if min(sampled) < 0 or max(sampled) >= MAX_VALUE:
+    if min(sampled) < 0 or max(sampled) >= MAX_VALUE or f[ring_format.PART_SAMPLES] < 0:
         return None
     return RawRecord(index, *f[ring_format.STEP : ring_format.CHECK_WORD])
 

@@ -54,7 +54,7 @@ FIELDS = (
     "seq", "step", "start_ns", "duration_ns", "data_ns", "h2d_ns", "forward_ns",
     "backward_ns", "optimizer_ns", "gpu_ns", "gpu_gap_ns", "batch_size", "epoch",
     "flags", "loader", "host_ns", "sync_ns", "samples", "host_site", "host_site_samples",
-    "data_site", "data_site_samples", "reserved", "check",
+    "data_site", "data_site_samples", "part_samples", "check",
 )
 PAYLOAD_FIELDS = FIELDS[1:-1]  # what the writer packs and the check covers
 STEP = FIELDS.index("step")
@@ -71,6 +71,11 @@ SAMPLES = FIELDS.index("samples")
 # The stack sampler's words: sample counts, and sites as ids of the metadata's META_SITES table
 # (0: no site)
 SAMPLED_FIELDS = FIELDS[SAMPLES : FIELDS.index("data_site_samples") + 1]
+# The step's samples in its host part (low 32 bits) and in its data part (high 32 bits), all
+# their sites; 0: unknown (a probe before this word, which it left zero as "reserved")
+PART_SAMPLES = FIELDS.index("part_samples")
+PART_MAX = (1 << 31) - 1  # a part's count is clamped to this: the word stays positive
+PART_MASK = (1 << 32) - 1
 CHECK_WORD = FIELDS.index("check")
 MEASURED_FIELDS = FIELDS[DATA_NS : BATCH_SIZE + 1]  # NONE when the probe did not measure it
 RECORD = struct.Struct(f"@{len(FIELDS)}q")
@@ -104,6 +109,11 @@ NO_SITE = 0
 
 assert NAMESPACE_OFFSET + NAMESPACE.size <= META_OFFSET and RECORD_SIZE % 64 == 0
 assert PAYLOAD_OFFSET + PAYLOAD.size == CHECK_WORD * 8
+
+
+def part_samples(host: int, data: int) -> int:
+    """The part_samples word of a step with `host` and `data` samples in those parts."""
+    return min(host, PART_MAX) | min(data, PART_MAX) << 32
 
 
 def record_check(index: int, payload: bytes) -> int:

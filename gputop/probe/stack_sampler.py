@@ -13,6 +13,10 @@ reading sys._current_frames(); the fallback, and what GPUTOP_PROBE_SAMPLER=threa
 The site of a sample is the innermost frame of the user's program (not the standard library,
 not site-packages or dist-packages, not the probe, not torch): "function (file:line)" with the
 file's base name and the line of the function's def (of the current line at module level).
+Outside a loader's next() (host time, a loader-less step's input), a site that called a
+blocking wait on another thread or process (WAITS: queue.Queue.get, Thread.join, ...) names
+it: "next_batch (train.py:40) waiting in queue.Queue.get", a site of its own; the wait's
+code objects are resolved once from the modules imported, never matched by name per sample.
 Sites are interned as small ids; the id -> text table goes to the ring's metadata under
 META_SITES when a site first appears (bounded: MAX_SITES, SITES_BYTES). Each sample hands
 the recorder the open step's counts as one new tuple (Recorder.site_counts): the training
@@ -53,6 +57,23 @@ SITE_TEXT = 120  # characters of one site's text
 MAX_CODES = 4096  # code objects classified before the cache starts over
 LIBRARY = -1  # a frame of the standard library, a package, the probe or torch
 MODULE = -2  # a module's top level: named by its current line
+# Library functions that block until another thread or process hands something over:
+# (module, qualified name, the name a site gives it). The i-th is FIRST_WAIT - i in the cache.
+WAITS = (
+    ("queue", "Queue.get", "queue.Queue.get"),
+    ("threading", "Condition.wait", "threading.Condition.wait"),
+    ("threading", "Event.wait", "threading.Event.wait"),
+    ("threading", "Thread.join", "threading.Thread.join"),
+    ("concurrent.futures._base", "Future.result", "concurrent.futures.Future.result"),
+    ("concurrent.futures._base", "wait", "concurrent.futures.wait"),
+    ("concurrent.futures._base", "as_completed", "concurrent.futures.as_completed"),
+    ("multiprocessing.queues", "Queue.get", "multiprocessing.Queue.get"),
+    ("multiprocessing.queues", "SimpleQueue.get", "multiprocessing.SimpleQueue.get"),
+    ("multiprocessing.connection", "wait", "multiprocessing.connection.wait"),
+)
+WAIT_MODULES = tuple(sorted({module for module, _, _ in WAITS}))
+FIRST_WAIT = -3
+WAITING = " waiting in "  # between a site and the wait it called
 # comprehensions and generator expressions: code objects of their own on 3.11, part of the
 # function that holds them to the user who wrote them
 _INLINE = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -92,6 +113,9 @@ class StackSampler:
         self.host: dict[int, int] = {}
         self.data: dict[int, int] = {}
         self.library = library_prefixes()
+        self.waits: dict[CodeType, int] = {}  # WAITS' code objects -> their marks
+        self.wait_modules = 0  # how many of WAIT_MODULES were imported when resolved
+        self.waiting: dict[tuple[int, int], int] = {}  # (site, wait mark) -> site id
         self.trigger = THREAD
         self.timer: ThreadTimer | None = None
         self.handler = self._on_signal  # one object: signal.getsignal() tells it apart
@@ -265,28 +289,39 @@ class StackSampler:
         if phase in (HOST, DATA, INPUT):
             if frame is None:
                 frame = sys._current_frames().get(self.thread_id)
-            site = self.site_of(frame) if frame is not None else ring_format.NO_SITE
+            site = (self.site_of(frame, phase != DATA) if frame is not None
+                    else ring_format.NO_SITE)
             if site:
                 counts = self.host if phase == HOST else self.data
                 counts[site] = counts.get(site, 0) + weight
         if self.sites_unwritten:
             self._write_sites()
-        rec.site_counts = (step, self.samples, *_top(self.host), *_top(self.data))
+        rec.site_counts = (step, self.samples, *_top(self.host), *_top(self.data),
+                           ring_format.part_samples(sum(self.host.values()),
+                                                    sum(self.data.values())))
 
-    def site_of(self, frame: FrameType | None) -> int:
+    def site_of(self, frame: FrameType | None, waits: bool = False) -> int:
         """The site id of the innermost frame of the user's program (NO_SITE: none, or one
-        the full table cannot name)."""
+        the full table cannot name); with `waits`, as waiting in the outermost of WAITS
+        that it called, where it called one."""
         codes = self.codes
+        wait = 0
         while frame is not None:
             code = frame.f_code
             site = codes.get(code)
             if site is None:
                 site = self._classify(code)
+            if site == LIBRARY or site <= FIRST_WAIT:  # the library's: on to its caller
+                if waits and site <= FIRST_WAIT:
+                    wait = site  # one of WAITS, the outermost so far
+                frame = frame.f_back
+                continue
             if site == MODULE:
-                return self._module_site(code, frame.f_lineno)
-            if site != LIBRARY:
+                site = self._module_site(code, frame.f_lineno)
+            if not wait:
                 return site
-            frame = frame.f_back
+            found = self.waiting.get((site, wait))
+            return self._waiting(site, wait) if found is None else found
         return ring_format.NO_SITE
 
     def _classify(self, code: CodeType) -> int:
@@ -294,7 +329,7 @@ class StackSampler:
             self.codes.clear()  # ids stay: the table keeps them
         filename = code.co_filename
         if self._is_library(filename):
-            site = LIBRARY
+            site = self._wait_mark(code)
         elif code.co_name in _INLINE:
             site = LIBRARY  # named as the function it runs in (where 3.12 inlines it)
         elif code.co_name == "<module>":
@@ -304,6 +339,24 @@ class StackSampler:
                                 f"{code.co_firstlineno})")
         self.codes[code] = site
         return site
+
+    def _wait_mark(self, code: CodeType) -> int:
+        """A library code's mark: FIRST_WAIT - i for the i-th of WAITS, else LIBRARY; the
+        waits are resolved again only once more of their modules are imported."""
+        imported = sum(module in sys.modules for module in WAIT_MODULES)
+        if imported != self.wait_modules:
+            self.wait_modules, self.waits = imported, wait_codes()
+        return self.waits.get(code, LIBRARY)
+
+    def _waiting(self, site: int, wait: int) -> int:
+        """The id of `site` waiting in the wait marked `wait`, interned (the wait's name kept
+        whole where the text is cut) and cached in self.waiting."""
+        plain = self.table.get(str(site))
+        suffix = WAITING + WAITS[FIRST_WAIT - wait][2]
+        found = self.waiting[site, wait] = (
+            self._intern(plain[:SITE_TEXT - len(suffix)] + suffix) if plain is not None
+            else ring_format.NO_SITE)
+        return found
 
     def _module_site(self, code: CodeType, line: int | None) -> int:
         key = (code, line)
@@ -364,6 +417,19 @@ def library_prefixes() -> tuple[str, ...]:
             found.add(d.rstrip(os.sep) + os.sep)
             found.add(os.path.realpath(d).rstrip(os.sep) + os.sep)
     return tuple(sorted(found))
+
+
+def wait_codes() -> dict[CodeType, int]:
+    """The code objects of WAITS in the modules imported so far, each to its mark."""
+    found: dict[CodeType, int] = {}
+    for i, (module, qualname, _) in enumerate(WAITS):
+        obj: object = sys.modules.get(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, CodeType):
+            found[code] = FIRST_WAIT - i
+    return found
 
 
 def _top(counts: dict[int, int]) -> tuple[int, int]:

@@ -49,7 +49,7 @@ PHASES = {"h2d": H2D, "forward": FORWARD, "backward": BACKWARD, "optimizer": OPT
 # above, a loader's next() (DATA), a loader-less step's input before the model's forward
 # (INPUT: its data), or anything else (HOST: Python outside the model and the loader)
 DATA, INPUT, HOST = 4, 5, 6
-NO_SAMPLES = (-1, 0, 0, 0, 0, 0)  # the sampler's hand-over before it has sampled a step
+NO_SAMPLES = (-1, 0, 0, 0, 0, 0, 0)  # the sampler's hand-over before it has sampled a step
 SAMPLE_ENV = "GPUTOP_PROBE_SAMPLE"  # "0": no stack sampling
 NONE = ring_format.NONE
 MAX_KEY, MAX_TEXT = 64, 200  # annotate() keys and text values are cut to these lengths
@@ -122,8 +122,9 @@ class Recorder:
         self.sync = 0
         self.sync_known = False
         # The stack sampler's counts of the step it sampled last, swapped in whole (no lock):
-        # (step, samples, host site, its samples, data site, its samples)
-        self.site_counts: tuple[int, int, int, int, int, int] = NO_SAMPLES
+        # (step, samples, host site, its samples, data site, its samples, the part_samples
+        # word: the host and data parts' samples, all their sites)
+        self.site_counts: tuple[int, int, int, int, int, int, int] = NO_SAMPLES
         self._meta_lock = allocate_lock()  # the sampler thread writes its sites there too
         # An evaluation is under way (activity.py); the training loader's next fetch ends it
         # by calling end_evaluation (set with it)
@@ -317,7 +318,7 @@ class Recorder:
             self._step, t_open, t - t_open, data, acc[0] or NONE, acc[1] or NONE,
             acc[2] or NONE, acc[3] or NONE, NONE, NONE, self._batch, self._epoch, flags, loader,
             host if host > 0 or host == NONE else 0, sync if self.sync_known else NONE,
-            *sampled[1:], 0,
+            *sampled[1:],
         )
         if self.gpu is None:  # staged as stage() does, spelled out: this runs every step
             self._staged.append(record)

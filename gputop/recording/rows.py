@@ -195,6 +195,8 @@ class StepRow(NamedTuple):
     host_site_samples: int | None
     data_site: str | None
     data_site_samples: int | None
+    host_samples: int | None
+    data_samples: int | None
 
     def record(self) -> StepRecord:
         """The step as the model holds it."""
@@ -207,7 +209,8 @@ class StepRow(NamedTuple):
             verdict=self.verdict, end_ns=self.end_ns, host_ns=self.host_ns,
             sync_ns=self.sync_ns, at_backward=bool(self.flags & 8), samples=self.samples or 0,
             host_site=self.host_site, host_site_samples=self.host_site_samples or 0,
-            data_site=self.data_site, data_site_samples=self.data_site_samples or 0)
+            data_site=self.data_site, data_site_samples=self.data_site_samples or 0,
+            host_samples=self.host_samples or 0, data_samples=self.data_samples or 0)
 
 
 class GapRow(NamedTuple):

@@ -35,7 +35,7 @@ from gputop.recording.trainers import TRAINER_TABLES
 from gputop.recording.values import READ_ERRORS, reason
 
 SCHEMA = "gputop.record/1"
-USER_VERSION = 5  # the layout, the only one written and read (PRAGMA user_version)
+USER_VERSION = 6  # the layout, the only one written and read (PRAGMA user_version)
 APPLICATION_ID = 0x67707472  # "gptr": `file` and sqlite3 tell our files from others
 DETAIL_EVERY = 10  # ticks between two `gpu_details` rows
 KIB = 1 << 10

@@ -35,9 +35,10 @@ RUN_STEPS = 64  # steps a `step_ticks` row holds at most
 STEP_PHASES = ("duration_ns", "data_ns", "h2d_ns", "forward_ns", "backward_ns",
                "optimizer_ns", "gpu_ns", "gpu_gap_ns")
 STEP_PARTITION = ("host_ns", "sync_ns")  # the rest of the step's partition, in ns too
-# The stack sampler's counts, and its sites as `texts` ids (of "function (file:line)")
+# The stack sampler's counts, and its sites as `texts` ids (of "function (file:line)"); then
+# the host and data parts' samples, all their sites (0 in both: unknown)
 STEP_SAMPLED = (("samples", 2), ("host_site", 4), ("host_site_samples", 2), ("data_site", 4),
-                ("data_site_samples", 2))
+                ("data_site_samples", 2), ("host_samples", 2), ("data_samples", 2))
 STEP_SITES = ("host_site", "data_site")
 # A step in `step_ticks.steps`: its end after the run's `end_ns`, its phases, `marks` (the
 # flags, STEP_FLAGS bits, plus the verdict's code in VERDICTS above them), its partition's
@@ -104,7 +105,7 @@ def step_runs(steps: Iterable[StepRecord],
         run.records.append((offset, *phases, step_flags(step) | (FLAG_BITS + 1) * verdict,
                             *partition, step.samples, text_id(step.host_site),
                             step.host_site_samples, text_id(step.data_site),
-                            step.data_site_samples))
+                            step.data_site_samples, step.host_samples, step.data_samples))
     return runs
 
 

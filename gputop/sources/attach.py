@@ -314,7 +314,8 @@ def to_step(raw: RawRecord, verdict_of: VerdictOf | None = None,
         host, _UNMEASURED.get(raw.sync_ns, raw.sync_ns),
         bool(flags & ring_format.F_AT_BACKWARD), raw.samples,
         site_name(sites, raw.host_site), raw.host_site_samples,
-        site_name(sites, raw.data_site), raw.data_site_samples)
+        site_name(sites, raw.data_site), raw.data_site_samples,
+        raw.part_samples & ring_format.PART_MASK, raw.part_samples >> 32)
     return StepRecord(*values)
 
 
@@ -334,10 +335,10 @@ _raw_measured = itemgetter(_RAW_MEASURED)
 _UNMEASURED: dict[int, None] = {ring_format.NONE: None}
 _verdict_fields = itemgetter(*map(ring_format.MEASURED_FIELDS.index,
                                   ("data_ns", "h2d_ns", "gpu_ns", "gpu_gap_ns")))
-assert tuple(f.name for f in fields(StepRecord))[:len(ring_format.MEASURED_FIELDS) + 16] == (
+assert tuple(f.name for f in fields(StepRecord))[:len(ring_format.MEASURED_FIELDS) + 18] == (
     "step", "duration_ns", *ring_format.MEASURED_FIELDS, "epoch", "warmup", "verdict", "end_ns",
     "implicit", "input_outside_model", "host_ns", "sync_ns", "at_backward",
-    *ring_format.SAMPLED_FIELDS)
+    *ring_format.SAMPLED_FIELDS, "host_samples", "data_samples")
 
 
 def probe_status(meta: dict[str, object]) -> str | None:

@@ -33,9 +33,10 @@ TRAINER = 4000
 WARMUP = 60  # GPU names, process identities, command lines: stored once, then referenced
 TICKS = 1200  # the file grows by 4 KiB pages: ticks are counted by the thousand
 DDP_TICKS = 600
-# bytes a tick, steps included: 397 MB a day at 1 Hz (each step also keeps its host and
-# sync time and the stack sampler's counts and sites: 22 bytes more than before)
-DDP_TICK_BUDGET = 4_600
+# bytes a tick, steps included: 406 MB a day at 1 Hz (each step also keeps its host and
+# sync time and the stack sampler's counts and sites, 22 bytes more than before, and its
+# host and data parts' samples, 4 more)
+DDP_TICK_BUDGET = 4_700
 CONFIG = TrainerConfig(num_workers=3, pin_memory=True, batch_size=64, device="cuda:0")
 STARVED = Advice("gpu-starved", "critical", "GPUs are waiting for input, not computing",
                  "GPU 0 idle in 61% of samples", "Raise num_workers or cache the dataset.")

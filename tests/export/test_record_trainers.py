@@ -39,7 +39,8 @@ def _step(rng: random.Random, n: int, end_ns: int | None) -> StepRecord:
         sync_ns=rng.choice([None, 0, rng.randrange(MS)]), at_backward=n % 7 == 0,
         samples=rng.randrange(0, 40), host_site=rng.choice([None, "get_batch (train.py:116)"]),
         host_site_samples=rng.randrange(0, 20), data_site=rng.choice([None, "collate (x.py:3)"]),
-        data_site_samples=rng.randrange(0, 20))
+        data_site_samples=rng.randrange(0, 20), host_samples=rng.randrange(0, 40),
+        data_samples=rng.randrange(0, 40))
 
 
 def _windows() -> list[tuple[StepRecord, ...]]:

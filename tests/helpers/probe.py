@@ -43,7 +43,7 @@ def payload(**values: int) -> tuple[int, ...]:
     """A record's payload as RingWriter.append takes it, by field name (the rest NONE)."""
     unknown = values.keys() - set(ring_format.PAYLOAD_FIELDS)
     assert not unknown, unknown
-    counts = (*ring_format.SAMPLED_FIELDS, "reserved")  # counts and site ids: 0 is none
+    counts = (*ring_format.SAMPLED_FIELDS, "part_samples")  # counts and site ids: 0 is none
     return tuple(values.get(name, 0 if name in counts else ring_format.NONE)
                  for name in ring_format.PAYLOAD_FIELDS)
 

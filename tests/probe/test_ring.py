@@ -24,9 +24,9 @@ OPTIONAL = st.one_of(st.just(-1), st.integers(0, 1 << 61))
 RECORD = st.tuples(
     st.integers(0, 1 << 61), st.integers(0, 1 << 61), st.integers(0, 1 << 61),
     *[OPTIONAL] * 8, st.integers(0, 1 << 20), st.integers(0, 15), st.integers(0, 1 << 20),
-    OPTIONAL, OPTIONAL, *[st.integers(0, 1 << 20)] * 5, st.just(0),
+    OPTIONAL, OPTIONAL, *[st.integers(0, 1 << 20)] * 5, st.integers(0, (1 << 63) - 1),
 )
-# a record's words after `loader`: host_ns, sync_ns, no samples, no sites, reserved
+# a record's words after `loader`: host_ns, sync_ns, no samples, no sites, no part samples
 TAIL = (0, -1, 0, 0, 0, 0, 0, 0)
 
 

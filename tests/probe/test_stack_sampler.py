@@ -107,8 +107,9 @@ def test_counts_reach_the_recorder_for_the_step_sampled(rec: Recorder) -> None:
     rec.phase_now = HOST
     for _ in range(3):
         sampler.sample()
-    _, samples, host, host_samples, data, data_samples = rec.site_counts
+    _, samples, host, host_samples, data, data_samples, parts = rec.site_counts
     assert (samples, host_samples, data, data_samples) == (3, 3, ring_format.NO_SITE, 0)
+    assert parts == ring_format.part_samples(3, 0)
     line = test_counts_reach_the_recorder_for_the_step_sampled.__code__.co_firstlineno
     assert _meta_sites(rec)[str(host)] == (
         f"test_counts_reach_the_recorder_for_the_step_sampled ({FILE}:{line})")
@@ -190,7 +191,7 @@ def test_the_signal_trigger_samples_the_main_thread_and_gives_sigurg_back(
         sampler.stop()
     assert signal.getsignal(TIMER_SIGNAL) == signal.SIG_DFL
     assert sampler.timer is None
-    _, _, host, host_samples, _, _ = rec.site_counts
+    _, _, host, host_samples, _, _, _ = rec.site_counts
     assert host_samples >= 3
     line = pure_python_until.__code__.co_firstlineno
     assert _meta_sites(rec)[str(host)] == f"pure_python_until ({FILE}:{line})"

@@ -37,11 +37,12 @@ def test_the_struct_and_the_readers_record_are_derived_from_the_field_names() ->
 
 
 def test_the_partition_and_the_samplers_words_follow_the_fields() -> None:
-    """Version 3: the step's partition and the stack sampler's counts and sites, in whole
-    64-byte lines (a record never straddles one more than it must)."""
+    """Version 3: the step's partition and the stack sampler's counts and sites, then its
+    parts' samples (a word the first version 3 probes left zero), in whole 64-byte lines (a
+    record never straddles one more than it must)."""
     assert ring_format.VERSION == 3 and ring_format.RECORD_SIZE % 64 == 0
     tail = ring_format.FIELDS[ring_format.LOADER + 1 : ring_format.CHECK_WORD]
-    assert tail == ("host_ns", "sync_ns", *ring_format.SAMPLED_FIELDS, "reserved")
+    assert tail == ("host_ns", "sync_ns", *ring_format.SAMPLED_FIELDS, "part_samples")
     assert ring_format.SAMPLED_FIELDS == ("samples", "host_site", "host_site_samples",
                                           "data_site", "data_site_samples")
     assert ring_format.FIELDS[ring_format.HOST_NS] == "host_ns"
