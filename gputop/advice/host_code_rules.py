@@ -1,35 +1,50 @@
 """Advice on the loop's own code: its Python outside the model and the loader (host-bound),
 or its own fetch before the forward where there is no DataLoader (data-bound, input outside
 the model), is the step's largest part; the function the probe sampled most there is named
-with what helps and what that would give."""
+with what helps and what that would give. A function the probe found waiting on another
+thread (a prefetch thread's queue, say) is told to give that work more hands, never to
+prefetch again."""
 
 from __future__ import annotations
 
 from gputop.advice.context import Context, figure
 from gputop.analysis.steps import STEP_STATISTIC
 from gputop.core.model import Advice, AttachState, StepSummary
+from gputop.probe.stack_sampler import WAITING
 
-# What helps, by the words in the named function: (words, what it is, what to do, whether
-# the work then overlaps the rest of the step rather than leaving it). Only a collate or
-# dataset function is the DataLoader's own work: only there do its words appear.
-_SHAPES: tuple[tuple[tuple[str, ...], str, str, bool], ...] = (
+# How following the advice changes the step: the work leaves it (done less often), overlaps
+# it in one background thread, or is shared by two producers feeding a loop that waits.
+LEAVES, OVERLAPS, SHARED = "leaves", "overlaps", "shared"
+PRODUCERS = 2
+
+# What helps, by the words in the named function: (words, what it is, what to do, how the
+# step changes). Only a collate or dataset function is the DataLoader's own work: only there
+# do its words appear.
+_SHAPES: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
     (("collate", "__getitem__", "dataset"), "batch assembly on the main thread",
      "move it into the DataLoader's workers (num_workers > 0, the collate_fn runs there) so "
-     "batches are built while the model computes", False),
+     "batches are built while the model computes", LEAVES),
     (("item", "tolist", "numpy", "synchronize", "cpu"), "device-to-host syncs",
      "keep the values on the device and read them every N steps (fewer `.item()` / `.cpu()` "
-     "calls: each one waits for the device)", False),
+     "calls: each one waits for the device)", LEAVES),
     (("log", "print", "write", "add_scalar", "wandb", "flush"), "logging",
      "log every N steps instead of every step, and read the loss with one `.item()` then",
-     False),
+     LEAVES),
     (("save", "checkpoint", "pickle"), "checkpointing",
-     "checkpoint less often, or hand the copy to a background thread", False),
+     "checkpoint less often, or hand the copy to a background thread", LEAVES),
 )
 _FETCH = ("fetching the next batch",
           "prefetch the next batch in a background thread (a `threading.Thread` filling a "
           "`queue.Queue` of a few batches) so it overlaps the model's forward and backward "
           "(reads, numpy and torch release the GIL: the thread runs beside the model)",
-          True)
+          OVERLAPS)
+# The loop waits on its own thread (a prefetch already followed, say): that thread sets the
+# pace, and another one beside the model would only wait with it.
+_WAITS = ("the loop waits for its own thread, which sets the pace",
+          "give that work more hands: two prefetch threads filling the queue where the fetch "
+          "releases the GIL (reads, numpy, torch), a DataLoader with workers (num_workers > 0) "
+          "where it is CPU-bound Python; or make the fetch itself cheaper",
+          SHARED)
 
 
 def host_bound(ctx: Context, state: AttachState) -> list[Advice]:
@@ -55,8 +70,10 @@ def _advice(s: StepSummary, pid: int, advice_id: str, who: str, part: str, perce
             site_text: str | None, site_percent: float | None) -> Advice:
     """The item for the part of the step that is `percent` of it, its top site named."""
     step_ms = s.mean_step_ns / 1e6 if s.mean_step_ns else 0.0
-    kind, action, overlaps = _shape(site_text)
-    predicted_ms = max(_predicted_share(percent / 100.0, overlaps) * step_ms, 1e-3)
+    kind, action, pace = _shape(site_text)
+    # what the prediction turns on: the part itself, or for a wait the wait alone
+    share = (site_percent if pace == SHARED and site_percent is not None else percent) / 100.0
+    predicted_ms = max(_predicted_share(share, pace) * step_ms, 1e-3)
     site = (f"; {site_text} takes {site_percent:.0f}% of step time (the probe's stack "
             "samples of that part)" if site_text and site_percent is not None else
             "; no stack samples name the function yet")
@@ -67,38 +84,47 @@ def _advice(s: StepSummary, pid: int, advice_id: str, who: str, part: str, perce
         title=f"{who} is the largest part of the step ({kind})",
         evidence=f"{part} is {percent:.0f}% of step time over the last {s.steps} steps, "
         f"{STEP_STATISTIC} step {figure(step_ms)} ms{site}",
-        action=f"{where}{action[0].upper()}{action[1:]}. {_outcome(percent, overlaps)}, "
+        action=f"{where}{action[0].upper()}{action[1:]}. {_outcome(share * 100.0, pace)}, "
         f"a step would take ~{figure(predicted_ms)} ms instead of {STEP_STATISTIC} "
         f"{figure(step_ms)} ms ({_rate(s, step_ms / predicted_ms)}).",
         trainer_pid=pid,
     )
 
 
-def _shape(site: str | None) -> tuple[str, str, bool]:
-    """What the named function's work is, what typically helps it, and whether that overlaps
-    the work with the rest of the step (True) or takes it out of the step (False)."""
+def _shape(site: str | None) -> tuple[str, str, str]:
+    """What the named site's work is, what typically helps it, and how that changes the
+    step (LEAVES, OVERLAPS or SHARED)."""
+    if site and WAITING in site:
+        return _WAITS
     function = (site or "").split(" (", 1)[0].lower()
-    for words, kind, action, overlaps in _SHAPES:
+    for words, kind, action, pace in _SHAPES:
         if any(word in function for word in words):
-            return kind, action, overlaps
+            return kind, action, pace
     return _FETCH
 
 
-def _predicted_share(share: float, overlaps: bool) -> float:
-    """The step left, as a share of today's: without the host time (done less often), or,
+def _predicted_share(share: float, pace: str) -> float:
+    """The step left, as a share of today's: without the host time (done less often);
     overlapped in one background thread, the longer of the host time and the rest (the
-    thread brings one batch per host time however fast the model is)."""
-    return max(share, 1.0 - share) if overlaps else 1.0 - share
+    thread brings one batch per host time however fast the model is); with PRODUCERS
+    feeding a loop that waits `share` of its step, the longer of the rest and today's step
+    over PRODUCERS (today's step is one producer's pace)."""
+    if pace == SHARED:
+        return max(1.0 - share, 1.0 / PRODUCERS)
+    return max(share, 1.0 - share) if pace == OVERLAPS else 1.0 - share
 
 
-def _outcome(host_percent: float, overlaps: bool) -> str:
+def _outcome(percent: float, pace: str) -> str:
     """What the prediction assumes, in words."""
-    if not overlaps:
-        return f"Without its {host_percent:.0f}%"
-    if host_percent > 50.0:
-        return (f"Overlapped with the model, its {host_percent:.0f}% sets the pace (one "
+    if pace == SHARED:
+        return (f"With {PRODUCERS} producers the pace is the longer of the rest of the step "
+                f"(the step less its {percent:.0f}% wait) and today's step / {PRODUCERS}")
+    if pace == LEAVES:
+        return f"Without its {percent:.0f}%"
+    if percent > 50.0:
+        return (f"Overlapped with the model, its {percent:.0f}% sets the pace (one "
                 "thread brings one batch in that time)")
-    return f"With its {host_percent:.0f}% overlapped with the model"
+    return f"With its {percent:.0f}% overlapped with the model"
 
 
 def _rate(s: StepSummary, gain: float) -> str:

@@ -3,7 +3,9 @@ between the forward and the backward; no DataLoader) whose fetch is most of the 
 host-bound under the probe and gets the advice naming get_batch by its def line; the test
 then does what the action says first (prefetch in a background thread), measures samples/s
 before and after, interleaved (tests/helpers/follow.py's ORDER, paired ratios), and
-compares the gain with the one the advice predicted.
+compares the gain with the one the advice predicted. The followed trainer, probed again,
+now waits on its prefetch thread: it is told to give that thread more hands, never to
+prefetch again.
 
 The same loop with the fetch at its top reads data-bound, its input outside the model; it
 gets no DataLoader advice (it has none to tune) but the same fetch advice (own-fetch),
@@ -27,6 +29,7 @@ import pytest
 from gputop.analysis.steps import STEP_STATISTIC
 from gputop.core.model import Frame
 from gputop.frames.sampler import Sampler
+from gputop.probe.stack_sampler import WAITING
 from tests.helpers.advice_run import (
     Trainer,
     advice,
@@ -249,6 +252,19 @@ def paired_ratio(tmp_path: Path, before: tuple[str, ...], after: tuple[str, ...]
     return rates["before"], rates["after"], median(pairs)
 
 
+def not_told_to_prefetch_again(tmp_path: Path, loop: tuple[str, ...], advice_id: str) -> None:
+    """The trainer with `loop`, its prefetch thread followed, under the probe: its advice
+    names the wait on that thread and gives it more hands, never the prefetch again."""
+    frames: list[Frame] = []
+    with probed(tmp_path / "followed", *loop, "--prefetch") as trainer, \
+            watching(trainer) as sampler:
+        until(sampler, trainer, shows(advice_id), frames)
+    actions = [a.action for f in frames for a in f.advice if a.id == advice_id]
+    assert actions and all(f"{WAITING}queue.Queue.get: Give that work more hands" in action
+                           and "background thread" not in action for action in actions), actions
+    print(f"followed, {advice_id}: {actions[-1]}")
+
+
 def followed_gain(tmp_path: Path, loop: tuple[str, ...], advice_id: str, verdict: str,
                   shape: str) -> None:
     """The trainer with `loop` reads `verdict` and gets `advice_id` naming get_batch; its
@@ -277,6 +293,7 @@ def followed_gain(tmp_path: Path, loop: tuple[str, ...], advice_id: str, verdict
           f"(step {step_ms} -> {predicted_ms} ms)")
     assert ratio >= 1.0
     assert gain / PREDICTION_FACTOR <= ratio <= gain * PREDICTION_FACTOR
+    not_told_to_prefetch_again(tmp_path, loop, advice_id)
 
 
 def test_nanogpt_fetch_between_forward_and_backward_followed(tmp_path: Path) -> None:
