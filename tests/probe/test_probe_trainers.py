@@ -13,9 +13,10 @@ from gputop.app.children import probe_env, start_under_probe
 from tests.helpers.probe import ROOT, TRAINERS, run_probed, trainer_env, watch_process
 
 pytest.importorskip("torch")
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+pytestmark = pytest.mark.slow
 
 
+@pytest.mark.alone  # a verdict and a share of step time: load moves them
 def test_a_data_bound_trainer_is_data_bound_with_the_share_it_measured(tmp_path: Path) -> None:
     own = tmp_path / "own.json"
     code, state = run_probed("data_bound.py", str(own), ring_dir=tmp_path)
@@ -32,6 +33,7 @@ def test_a_data_bound_trainer_is_data_bound_with_the_share_it_measured(tmp_path:
     assert state.config.num_workers == 0 and state.config.batch_size == 4
 
 
+@pytest.mark.alone  # a verdict from step times: load moves it
 def test_a_compute_bound_trainer_is_compute_bound(tmp_path: Path) -> None:
     code, state = run_probed("compute_bound.py", ring_dir=tmp_path)
     assert code == 0

@@ -17,7 +17,7 @@ from gputop.sources.attach import RingAttachSource, check_attachable
 from gputop.tui.views.steps import step_lines
 from tests.helpers.probe import ROOT, TRAINERS, torchrun, trainer_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.alone]  # real torchrun ranks under the probe
+pytestmark = pytest.mark.slow  # real torchrun ranks under the probe
 TORCHRUN = torchrun(2)
 
 
@@ -39,6 +39,7 @@ def _rank_pids(launcher: int) -> list[int]:
     return sorted(int(p) for p in out.stdout.split())
 
 
+@pytest.mark.alone  # which rank waits for input longer: load moves it
 def test_attaching_to_the_launcher_shows_every_rank_and_flags_the_slow_one(
     tmp_path: Path,
 ) -> None:
@@ -106,6 +107,7 @@ def test_unrelated_trainers_of_one_parent_stay_apart(tmp_path: Path) -> None:
             assert proc.wait(timeout=60) == 0
 
 
+@pytest.mark.alone  # which rank is slowest: load moves it
 def test_gputop_run_over_torchrun_summarizes_every_rank(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "gputop", "run", "--membw", "off", "--", *TORCHRUN,

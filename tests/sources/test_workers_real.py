@@ -19,7 +19,7 @@ from tests.helpers.processes import alive
 from tests.helpers.shm import of_the_dead_since, remove_torch_segments
 from tests.helpers.trainer_harness import REPO, running_trainer
 
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+pytestmark = pytest.mark.slow
 GPU_BYTES = 3 << 30
 
 
@@ -84,6 +84,7 @@ def _assert_grouped(frame: Frame, ready: dict) -> TrainerGroup:
     return group
 
 
+@pytest.mark.alone  # /dev/shm's semaphores: another test's trainer adds its own
 @pytest.mark.parametrize(
     ("method", "workers", "pin"),
     [("fork", 2, True), ("spawn", 3, False), ("forkserver", 4, True)],
@@ -114,6 +115,7 @@ def test_trainer_found_with_exact_workers(tmp_path: Path, method: str, workers: 
     assert _semaphores() - semaphores == set()
 
 
+@pytest.mark.alone  # a run's end elsewhere removes the dead maker's file it keeps
 def test_a_killed_workers_torch_segment_is_removed(tmp_path: Path):
     # A worker SIGKILLed between making a torch shared-memory file and unlinking it leaves
     # the file in /dev/shm (a race: made here by hand, named as torch names it, with the
