@@ -8,8 +8,8 @@ The timers are the module TIMERS, which the trainer imports (`from truth_timers 
 whether a get_batch is input or host); nested timers are exclusive (the outer one stops
 while the inner one runs); `timed_iter(loader)` times each `next()` of a loop's loader as
 input of the loop's function; `step_done()` goes right after `optimizer.step()`. At exit the
-trainer writes every timed span and its per-step records (wall time since the previous
-step_done, time per part and per function) as JSON to the file $TRUTH_OUT.
+trainer writes every timed span, its step_done() calls and its per-step records (wall time
+since the previous step_done, time per part and per function) as JSON to the file $TRUTH_OUT.
 
 The module is installed in a `site-packages` folder of the run's own: the probe's stack
 sampler takes such frames for a library's, so the timers never stand in for the function
@@ -28,7 +28,7 @@ import sys
 import textwrap
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,7 @@ def _write():
     path = os.environ.get("TRUTH_OUT")
     if path:
         with open(path, "w") as f:
-            json.dump({"spans": _spans, "steps": _records()}, f)
+            json.dump({"spans": _spans, "step_calls": len(_steps), "steps": _records()}, f)
 '''
 
 
@@ -142,6 +142,8 @@ class Row:
     truth_percent: float | None = None
     truth_site: str | None = None  # the top function of the truth's part (input, host)
     truth_site_percent: float | None = None  # its share of the window's wall time
+    # every function of the truth's part (input, host) and its share, most first
+    truth_sites: tuple[tuple[str, float], ...] = ()
     verdict: str | None = None
     verdict_percent: float | None = None
     site: str | None = None  # gputop's site of its verdict's part
@@ -149,6 +151,8 @@ class Row:
     steps: int = 0  # the window's steps both were taken over
     truth_steps: int = 0  # step_done() calls the trainer made
     not_run: str | None = None  # why the trainer cannot run here
+    script: Path | None = None  # the trainer as it ran
+    records: tuple[StepRecord, ...] = field(default=(), repr=False)  # gputop's, warm-up left out
 
     @property
     def gputop_part(self) -> str | None:
@@ -200,7 +204,7 @@ def run_trainer(name: str, source: str, folder: Path, timeout_s: float = 300.0) 
         return Row(name, not_run=said.splitlines()[-1] if said else "not on this host")
     if proc.returncode != 0:
         raise RuntimeError(f"{name} exited {proc.returncode}: {said[-2000:]}")
-    return compare(name, state, json.loads(out.read_text()))
+    return compare(name, state, json.loads(out.read_text()), script)
 
 
 def window_steps(state: AttachState) -> list[StepRecord]:
@@ -208,28 +212,36 @@ def window_steps(state: AttachState) -> list[StepRecord]:
     return [s for s in state.steps if not s.warmup and s.end_ns is not None]
 
 
-def compare(name: str, state: AttachState, truth: dict[str, list[Any]]) -> Row:
+def compare(name: str, state: AttachState, truth: dict[str, Any],
+            script: Path | None = None) -> Row:
     """The row of a trainer from gputop's final state and its timers' JSON."""
     steps = window_steps(state)
     parts, sites, wall = truth_over(steps, truth["spans"])
     s = state.summary
     part = max(PARTS, key=parts.__getitem__) if wall else None  # ties: the first, as gputop's
-    site = site_percent = None
+    shares: tuple[tuple[str, float], ...] = ()
     if part in SITE_KEY:
-        tally = sites[part]
-        if tally:
-            site, ns = min(tally.items(), key=lambda item: (-item[1], item[0]))
-            site_percent = 100.0 * ns / wall
+        ranked = sorted(sites[part].items(), key=lambda item: (-item[1], item[0]))
+        shares = tuple((site, 100.0 * ns / wall) for site, ns in ranked)
+    site, site_percent = shares[0] if shares else (None, None)
     gputop_part = VERDICT_PART.get(s.verdict)
     key = SITE_KEY.get(gputop_part or "")
     return Row(
         trainer=name, truth_part=part,
         truth_percent=100.0 * parts[part] / wall if part else None,
-        truth_site=site, truth_site_percent=site_percent,
+        truth_site=site, truth_site_percent=site_percent, truth_sites=shares,
         verdict=s.verdict, verdict_percent=s.verdict_percent,
         site=getattr(s, f"{key}_site") if key else None,
         site_percent=getattr(s, f"{key}_site_percent") if key else None,
-        steps=len(steps), truth_steps=len(truth["steps"]))
+        steps=len(steps), truth_steps=truth["step_calls"], script=script,
+        records=tuple(step for step in state.steps if not step.warmup))
+
+
+def def_site(script: Path, function: str) -> str:
+    """"function (file:line)" of the function's def in `script`, as the sampler names it."""
+    lines = script.read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.startswith(f"def {function}("))
+    return f"{function} ({script.name}:{line})"
 
 
 def truth_over(steps: list[StepRecord], spans: list[list[Any]]

@@ -1,16 +1,18 @@
 """The truth table's trainers: CPU torch loops with hand timers (tests/helpers/truth.py), each
-a few seconds long. The six loop shapes of issue 38 (as tests/probe/test_step_partition.py
-runs them, timed here), and trainers shaped as minGPT's Trainer.run(), Hugging Face's
-Trainer.train() and Lightning's fit loop with automatic optimization.
+a few seconds long. The six loop shapes of issue 38, two whose host part is two pure-Python
+functions (the stack sampler's checks), and trainers shaped as minGPT's Trainer.run(), Hugging
+Face's Trainer.train() and Lightning's fit loop with automatic optimization.
 
 Each names its slow code in a function of its own, written without comprehensions (on
 Python 3.11 a comprehension is a function of its own, which the sampler would name)."""
 
 from __future__ import annotations
 
+import textwrap
+
 SHAPE_STEPS = 80
 
-HEAD = f"""
+HEAD = """
 import sys, time
 import torch
 from torch import nn
@@ -18,7 +20,7 @@ from truth_timers import step_done, timed, timed_iter
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-STEPS = {SHAPE_STEPS}
+STEPS = {steps}
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = torch.randn(4096, 33)
@@ -32,33 +34,45 @@ def get_batch():
 
 def loss_of(x, y):
     return nn.functional.mse_loss(model(x), y)
+
+
+def train_step(x, y):
+    with timed("compute"):
+        loss = loss_of(x, y)
+        loss.backward()
+        opt.step()
+    step_done()
+    opt.zero_grad(set_to_none=True)
 """
 
-SHAPES = {
-    # nanoGPT: the next batch is fetched between forward and backward: host time
-    "nanogpt": """
-X, Y = get_batch()
+
+def host_between_forward_and_backward(host: str) -> str:
+    """A loop of STEPS with `host` (timed lines) between forward and backward, where nanoGPT
+    fetches its next batch."""
+    return f"""
 for it in range(STEPS):
     with timed("compute"):
         loss = loss_of(X, Y)
-    with timed("host", get_batch):
-        X, Y = get_batch()
+{textwrap.indent(textwrap.dedent(host).strip(), "    ")}
     with timed("compute"):
         loss.backward()
         opt.step()
     step_done()
     opt.zero_grad(set_to_none=True)
-""",
+"""
+
+
+SHAPES = {
+    # nanoGPT: the next batch is fetched between forward and backward: host time
+    "nanogpt": "X, Y = get_batch()\n" + host_between_forward_and_backward("""
+        with timed("host", get_batch):
+            X, Y = get_batch()
+    """),
     "fetch_at_top": """
 for it in range(STEPS):
     with timed("input", get_batch):
         X, Y = get_batch()
-    with timed("compute"):
-        loss = loss_of(X, Y)
-        loss.backward()
-        opt.step()
-    step_done()
-    opt.zero_grad(set_to_none=True)
+    train_step(X, Y)
 """,
     "pinned": """
 try:
@@ -72,12 +86,7 @@ for it in range(STEPS):
     with timed("input"):
         X = X.pin_memory().to("cpu", non_blocking=True)
         Y = Y.pin_memory().to("cpu", non_blocking=True)
-    with timed("compute"):
-        loss = loss_of(X, Y)
-        loss.backward()
-        opt.step()
-    step_done()
-    opt.zero_grad(set_to_none=True)
+    train_step(X, Y)
 """,
     "slow_collate": """
 from torch.utils.data import DataLoader, TensorDataset
@@ -95,12 +104,7 @@ loader = DataLoader(TensorDataset(data[:, :32], data[:, 32:]), batch_size=16,
 for it, (X, Y) in enumerate(timed_iter(loader)):
     if it == STEPS:
         break
-    with timed("compute"):
-        loss = loss_of(X, Y)
-        loss.backward()
-        opt.step()
-    step_done()
-    opt.zero_grad(set_to_none=True)
+    train_step(X, Y)
 """,
     "logging": """
 from torch.utils.data import DataLoader, TensorDataset
@@ -149,6 +153,47 @@ for it in range(STEPS):
     step_done()
 """,
 }
+
+# A host part of pure-Python functions, for the stack sampler's checks
+HOST_FUNCTIONS = """
+X, Y = data[:16, :32], data[:16, 32:]
+square = torch.randn(200, 200)
+text = "the quick brown fox jumps over the lazy dog " * 4
+clock = time.perf_counter_ns
+
+
+def tokenize(ms):
+    end = clock() + ms * 1_000_000
+    tokens = 0
+    while clock() < end:  # pure Python: holds the GIL throughout
+        for word in text.split():
+            tokens += len(word) % 7
+    return tokens
+
+
+def augment(ms):
+    end = clock() + ms * 1_000_000
+    while clock() < end:
+        square @ square  # torch lets go of the GIL in each product
+
+
+def log_metrics(ms):
+    end = clock() + ms * 1_000_000
+    lines = []
+    while clock() < end:  # pure Python too
+        lines.append(f"step {len(lines)} loss {len(lines) / 7:.4f}")
+    return len(lines)
+"""
+
+
+def host_functions_trainer(steps: int, *calls: str) -> str:
+    """A trainer of `steps` whose host part, between forward and backward, is `calls` of
+    HOST_FUNCTIONS ("tokenize(6)"), each timed as its function's."""
+    timed_calls = "".join(f'with timed("host", {call.partition("(")[0]}):\n    {call}\n'
+                          for call in calls)
+    return (HEAD.format(steps=steps) + HOST_FUNCTIONS
+            + host_between_forward_and_backward(timed_calls))
+
 
 # minGPT's Trainer.run() (karpathy/minGPT mingpt/trainer.py) on a CharDataset (projects/chargpt)
 MINGPT = """
@@ -388,8 +433,8 @@ class TokenDataset(Dataset):
 class Classifier(nn.Module):
     def __init__(self):
         super().__init__()
-        self.embed = nn.Embedding(VOCAB, 32)
-        self.head = nn.Linear(32, 2)
+        self.embed = nn.Embedding(VOCAB, 8)
+        self.head = nn.Linear(8, 2)
 
     def forward(self, input_ids, attention_mask, labels=None):
         mask = attention_mask.unsqueeze(-1).float()
@@ -620,10 +665,31 @@ class ClassMetrics(Callback):
 """
 
 TRAINERS = {
-    **{name: HEAD + loop for name, loop in SHAPES.items()},
+    **{name: HEAD.format(steps=SHAPE_STEPS) + loop for name, loop in SHAPES.items()},
+    # The sampler is not biased towards C calls that let go of the GIL: of a pure-Python
+    # tokenizer and then a GIL-releasing torch augment, the tokenizer is named
+    "pure_python_beside_torch": host_functions_trainer(250, "tokenize(6)", "augment(4)"),
+    # Two pure-Python functions, 2/3 and 1/3 of the host part: the first is named with its own
+    # share of step time, not the whole host part's
+    "two_host_functions": host_functions_trainer(200, "tokenize(20)", "log_metrics(10)"),
     "mingpt": MINGPT,
     "hf_trainer": HF_TRAINER,
     "lightning": LIGHTNING.format(hidden=1024, samples=3200, metrics="", callbacks=""),
     "lightning_metrics": LIGHTNING.format(
         hidden=256, samples=3200, metrics=METRICS, callbacks="ClassMetrics()"),
 }
+
+# The part each trainer's slow code is in and the function it is, as the trainer is written
+SLOW = {
+    "nanogpt": ("host", "get_batch"),
+    "fetch_at_top": ("input", "get_batch"),
+    "pinned": ("input", "get_batch"),
+    "slow_collate": ("input", "slow_collate"),
+    "logging": ("host", "log_metrics"),
+    "lbfgs": ("input", "get_batch"),
+    "pure_python_beside_torch": ("host", "tokenize"),
+    "two_host_functions": ("host", "tokenize"),
+}
+# Trainers whose slow part holds a second function of over twice AGREE_POINTS of step time:
+# there the part's share is not the answer for its top function
+SHARED_PART = ("two_host_functions",)

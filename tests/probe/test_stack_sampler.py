@@ -17,7 +17,6 @@ from types import FrameType
 import pytest
 
 from gputop.probe import ring as ring_format
-from gputop.probe.reader import RingReader
 from gputop.probe.stack_sampler import (
     INTERVAL_S,
     MAX_SITES,
@@ -29,24 +28,9 @@ from gputop.probe.stack_sampler import (
     StackSampler,
 )
 from gputop.probe.steps import FORWARD, HOST, SAMPLE_ENV, Recorder
+from tests.helpers.sampler_sites import meta_sites, sampler_on
 
 FILE = os.path.basename(__file__)
-
-
-def _sampler(rec: Recorder) -> StackSampler:
-    rec.annotate({})  # the ring, so the table has somewhere to go
-    return StackSampler(rec, 0)
-
-
-def _meta_sites(rec: Recorder) -> dict[str, str]:
-    assert rec.ring is not None
-    reader = RingReader(rec.ring.path)
-    try:
-        sites = reader.read_meta().get(ring_format.META_SITES)
-    finally:
-        reader.close()
-    assert isinstance(sites, dict)
-    return sites
 
 
 def user_function(sampler: StackSampler) -> int:
@@ -66,14 +50,14 @@ def called_back_by_the_standard_library(sampler: StackSampler) -> int:
 
 
 def test_a_site_is_the_innermost_user_function_by_its_def_line(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     site = user_function(sampler)
     assert site == user_function(sampler)  # interned once
     line = user_function.__code__.co_firstlineno
-    assert _meta_sites(rec)[str(site)] == f"user_function ({FILE}:{line})"
+    assert meta_sites(rec)[str(site)] == f"user_function ({FILE}:{line})"
     outer = called_back_by_the_standard_library(sampler)
     line = called_back_by_the_standard_library.__code__.co_firstlineno
-    assert _meta_sites(rec)[str(outer)] == f"called_back_by_the_standard_library ({FILE}:{line})"
+    assert meta_sites(rec)[str(outer)] == f"called_back_by_the_standard_library ({FILE}:{line})"
 
 
 def encodes_with_a_comprehension(sampler: StackSampler) -> tuple[int, int]:
@@ -83,25 +67,25 @@ def encodes_with_a_comprehension(sampler: StackSampler) -> tuple[int, int]:
 
 
 def test_a_comprehension_is_named_as_the_function_it_runs_in(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     in_list, in_generator = encodes_with_a_comprehension(sampler)
     line = encodes_with_a_comprehension.__code__.co_firstlineno
     assert in_list == in_generator  # minGPT's `[self.stoi[s] for s in chunk]`: __getitem__
-    assert _meta_sites(rec)[str(in_list)] == f"encodes_with_a_comprehension ({FILE}:{line})"
+    assert meta_sites(rec)[str(in_list)] == f"encodes_with_a_comprehension ({FILE}:{line})"
 
 
 def test_the_site_table_is_bounded(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     ids = [sampler._intern(f"f{n} (x.py:{n})") for n in range(MAX_SITES + 10)]
     named = [i for i in ids if i != ring_format.NO_SITE]
     assert len(named) == len(set(named)) <= MAX_SITES
     assert ids[-1] == ring_format.NO_SITE
-    sites = _meta_sites(rec)
+    sites = meta_sites(rec)
     assert len(sites) == len(named) and all(sites[str(i)].startswith("f") for i in named)
 
 
 def test_counts_reach_the_recorder_for_the_step_sampled(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     sampler.thread_id = threading.get_ident()
     rec.optimizer_done(1)  # a step opens
     rec.phase_now = HOST
@@ -111,12 +95,12 @@ def test_counts_reach_the_recorder_for_the_step_sampled(rec: Recorder) -> None:
     assert (samples, host_samples, data, data_samples) == (3, 3, ring_format.NO_SITE, 0)
     assert parts == ring_format.part_samples(3, 0)
     line = test_counts_reach_the_recorder_for_the_step_sampled.__code__.co_firstlineno
-    assert _meta_sites(rec)[str(host)] == (
+    assert meta_sites(rec)[str(host)] == (
         f"test_counts_reach_the_recorder_for_the_step_sampled ({FILE}:{line})")
 
 
 def test_a_late_sample_in_a_new_phase_counts_for_one(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     sampler.thread_id = threading.get_ident()
     rec.optimizer_done(1)  # a step opens
     rec.phase_now = FORWARD
@@ -132,7 +116,7 @@ def test_a_late_sample_in_a_new_phase_counts_for_one(rec: Recorder) -> None:
 
 
 def test_no_step_for_long_slows_the_sampler_and_a_step_speeds_it_up(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     sampler.thread_id = threading.get_ident()
     sampler.sample()  # no step open: a trainer between epochs, or an idle notebook
     assert sampler.interval == INTERVAL_S
@@ -180,7 +164,7 @@ def test_the_signal_trigger_samples_the_main_thread_and_gives_sigurg_back(
     assert threading.current_thread() is threading.main_thread()
     assert sigurg_at_default(time.monotonic() + 60)  # a recorder of an earlier test
     monkeypatch.setenv(SAMPLE_ENV, "0")  # its ring starts no sampler of its own
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     assert sampler.start(SIGNAL) == SIGNAL
     try:
         assert signal.getsignal(TIMER_SIGNAL) is sampler.handler
@@ -194,5 +178,5 @@ def test_the_signal_trigger_samples_the_main_thread_and_gives_sigurg_back(
     _, _, host, host_samples, _, _, _ = rec.site_counts
     assert host_samples >= 3
     line = pure_python_until.__code__.co_firstlineno
-    assert _meta_sites(rec)[str(host)] == f"pure_python_until ({FILE}:{line})"
+    assert meta_sites(rec)[str(host)] == f"pure_python_until ({FILE}:{line})"
     assert rec.facts[META_SAMPLER] == SIGNAL

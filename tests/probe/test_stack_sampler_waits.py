@@ -20,10 +20,9 @@ from types import FrameType
 
 import pytest
 
-from gputop.probe import ring as ring_format
-from gputop.probe.reader import RingReader
-from gputop.probe.stack_sampler import WAITING, StackSampler
+from gputop.probe.stack_sampler import WAITING
 from gputop.probe.steps import DATA, HOST, INPUT, Recorder
+from tests.helpers.sampler_sites import meta_sites, sampler_on
 
 FILE = os.path.basename(__file__)
 BLOCKED_WAIT_S = 60.0  # how long a thread may take to reach its wait (a bound, not a speed)
@@ -31,22 +30,6 @@ BLOCKED_WAIT_S = 60.0  # how long a thread may take to reach its wait (a bound, 
 
 def blocked_in(wait: Callable[[], object]) -> None:
     wait()
-
-
-def _sampler(rec: Recorder) -> StackSampler:
-    rec.annotate({})  # the ring, so the table has somewhere to go
-    return StackSampler(rec, 0)
-
-
-def _meta_sites(rec: Recorder) -> dict[str, str]:
-    assert rec.ring is not None
-    reader = RingReader(rec.ring.path)
-    try:
-        sites = reader.read_meta().get(ring_format.META_SITES)
-    finally:
-        reader.close()
-    assert isinstance(sites, dict)
-    return sites
 
 
 def _frame_in(thread: threading.Thread, function: str) -> FrameType:
@@ -126,7 +109,7 @@ def test_a_site_blocked_in_a_wait_names_it(
     rec: Recorder, make: Callable[[], tuple[Callable[[], object], Callable[[], object]]],
     function: str, named: str,
 ) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     wait, release = make()
     with blocked(wait, release) as thread:
         frame = _frame_in(thread, function)
@@ -134,13 +117,13 @@ def test_a_site_blocked_in_a_wait_names_it(
         assert sampler.site_of(frame, waits=True) == waiting  # interned once
         plain = sampler.site_of(frame)
     line = blocked_in.__code__.co_firstlineno
-    sites = _meta_sites(rec)
+    sites = meta_sites(rec)
     assert sites[str(plain)] == f"blocked_in ({FILE}:{line})"
     assert sites[str(waiting)] == f"blocked_in ({FILE}:{line}){WAITING}{named}"
 
 
 def test_a_wait_is_named_outside_a_loaders_next_only(rec: Recorder) -> None:
-    sampler = _sampler(rec)
+    sampler = sampler_on(rec)
     wait, release = _queue()
     with blocked(wait, release) as thread:
         _frame_in(thread, "get")
@@ -152,7 +135,7 @@ def test_a_wait_is_named_outside_a_loaders_next_only(rec: Recorder) -> None:
             sampler.sample()
             _, _, host, _, data, _ = rec.site_counts[:6]
             seen[phase] = host if phase == HOST else data
-    sites = _meta_sites(rec)
+    sites = meta_sites(rec)
     line = blocked_in.__code__.co_firstlineno
     waiting = f"blocked_in ({FILE}:{line}){WAITING}queue.Queue.get"
     assert sites[str(seen[HOST])] == waiting
