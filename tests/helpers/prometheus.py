@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -66,14 +67,26 @@ class Serve:
     """A running `gputop serve` subprocess and the URL it said it serves."""
 
     def __init__(self, args: Sequence[str], env: dict[str, str]) -> None:
+        # -X faulthandler: a serve that will not stop is sent SIGABRT and prints every
+        # thread's stack, which stop() reports
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gputop", "serve", *args], cwd=ROOT, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [sys.executable, "-X", "faulthandler", "-m", "gputop", "serve", *args], cwd=ROOT,
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE)
         assert self.process.stderr is not None
         line = read_line(self.process.stderr, 120)
         assert "metrics at " in line, line
         self.url = line.split("metrics at ", 1)[1].strip()
         self.target = urllib.parse.urlsplit(self.url).netloc
+        self.said: list[bytes] = []  # its stderr after that line, drained so it never blocks
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+
+    def _read_stderr(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            self.said.append(chunk)
 
     def scrape(self, accept: str | None = None, context: Any = None) -> str:
         """One scrape of /metrics."""
@@ -82,15 +95,25 @@ class Serve:
             return str(response.read().decode())
 
     def stop(self) -> int:
-        """SIGTERM, and the exit code (it must stop by itself)."""
+        """SIGTERM, and the exit code (it must stop by itself; one that does not fails with
+        its threads' stacks and what it wrote to stderr)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
             return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(10)
+            self._drain.join(5)
+            said = b"".join(self.said).decode(errors="replace")
+            raise AssertionError(f"gputop serve ignored SIGTERM for 30 s:\n{said[-6000:]}"
+                                 ) from None
         finally:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait(10)
+            self._drain.join(5)
             if self.process.stderr is not None:
                 self.process.stderr.close()
 
