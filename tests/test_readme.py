@@ -48,3 +48,29 @@ def test_the_legend_explains_every_mark_the_screen_draws() -> None:
               "host-bound", "data-bound", "compute-bound", "cpu-starved"]
     missing = [mark for mark in marks if mark not in legend]
     assert not missing, missing
+
+
+def _table_rows(text: str, columns: int) -> dict[str, list[str]]:
+    """A markdown table's rows of `columns` cells, by the first cell holding a `code` id
+    (README) or by the first cell (docs)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == columns:
+            rows[cells[1].strip("`") if columns == 4 else cells[0]] = cells
+    return rows
+
+
+def test_the_readmes_truth_rows_are_the_full_tables() -> None:
+    """Each README row of the truth table quotes docs/advice.md's row of the same trainer."""
+    readme = _table_rows((ROOT / "README.md").read_text(), 4)
+    full = _table_rows((ROOT / "docs" / "advice.md").read_text(), 10)
+    quoted = {k: v for k, v in readme.items() if k in full}
+    assert len(quoted) >= 10, sorted(readme)
+    for trainer, (_, _, timers, gputop) in quoted.items():
+        row = full[trainer]
+        assert timers.startswith(f"{row[1]} {row[2]}"), (trainer, timers, row)
+        assert gputop.startswith(f"{row[5]} {row[6]}"), (trainer, gputop, row)
+        for function, share in ((row[3], row[4]), (row[7], row[8])):
+            if function != "—":
+                assert f"{function.strip('`').split(' (')[0]} {share}" in timers + gputop
