@@ -10,7 +10,7 @@ from __future__ import annotations
 from gputop.advice.context import Context, figure
 from gputop.analysis.steps import STEP_STATISTIC
 from gputop.core.model import Advice, AttachState, StepSummary
-from gputop.probe.stack_sampler import WAITING
+from gputop.probe.ring import WAITING
 
 # How following the advice changes the step: the work leaves it (done less often), overlaps
 # it in one background thread, or is shared by two producers feeding a loop that waits.

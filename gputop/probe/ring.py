@@ -105,6 +105,7 @@ META_STATUS = "probe_status"
 # the metadata key of the stack sampler's site table: {"ID": "function (file:line)"}
 META_SITES = "sites"
 META_SAMPLER = "sampler"  # the stack sampler's trigger: "signal" or "thread"
+WAITING = " waiting in "  # in a site's text: between the site and the blocking wait it called
 NO_SITE = 0
 
 assert NAMESPACE_OFFSET + NAMESPACE.size <= META_OFFSET and RECORD_SIZE % 64 == 0

@@ -73,7 +73,6 @@ WAITS = (
 )
 WAIT_MODULES = tuple(sorted({module for module, _, _ in WAITS}))
 FIRST_WAIT = -3
-WAITING = " waiting in "  # between a site and the wait it called
 # comprehensions and generator expressions: code objects of their own on 3.11, part of the
 # function that holds them to the user who wrote them
 _INLINE = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -352,7 +351,7 @@ class StackSampler:
         """The id of `site` waiting in the wait marked `wait`, interned (the wait's name kept
         whole where the text is cut) and cached in self.waiting."""
         plain = self.table.get(str(site))
-        suffix = WAITING + WAITS[FIRST_WAIT - wait][2]
+        suffix = ring_format.WAITING + WAITS[FIRST_WAIT - wait][2]
         found = self.waiting[site, wait] = (
             self._intern(plain[:SITE_TEXT - len(suffix)] + suffix) if plain is not None
             else ring_format.NO_SITE)

@@ -29,7 +29,7 @@ import pytest
 from gputop.analysis.steps import STEP_STATISTIC
 from gputop.core.model import Frame
 from gputop.frames.sampler import Sampler
-from gputop.probe.stack_sampler import WAITING
+from gputop.probe.ring import WAITING
 from tests.helpers.advice_run import (
     Trainer,
     advice,

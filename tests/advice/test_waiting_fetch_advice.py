@@ -10,7 +10,7 @@ from gputop.advice.context import Context
 from gputop.advice.host_code_rules import host_bound
 from gputop.analysis.steps import STEP_STATISTIC, summarize
 from gputop.core.model import AttachState, StepRecord, TrainerConfig
-from gputop.probe.stack_sampler import WAITING
+from gputop.probe.ring import WAITING
 from tests.helpers.builders import frame
 
 MS = 1_000_000

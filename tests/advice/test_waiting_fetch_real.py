@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.probe.stack_sampler import WAITING
+from gputop.probe.ring import WAITING
 from tests.helpers.advice_run import Trainer, advice, sample_until, shows, state, watching
 from tests.helpers.probe import ROOT, trainer_env
 from tests.helpers.scheduling import favoured

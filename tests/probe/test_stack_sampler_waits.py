@@ -20,7 +20,7 @@ from types import FrameType
 
 import pytest
 
-from gputop.probe.stack_sampler import WAITING
+from gputop.probe.ring import WAITING
 from gputop.probe.steps import DATA, HOST, INPUT, Recorder
 from tests.helpers.sampler_sites import meta_sites, sampler_on
 
