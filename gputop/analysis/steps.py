@@ -364,9 +364,9 @@ def _top_site(sites: Mapping[str, int], part_percent: float | None,
     site beside it in the same steps); steps from before the probe counted the part's
     samples count their top site's alone, the rest of their part unseen, so a site there
     gets the share of the top sites' samples (too high beside a second site). Samples are
-    not compared across parts: the sampler takes the GIL where the training thread lets go
-    of it (a C call, backward), so its samples fall in those parts more than their time
-    says, but within one part they still say where time went."""
+    not compared across parts: the thread sampler (the fallback trigger) sees C calls that
+    let go of the GIL more often than their time says, but the probe's clocks, not
+    samples, measure each part."""
     named = sum(count for count in sites.values() if count > 0)
     if not named or part_percent is None:
         return None, None

@@ -189,11 +189,11 @@ class RunCommand:
 
 @dataclass
 class DemoTrainer:
-    """A running `python -m gputop.app.demo_trainer`; it also exits by itself when gputop dies.
-    `group`: it leads a process group of its own, which holds everything it starts."""
+    """A running demo process (`python -m gputop.app.demo_trainer`, the demo's idle holder);
+    it leads a process group of its own, which holds everything it starts, and it also exits
+    by itself when gputop dies."""
 
     process: subprocess.Popen[bytes]
-    group: bool = False
 
     @property
     def pid(self) -> int:
@@ -210,8 +210,7 @@ class DemoTrainer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout_s)
-        if self.group:
-            end_group(self.process.pid, timeout_s)
+        end_group(self.process.pid, timeout_s)
 
 
 def end_group(pgid: int, timeout_s: float) -> None:
@@ -255,4 +254,4 @@ def start_demo_trainer(workers: int | None = None, extra_args: Sequence[str] = (
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, close_fds=True, start_new_session=True,  # its group: what it starts
     )
-    return DemoTrainer(process, group=True)
+    return DemoTrainer(process)

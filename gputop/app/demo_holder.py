@@ -38,7 +38,7 @@ def start_demo_holder(gpu: int | None) -> DemoTrainer | None:
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, close_fds=True, start_new_session=True,
     )
-    return DemoTrainer(process, group=True)
+    return DemoTrainer(process)
 
 
 def demo_owners(trainer_pid: int | None, holder: DemoTrainer | None,
