@@ -15,12 +15,10 @@ followed and measured the same way.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import median
 
@@ -35,13 +33,14 @@ from tests.helpers.advice_run import (
     advice,
     ids,
     number,
+    probed_script,
     sample_until,
     shows,
     state,
     watching,
 )
 from tests.helpers.follow import ORDER
-from tests.helpers.probe import ROOT, trainer_env
+from tests.helpers.probe import ROOT, def_site
 from tests.helpers.scheduling import favoured
 
 pytest.importorskip("torch")
@@ -56,7 +55,6 @@ PREDICTION_FACTOR = 1.25
 FETCH_MS = "12"  # the read's wait in get_batch: more than the small model's whole step
 WARM_STEPS = 15
 MEASURED_STEPS = 80
-READY_TIMEOUT_S = 120.0
 RUN_TIMEOUT_S = 300.0  # a bound on one run, not a speed check
 
 TRAINER = '''
@@ -184,37 +182,12 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-def def_line(path: Path, name: str) -> int:
-    """The line of `def name(` in the file at `path`."""
-    lines = path.read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if line.startswith(f"def {name}("))
-
-
 @contextmanager
 def probed(tmp_path: Path, *args: str) -> Iterator[Trainer]:
     """The trainer with `args` under `python -m gputop.probe`, favoured, running until killed."""
-    where = tmp_path / "probed"
-    rings, ready = where / "rings", where / "READY"
-    rings.mkdir(parents=True)
-    with open(where / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gputop.probe", str(script(tmp_path)), *args, "--ready",
-             str(ready)], env=trainer_env(rings), cwd=ROOT, start_new_session=True,
-            preexec_fn=favoured(), stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"trainer not ready (rc={proc.poll()}): "
-                            f"{(where / 'stderr.txt').read_text()[-2000:]}")
-            time.sleep(0.05)
-        pid = json.loads(ready.read_text())["pid"]
-        assert pid == proc.pid
-        yield Trainer(pid, rings, where / "stats.json", {})
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait(timeout=30)
+    tmp_path.mkdir(parents=True, exist_ok=True)  # script() writes the trainer there
+    with probed_script(script(tmp_path), tmp_path / "probed", *args) as trainer:
+        yield trainer
 
 
 def until(sampler: Sampler, trainer: Trainer, done: Callable[[Frame], bool],
@@ -274,7 +247,7 @@ def followed_gain(tmp_path: Path, loop: tuple[str, ...], advice_id: str, verdict
         frame = until(sampler, trainer, shows(advice_id))
     found = advice(frame, advice_id)
     summary = state(frame).summary
-    site = f"get_batch (train.py:{def_line(script(tmp_path), 'get_batch')})"
+    site = def_site(script(tmp_path), "get_batch")
     assert summary.verdict == verdict, summary
     assert (summary.host_site if verdict == "host-bound" else summary.data_site) == site, summary
     assert found.action.startswith(f"{site}: Prefetch the next batch in a background thread")

@@ -5,26 +5,27 @@ advice gives that work more hands; it is never told to prefetch again."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from gputop.probe.ring import WAITING
-from tests.helpers.advice_run import Trainer, advice, sample_until, shows, state, watching
-from tests.helpers.probe import ROOT, trainer_env
-from tests.helpers.scheduling import favoured
+from tests.helpers.advice_run import (
+    Trainer,
+    advice,
+    probed_script,
+    sample_until,
+    shows,
+    state,
+    watching,
+)
+from tests.helpers.probe import def_site
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-READY_TIMEOUT_S = 120.0
 FETCH_MS = "30"  # the read's wait in the prefetch thread: several times the model's step
 
 TRAINER = '''
@@ -92,37 +93,13 @@ while True:
 '''
 
 
-def _def_site(script: Path, function: str) -> str:
-    """"function (file:line)" of the function's def in `script`."""
-    lines = script.read_text().splitlines()
-    line = next(n for n, text in enumerate(lines, 1) if text.startswith(f"def {function}("))
-    return f"{function} ({script.name}:{line})"
-
-
 @contextmanager
 def probed(tmp_path: Path, *args: str) -> Iterator[Trainer]:
     """The trainer with `args` under `python -m gputop.probe`, favoured, until killed."""
-    script, rings, ready = tmp_path / "train.py", tmp_path / "rings", tmp_path / "READY"
+    script = tmp_path / "train.py"
     script.write_text(TRAINER)
-    rings.mkdir()
-    with open(tmp_path / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gputop.probe", str(script), *args, "--ready", str(ready)],
-            env=trainer_env(rings), cwd=ROOT, start_new_session=True, preexec_fn=favoured(),
-            stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"trainer not ready (rc={proc.poll()}): "
-                            f"{(tmp_path / 'stderr.txt').read_text()[-2000:]}")
-            time.sleep(0.05)
-        assert json.loads(ready.read_text())["pid"] == proc.pid
-        yield Trainer(proc.pid, rings, tmp_path / "stats.json", {})
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait(timeout=30)
+    with probed_script(script, tmp_path, *args) as trainer:
+        yield trainer
 
 
 # (the loop's shape, the advice it gets, the verdict, the summary's field naming the site)
@@ -141,7 +118,7 @@ def test_a_loop_waiting_on_its_prefetch_thread_is_not_told_to_prefetch_again(
             watching(trainer) as sampler:
         frame = sample_until(sampler, shows(advice_id))
     summary = state(frame).summary
-    waiting = f"{_def_site(tmp_path / 'train.py', 'next_batch')}{WAITING}queue.Queue.get"
+    waiting = f"{def_site(tmp_path / 'train.py', 'next_batch')}{WAITING}queue.Queue.get"
     assert summary.verdict == verdict, summary
     assert getattr(summary, site_field) == waiting, summary
     found = advice(frame, advice_id)

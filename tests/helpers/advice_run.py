@@ -172,6 +172,32 @@ def _start_probed(tmp_path: Path, args: tuple[str, ...], cpus: Set[int] | None,
     return job, Trainer(info["pid"], ring_dir, stats, info)
 
 
+@contextmanager
+def probed_script(script: Path, where: Path, *args: str) -> Iterator[Trainer]:
+    """`python -m gputop.probe SCRIPT ARGS --ready` (a script that writes its READY file),
+    favoured, its rings and stderr in `where`, running until the block ends."""
+    rings, ready = where / "rings", where / "READY"
+    rings.mkdir(parents=True)
+    with open(where / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gputop.probe", str(script), *args, "--ready", str(ready)],
+            env=trainer_env(rings), cwd=ROOT, start_new_session=True, preexec_fn=favoured(),
+            stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"trainer not ready (rc={proc.poll()}): "
+                            f"{(where / 'stderr.txt').read_text()[-2000:]}")
+            time.sleep(0.05)
+        assert json.loads(ready.read_text())["pid"] == proc.pid
+        yield Trainer(proc.pid, rings, where / "stats.json", {})
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait(timeout=30)
+
+
 def _stderr(tmp_path: Path) -> str:
     """What the trainer started in `tmp_path` wrote to stderr."""
     return (tmp_path / "stderr.txt").read_text(errors="replace")

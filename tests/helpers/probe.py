@@ -39,6 +39,13 @@ def trainer_env(ring_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def def_site(script: Path, function: str) -> str:
+    """"function (file:line)" of the function's def in `script`, as the sampler names it."""
+    lines = script.read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.startswith(f"def {function}("))
+    return f"{function} ({script.name}:{line})"
+
+
 def payload(**values: int) -> tuple[int, ...]:
     """A record's payload as RingWriter.append takes it, by field name (the rest NONE)."""
     unknown = values.keys() - set(ring_format.PAYLOAD_FIELDS)

@@ -237,13 +237,6 @@ def compare(name: str, state: AttachState, truth: dict[str, Any],
         records=tuple(step for step in state.steps if not step.warmup))
 
 
-def def_site(script: Path, function: str) -> str:
-    """"function (file:line)" of the function's def in `script`, as the sampler names it."""
-    lines = script.read_text().splitlines()
-    line = next(n for n, text in enumerate(lines, 1) if text.startswith(f"def {function}("))
-    return f"{function} ({script.name}:{line})"
-
-
 def truth_over(steps: list[StepRecord], spans: list[list[Any]]
                ) -> tuple[dict[str, int], dict[str, Counter[str]], int]:
     """The timers' time per part and per (part, function) within the steps' spans, and the

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputop.core.model import StepRecord
-from tests.helpers.truth import AGREE_POINTS, SITE_KEY, Row, def_site, run_trainer
+from tests.helpers.probe import def_site
+from tests.helpers.truth import AGREE_POINTS, SITE_KEY, Row, run_trainer
 from tests.helpers.truth_trainers import SHARED_PART, SLOW, TRAINERS
 
 pytest.importorskip("torch")
